@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs pouchdb-server, a real server speaking CouchDB's HTTP API, as a local stand-in for
+# Apache CouchDB 3 (tests and the quick start only: production is CouchDB 3, see
+# docker-compose.yml). Installs it from package-lock.json on first use.
+#
+#   couchdb/local-couchdb.sh [--port 5984] [--admin admin:admin] [--data DIR]
+#
+# Without --data the databases live in memory and vanish when it stops.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+port=5984
+admin=admin:admin
+data=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --port) port=$2; shift 2 ;;
+    --admin) admin=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    *) echo "usage: $0 [--port N] [--admin USER:PASSWORD] [--data DIR]" >&2; exit 2 ;;
+  esac
+done
+
+"$here/install.sh"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-couchdb.XXXXXX")
+# pouchdb-server rewrites its config file (it hashes the admin password), so it gets a copy.
+node -e '
+  const [user, ...rest] = process.argv[1].split(":");
+  const config = { admins: { [user]: rest.join(":") }, log: { file: process.argv[2] + "/log.txt" } };
+  require("fs").writeFileSync(process.argv[2] + "/config.json", JSON.stringify(config));
+' "$admin" "$work"
+
+mode=(--in-memory)
+if [ -n "$data" ]; then
+  mkdir -p "$data"
+  mode=(--dir "$data")
+fi
+# --unhandled-rejections=warn: pouchdb-server rejects a few requests by crashing otherwise
+# (pouchdb/pouchdb-server#374). -n: no request log on stdout.
+exec node --unhandled-rejections=warn "$here/node_modules/pouchdb-server/bin/pouchdb-server" \
+  --host 127.0.0.1 --port "$port" --config "$work/config.json" -n "${mode[@]}"

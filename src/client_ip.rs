@@ -1,0 +1,168 @@
+//! Which address a request comes from: the peer, or the client a trusted proxy names.
+
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use hyper::header::{HeaderMap, FORWARDED};
+use ipnet::IpNet;
+
+/// Proxies (IPs or CIDRs) whose `Forwarded` / `X-Forwarded-For` headers are believed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+/// A trusted-proxy entry that is neither an IP address nor a CIDR block.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an IP address or CIDR block: {0:?}")]
+pub struct InvalidProxy(String);
+
+impl FromStr for TrustedProxies {
+    type Err = InvalidProxy;
+
+    /// A comma-separated list such as `10.0.0.0/8, 127.0.0.1, ::1`; empty means none.
+    fn from_str(list: &str) -> Result<Self, InvalidProxy> {
+        let nets = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                IpNet::from_str(s)
+                    .or_else(|_| IpAddr::from_str(s).map(IpNet::from))
+                    .map_err(|_| InvalidProxy(s.to_owned()))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(TrustedProxies(nets))
+    }
+}
+
+impl TrustedProxies {
+    fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The client's address. Forwarding headers count only when the peer is trusted; the chain
+    /// is then read right to left, skipping trusted hops, so a client cannot forge its address
+    /// by sending the header itself. `Forwarded` (RFC 7239) is preferred over `X-Forwarded-For`.
+    pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let hops: Vec<Option<IpAddr>> = if headers.contains_key(FORWARDED) {
+            header_items(headers, FORWARDED.as_str())
+                .map(|el| forwarded_for(&el))
+                .collect()
+        } else {
+            header_items(headers, "x-forwarded-for")
+                .map(|item| parse_node(&item))
+                .collect()
+        };
+        let mut client = peer;
+        for hop in hops.into_iter().rev() {
+            match hop {
+                Some(ip) if self.trusts(ip) => client = ip,
+                Some(ip) => return ip,
+                // "unknown", an obfuscated name or garbage: the last hop we could read stands.
+                None => return client,
+            }
+        }
+        client
+    }
+}
+
+/// Every comma-separated item of every instance of header `name`, in order.
+fn header_items<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item = String> + 'a {
+    headers.get_all(name).iter().flat_map(|v| {
+        String::from_utf8_lossy(v.as_bytes())
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The `for=` node of one `Forwarded` element, e.g. `for="[2001:db8::1]:4711";proto=https`.
+fn forwarded_for(element: &str) -> Option<IpAddr> {
+    element.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case("for")
+            .then(|| parse_node(value.trim().trim_matches('"')))
+            .flatten()
+    })
+}
+
+/// An address with an optional port: `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`, `[2001:db8::1]:80`.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    IpAddr::from_str(node)
+        .ok()
+        .or_else(|| SocketAddr::from_str(node).ok().map(|s| s.ip()))
+        .or_else(|| IpAddr::from_str(node.strip_prefix('[')?.strip_suffix(']')?).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(*k, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn untrusted_peer_is_the_client_whatever_it_claims() {
+        let proxies: TrustedProxies = "10.0.0.0/8".parse().unwrap();
+        let h = headers(&[("x-forwarded-for", "203.0.113.7")]);
+        assert_eq!(
+            proxies.client_ip(ip("198.51.100.1"), &h),
+            ip("198.51.100.1")
+        );
+    }
+
+    #[test]
+    fn trusted_peer_names_the_rightmost_untrusted_hop() {
+        let proxies: TrustedProxies = "10.0.0.0/8, 127.0.0.1".parse().unwrap();
+        let h = headers(&[
+            ("x-forwarded-for", "6.6.6.6, 203.0.113.7"),
+            ("x-forwarded-for", "10.1.2.3"),
+        ]);
+        assert_eq!(proxies.client_ip(ip("127.0.0.1"), &h), ip("203.0.113.7"));
+    }
+
+    #[test]
+    fn forwarded_header_is_preferred_and_parsed() {
+        let proxies: TrustedProxies = "::1".parse().unwrap();
+        let h = headers(&[
+            (
+                "forwarded",
+                "for=\"[2001:db8::7]:4711\";proto=https, for=192.0.2.60:80",
+            ),
+            ("x-forwarded-for", "6.6.6.6"),
+        ]);
+        assert_eq!(proxies.client_ip(ip("::1"), &h), ip("192.0.2.60"));
+    }
+
+    #[test]
+    fn unreadable_hop_stops_at_the_last_known_one() {
+        let proxies: TrustedProxies = "127.0.0.1".parse().unwrap();
+        let h = headers(&[("forwarded", "for=unknown")]);
+        assert_eq!(proxies.client_ip(ip("127.0.0.1"), &h), ip("127.0.0.1"));
+        let h = headers(&[("x-forwarded-for", "garbage")]);
+        assert_eq!(proxies.client_ip(ip("127.0.0.1"), &h), ip("127.0.0.1"));
+    }
+
+    #[test]
+    fn bad_proxy_list_is_refused() {
+        assert!("10.0.0.0/8, nonsense".parse::<TrustedProxies>().is_err());
+        assert_eq!(
+            "".parse::<TrustedProxies>().unwrap(),
+            TrustedProxies::default()
+        );
+    }
+}

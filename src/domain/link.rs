@@ -1,0 +1,109 @@
+//! `Link`: a link document as the proxy uses it (contracts §1).
+
+use serde::Deserialize;
+use time::{format_description::well_known::Rfc3339, OffsetDateTime};
+
+/// A link document's fields as CouchDB returns them (other fields are ignored).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LinkDoc {
+    /// The target: an absolute http/https URL or an internal redirect (`/...`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `true` turns the link off (404).
+    #[serde(default)]
+    pub inactive: Option<bool>,
+    /// RFC 3339 instant from which the link answers 404.
+    #[serde(default)]
+    pub expires: Option<String>,
+}
+
+/// A link the proxy can serve, parsed from its document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// The stored target, unchanged.
+    pub url: Box<str>,
+    /// Whether the document says `inactive: true`.
+    pub inactive: bool,
+    /// When the link stops working, if ever.
+    pub expires: Option<OffsetDateTime>,
+}
+
+impl Link {
+    /// Reads a document; `Err` says why it cannot be served. CouchDB's validation keeps such
+    /// documents out, but the proxy does not trust the database to have always had it.
+    pub fn from_doc(doc: LinkDoc) -> Result<Link, String> {
+        let url = doc.url.ok_or("the document has no string \"url\"")?;
+        let expires = match doc.expires {
+            None => None,
+            Some(text) => Some(
+                OffsetDateTime::parse(&text, &Rfc3339)
+                    .map_err(|_| format!("\"expires\" is not an RFC 3339 timestamp: {text:?}"))?,
+            ),
+        };
+        Ok(Link {
+            url: url.into_boxed_str(),
+            inactive: doc.inactive.unwrap_or(false),
+            expires,
+        })
+    }
+
+    /// The target to redirect to at `now`, or `None` when the link is inactive or expired.
+    /// Checked on every request, so a cached link expires on time (seed 000).
+    pub fn live_target(&self, now: OffsetDateTime) -> Option<&str> {
+        let expired = self.expires.is_some_and(|t| now >= t);
+        (!self.inactive && !expired).then_some(&*self.url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn parse(json: &str) -> Result<Link, String> {
+        Link::from_doc(serde_json::from_str(json).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn live_link_gives_its_url() {
+        let link =
+            parse(r#"{"_id":"H83if","url":"https://example.com/wp/?p=14","inactive":false}"#)
+                .unwrap();
+        assert_eq!(
+            link.live_target(OffsetDateTime::now_utc()),
+            Some("https://example.com/wp/?p=14")
+        );
+    }
+
+    #[test]
+    fn inactive_defaults_to_false_and_true_turns_it_off() {
+        let on = parse(r#"{"url":"https://a.example"}"#).unwrap();
+        assert!(on.live_target(OffsetDateTime::now_utc()).is_some());
+        let off = parse(r#"{"url":"https://a.example","inactive":true}"#).unwrap();
+        assert_eq!(off.live_target(OffsetDateTime::now_utc()), None);
+    }
+
+    #[test]
+    fn expiry_is_inclusive_of_the_instant() {
+        let link =
+            parse(r#"{"url":"https://a.example","expires":"2026-12-31T23:59:59Z"}"#).unwrap();
+        assert!(link
+            .live_target(datetime!(2026-12-31 23:59:58.999 UTC))
+            .is_some());
+        assert_eq!(link.live_target(datetime!(2026-12-31 23:59:59 UTC)), None);
+        assert_eq!(
+            link.live_target(datetime!(2027-01-01 00:00:00 +00:30)),
+            Some("https://a.example")
+        );
+    }
+
+    #[test]
+    fn malformed_documents_are_refused_with_a_reason() {
+        assert!(parse(r#"{"inactive":false}"#).unwrap_err().contains("url"));
+        assert!(parse(r#"{"url":"https://a.example","expires":"tomorrow"}"#)
+            .unwrap_err()
+            .contains("expires"));
+        assert!(parse(r#"{"url":42}"#).is_err());
+        assert!(parse(r#"{"url":"https://a.example","inactive":"no"}"#).is_err());
+    }
+}

@@ -1,0 +1,97 @@
+//! `LinkId`: the 5-character base-62 document ID of a short link (seed 003).
+
+use std::fmt;
+
+use rand::Rng;
+
+/// The 62 characters an ID is made of, as seed 003 lists them.
+const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A short link's ID: exactly 5 characters of `[A-Za-z0-9]`, case-sensitive.
+///
+/// Stored inline (5 bytes) so the link cache keys cost no allocation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkId([u8; 5]);
+
+/// The reason a string is not a [`LinkId`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a link ID is exactly 5 characters of A-Z, a-z, 0-9 (got {0:?})")]
+pub struct InvalidLinkId(pub String);
+
+impl LinkId {
+    /// Accepts exactly 5 ASCII letters or digits.
+    pub fn parse(s: &str) -> Result<Self, InvalidLinkId> {
+        let bytes = s.as_bytes();
+        match <[u8; 5]>::try_from(bytes) {
+            Ok(id) if id.iter().all(u8::is_ascii_alphanumeric) => Ok(LinkId(id)),
+            _ => Err(InvalidLinkId(s.to_owned())),
+        }
+    }
+
+    /// A fresh ID drawn uniformly from the 62^5 space by the thread-local CSPRNG.
+    pub fn random() -> Self {
+        let mut rng = rand::rng();
+        let mut id = [0u8; 5];
+        for b in &mut id {
+            *b = ALPHABET[rng.random_range(0..ALPHABET.len())];
+        }
+        LinkId(id)
+    }
+
+    /// The ID as text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII alphanumerics ever get in (see `parse` and `random`).
+        std::str::from_utf8(&self.0).expect("link IDs are ASCII")
+    }
+}
+
+impl fmt::Display for LinkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for LinkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LinkId({})", self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_five_alphanumerics_case_sensitively() {
+        assert_eq!(LinkId::parse("H83if").unwrap().as_str(), "H83if");
+        assert_ne!(
+            LinkId::parse("H83if").unwrap(),
+            LinkId::parse("h83if").unwrap()
+        );
+    }
+
+    #[test]
+    fn rejects_everything_else() {
+        for bad in [
+            "",
+            "H83i",
+            "H83ifx",
+            "H83i-",
+            "H83i_",
+            "_desi",
+            "H83 f",
+            "Hé3if",
+            "H83i\u{0}",
+        ] {
+            assert!(LinkId::parse(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn random_ids_parse_and_differ() {
+        let a = LinkId::random();
+        assert_eq!(LinkId::parse(a.as_str()), Ok(a));
+        let distinct: std::collections::HashSet<_> = (0..1000).map(|_| LinkId::random()).collect();
+        assert!(distinct.len() > 990, "62^5 IDs should rarely collide");
+    }
+}

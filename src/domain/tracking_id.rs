@@ -1,0 +1,155 @@
+//! `TrackingId`: the value of the tracking cookie (contracts §4).
+
+use std::fmt;
+
+use rand::Rng;
+use time::OffsetDateTime;
+
+/// A client's tracking ID: the UTC issue time as `yyyymmddhhmmss` followed by 16 lowercase hex
+/// digits from a CSPRNG.
+///
+/// The contract's rule says 16 hex digits, but its own example value
+/// (`20261122101733a3f9c1e2b7d4e6012f`) has 18: couchlink issues 16 and accepts both lengths,
+/// so a client holding a cookie of the documented example's shape keeps it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TrackingId {
+    bytes: [u8; MAX_LEN],
+    len: u8,
+}
+
+const STAMP_LEN: usize = 14;
+const ISSUED_HEX: usize = 16;
+const EXAMPLE_HEX: usize = 18;
+const MAX_LEN: usize = STAMP_LEN + EXAMPLE_HEX;
+
+impl TrackingId {
+    /// Accepts only a value of exactly the issued form; anything else gets a new ID.
+    pub fn parse(s: &str) -> Option<Self> {
+        let raw = s.as_bytes();
+        if raw.len() != STAMP_LEN + ISSUED_HEX && raw.len() != STAMP_LEN + EXAMPLE_HEX {
+            return None;
+        }
+        let (stamp, random) = raw.split_at(STAMP_LEN);
+        let ok = stamp.iter().all(u8::is_ascii_digit)
+            && random
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let mut bytes = [0u8; MAX_LEN];
+        bytes[..raw.len()].copy_from_slice(raw);
+        ok.then_some(TrackingId {
+            bytes,
+            len: raw.len() as u8,
+        })
+    }
+
+    /// A new ID issued at `now` (converted to UTC).
+    pub fn generate(now: OffsetDateTime) -> Self {
+        let mut bytes = [0u8; MAX_LEN];
+        write_compact_timestamp(now, &mut bytes[..STAMP_LEN]);
+        let random: u64 = rand::rng().random();
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for (i, b) in bytes[STAMP_LEN..STAMP_LEN + ISSUED_HEX]
+            .iter_mut()
+            .enumerate()
+        {
+            *b = HEX[((random >> (60 - 4 * i)) & 0xf) as usize];
+        }
+        TrackingId {
+            bytes,
+            len: (STAMP_LEN + ISSUED_HEX) as u8,
+        }
+    }
+
+    /// The ID as text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len as usize]).expect("tracking IDs are ASCII")
+    }
+}
+
+/// Writes `now` in UTC as the 14 digits `yyyymmddhhmmss` into `out` (which must be 14 bytes).
+/// Shared with the access log's timestamp so both read the same clock the same way.
+pub(crate) fn write_compact_timestamp(now: OffsetDateTime, out: &mut [u8]) {
+    let t = now.to_offset(time::UtcOffset::UTC);
+    let fields = [
+        (t.year().clamp(0, 9999) as u32, 4),
+        (u8::from(t.month()) as u32, 2),
+        (t.day() as u32, 2),
+        (t.hour() as u32, 2),
+        (t.minute() as u32, 2),
+        (t.second() as u32, 2),
+    ];
+    let mut pos = 0;
+    for (value, width) in fields {
+        let mut v = value;
+        for i in (0..width).rev() {
+            out[pos + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        pos += width;
+    }
+}
+
+impl fmt::Display for TrackingId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for TrackingId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TrackingId({})", self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn generated_ids_have_the_contract_form() {
+        let id = TrackingId::generate(datetime!(2026-11-22 10:17:33.9 UTC));
+        let s = id.as_str();
+        assert!(s.starts_with("20261122101733"), "{s}");
+        assert_eq!(s.len(), 30, "14 digits and 16 hex digits");
+        assert_eq!(TrackingId::parse(s), Some(id));
+    }
+
+    #[test]
+    fn timestamp_is_utc_whatever_the_offset() {
+        let id = TrackingId::generate(datetime!(2026-11-22 11:17:33 +01:00));
+        assert!(id.as_str().starts_with("20261122101733"));
+    }
+
+    #[test]
+    fn random_part_differs_between_ids() {
+        let now = OffsetDateTime::now_utc();
+        assert_ne!(TrackingId::generate(now), TrackingId::generate(now));
+    }
+
+    #[test]
+    fn parse_refuses_anything_not_exactly_the_form() {
+        for good in [
+            "20261122101733a3f9c1e2b7d4e601",
+            "20261122101733a3f9c1e2b7d4e6012f",
+        ] {
+            assert_eq!(
+                TrackingId::parse(good).map(|t| t.as_str().to_owned()),
+                Some(good.to_owned())
+            );
+        }
+        for bad in [
+            "",
+            "20261122101733a3f9c1e2b7d4e60",     // 15 hex digits
+            "20261122101733a3f9c1e2b7d4e6012",   // 17
+            "20261122101733a3f9c1e2b7d4e6012f0", // 19
+            "20261122101733A3F9C1E2B7D4E6012F",  // upper-case hex
+            "2026112210173xa3f9c1e2b7d4e6012f",  // non-digit stamp
+            "20261122101733a3f9c1e2b7d4e6012g",  // non-hex
+            "20261122101733a3f9c1e2b7d4e601 f",
+            "2026112210173éa3f9c1e2b7d4e6012f",
+        ] {
+            assert!(TrackingId::parse(bad).is_none(), "{bad:?} must be refused");
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The redirect logic: one request's parts in, one response out, no socket needed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Method, Response, StatusCode};
+use time::OffsetDateTime;
+
+use crate::access_log::{AccessLog, Entry};
+use crate::client_ip::TrustedProxies;
+use crate::domain::{Link, LinkId, TrackingId};
+use crate::metrics::Metrics;
+use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
+use crate::store::{LinkStore, Unavailable};
+
+/// The one body for every kind of "no such link", so a 404 never tells whether an ID exists.
+const NOT_FOUND_BODY: &str =
+    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Not Found</title></head>\
+<body><h1>Not Found</h1><p>There is no active short link at this address.</p></body></html>\n";
+const NOT_IMPLEMENTED_BODY: &str =
+    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Not Implemented</title></head>\
+<body><h1>Not Implemented</h1><p>Short links answer GET and HEAD only.</p></body></html>\n";
+const UNAVAILABLE_BODY: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Service Unavailable</title></head>\
+<body><h1>Service Unavailable</h1><p>The link database cannot be reached. Please try again shortly.</p></body></html>\n";
+/// Seconds a client is asked to wait after a 503.
+const RETRY_AFTER_SECS: &str = "5";
+
+/// Everything a request needs, built once at start-up.
+pub struct App {
+    /// Where link documents are read.
+    pub store: LinkStore,
+    /// Where every request is recorded.
+    pub log: AccessLog,
+    /// Shared counters.
+    pub metrics: Arc<Metrics>,
+    /// Response settings.
+    pub settings: Settings,
+}
+
+/// How responses are shaped.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The short links' base URL, without a trailing `/`.
+    pub public_url: String,
+    /// The tracking cookie's name.
+    pub cookie_name: String,
+    /// `; Path=/; Max-Age=...` and the rest, computed once.
+    cookie_attributes: String,
+    /// Whose forwarding headers are believed.
+    pub trusted_proxies: TrustedProxies,
+}
+
+impl Settings {
+    /// Settings for `public_url` (its scheme decides the cookie's `Secure`).
+    pub fn new(public_url: &str, cookie_name: &str, trusted_proxies: TrustedProxies) -> Self {
+        let public_url = public_url.trim_end_matches('/').to_owned();
+        let secure = if public_url.starts_with("https://") {
+            "; Secure"
+        } else {
+            ""
+        };
+        Settings {
+            cookie_attributes: format!(
+                "; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax{secure}"
+            ),
+            public_url,
+            cookie_name: cookie_name.to_owned(),
+            trusted_proxies,
+        }
+    }
+}
+
+/// What a request resolved to.
+enum Outcome {
+    Redirect {
+        location: String,
+        id: Option<LinkId>,
+    },
+    NotFound,
+    NotImplemented,
+    Unavailable,
+}
+
+/// Answers one request. Never fails: every error is already a response here, and every
+/// response is logged and carries the tracking cookie.
+pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
+    let now = OffsetDateTime::now_utc();
+    let outcome = match request.method {
+        Method::GET | Method::HEAD => {
+            locate(&app.store, request.uri.path(), request.uri.query(), now).await
+        }
+        _ => Outcome::NotImplemented,
+    };
+    let tracking = tracking_cookie(&request.headers, &app.settings.cookie_name)
+        .unwrap_or_else(|| TrackingId::generate(now));
+    let response = build_response(
+        &outcome,
+        &tracking,
+        &app.settings,
+        request.method == Method::HEAD,
+    );
+
+    let target = match request.uri.scheme() {
+        // Absolute-form targets are logged whole, as received.
+        Some(_) => request.uri.to_string(),
+        None => request.uri.path_and_query().map_or_else(
+            || request.uri.path().to_owned(),
+            |pq| pq.as_str().to_owned(),
+        ),
+    };
+    let status = response.status().as_u16();
+    app.log.write(&Entry {
+        time: now,
+        client: app
+            .settings
+            .trusted_proxies
+            .client_ip(peer.ip(), &request.headers),
+        tracking: &tracking,
+        user_agent: request
+            .headers
+            .get(header::USER_AGENT)
+            .map(HeaderValue::as_bytes),
+        target: target.as_bytes(),
+        status,
+        location: match &outcome {
+            Outcome::Redirect { location, .. } => Some(location),
+            _ => None,
+        },
+    });
+    app.metrics.response(status);
+    response
+}
+
+/// Logs a request that hyper refused before it reached [`handle`] (it answered 400 or 431
+/// itself, without a cookie): the target is unknown (`-`), and the tracking ID is a fresh one,
+/// so the line keeps its 6 well-formed fields.
+pub fn log_rejected(app: &App, peer: SocketAddr, status: u16) {
+    let now = OffsetDateTime::now_utc();
+    app.log.write(&Entry {
+        time: now,
+        client: peer.ip(),
+        tracking: &TrackingId::generate(now),
+        user_agent: None,
+        target: b"",
+        status,
+        location: None,
+    });
+    app.metrics.response(status);
+}
+
+/// The links the proxy may follow at request time: valid IDs of live documents only.
+struct LiveLinks<'a> {
+    store: &'a LinkStore,
+    now: OffsetDateTime,
+}
+
+/// A live link's target, borrowed from the shared document.
+struct Target(Arc<Link>);
+
+impl AsRef<str> for Target {
+    fn as_ref(&self) -> &str {
+        &self.0.url
+    }
+}
+
+impl Ruleset for LiveLinks<'_> {
+    type Value = Target;
+    type Error = Unavailable;
+
+    async fn get(&self, key: &str) -> Result<Option<Target>, Unavailable> {
+        // A candidate that is not an ID never reaches CouchDB or the cache.
+        let Ok(id) = LinkId::parse(key) else {
+            return Ok(None);
+        };
+        let link = self.store.get(id).await?;
+        Ok(link
+            .filter(|l| l.live_target(self.now).is_some())
+            .map(Target))
+    }
+}
+
+/// Resolves a request path (seed 002) to a redirect, a 404, or a 503.
+async fn locate(
+    store: &LinkStore,
+    path: &str,
+    query: Option<&str>,
+    now: OffsetDateTime,
+) -> Outcome {
+    let rules = LiveLinks { store, now };
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    match resolve(path, &query, "", &rules).await {
+        Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => {
+            match safe_location(&url) {
+                Some(location) => {
+                    let id = path
+                        .trim_start_matches('/')
+                        .split('/')
+                        .next()
+                        .and_then(|s| LinkId::parse(s).ok());
+                    Outcome::Redirect { location, id }
+                }
+                None => {
+                    tracing::warn!(path, "refusing to redirect to an unsafe target {url:?}");
+                    Outcome::NotFound
+                }
+            }
+        }
+        Ok(_) => Outcome::NotFound,
+        Err(ResolveError::Lookup(Unavailable(reason))) => {
+            tracing::warn!(path, "answering 503: {reason}");
+            Outcome::Unavailable
+        }
+        Err(ResolveError::TooManyRedirects) => Outcome::NotFound,
+        Err(ResolveError::BadValue(value)) => {
+            tracing::warn!(path, "a link document holds an unusable url {value:?}");
+            Outcome::NotFound
+        }
+    }
+}
+
+/// The first valid tracking ID among the request's cookies of that name.
+fn tracking_cookie(headers: &HeaderMap, name: &str) -> Option<TrackingId> {
+    headers.get_all(header::COOKIE).iter().find_map(|value| {
+        let text = String::from_utf8_lossy(value.as_bytes());
+        cookie::Cookie::split_parse(text.as_ref())
+            .flatten()
+            .find_map(|c| {
+                (c.name() == name)
+                    .then(|| TrackingId::parse(c.value()))
+                    .flatten()
+            })
+    })
+}
+
+fn build_response(
+    outcome: &Outcome,
+    tracking: &TrackingId,
+    settings: &Settings,
+    head: bool,
+) -> Response<Full<Bytes>> {
+    let (status, body) = match outcome {
+        Outcome::Redirect { location, .. } => {
+            (StatusCode::FOUND, Bytes::from(redirect_body(location)))
+        }
+        Outcome::NotFound => (
+            StatusCode::NOT_FOUND,
+            Bytes::from_static(NOT_FOUND_BODY.as_bytes()),
+        ),
+        Outcome::NotImplemented => (
+            StatusCode::NOT_IMPLEMENTED,
+            Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes()),
+        ),
+        Outcome::Unavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Bytes::from_static(UNAVAILABLE_BODY.as_bytes()),
+        ),
+    };
+    let mut response = Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+        // Every answer depends on the live database: a reprinted QR code must reach its new
+        // target at once, and every scan must reach the proxy to be logged.
+        .header(header::CACHE_CONTROL, "no-store")
+        .header(header::CONTENT_LENGTH, body.len())
+        .header(
+            header::SET_COOKIE,
+            format!(
+                "{}={}{}",
+                settings.cookie_name, tracking, settings.cookie_attributes
+            ),
+        );
+    match outcome {
+        Outcome::Redirect { location, id } => {
+            response = response.header(header::LOCATION, location);
+            if let Some(id) = id {
+                response = response.header(
+                    header::LINK,
+                    format!("<{}/{id}>; rel=\"shortlink\"", settings.public_url),
+                );
+            }
+        }
+        Outcome::NotImplemented => response = response.header(header::ALLOW, "GET, HEAD"),
+        Outcome::Unavailable => response = response.header(header::RETRY_AFTER, RETRY_AFTER_SECS),
+        Outcome::NotFound => {}
+    }
+    // HEAD: the same headers (Content-Length included), no body.
+    let body = if head { Bytes::new() } else { body };
+    response
+        .body(Full::new(body))
+        .expect("static header names and visible-ASCII values are valid")
+}
+
+fn redirect_body(location: &str) -> String {
+    let href = html_escape(location);
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Redirecting</title></head>\
+<body><p>Redirecting to <a href=\"{href}\">{href}</a></p></body></html>\n"
+    )
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(cookie: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, HeaderValue::from_static(cookie));
+        h
+    }
+
+    #[test]
+    fn valid_tracking_cookie_is_found_among_others() {
+        let h = headers("a=1; tid=20261122101733a3f9c1e2b7d4e6012f; b=2");
+        assert_eq!(
+            tracking_cookie(&h, "tid").unwrap().as_str(),
+            "20261122101733a3f9c1e2b7d4e6012f"
+        );
+        assert!(tracking_cookie(&headers("tid=20261122101733A3F9C1E2B7D4E6012F"), "tid").is_none());
+        assert!(
+            tracking_cookie(&headers("xtid=20261122101733a3f9c1e2b7d4e6012f"), "tid").is_none()
+        );
+    }
+
+    #[test]
+    fn set_cookie_has_every_attribute_and_secure_only_for_https() {
+        let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e6012f").unwrap();
+        let plain = Settings::new("http://0x1f.ie", "tid", TrustedProxies::default());
+        let r = build_response(&Outcome::NotFound, &tid, &plain, false);
+        assert_eq!(
+            r.headers()[header::SET_COOKIE],
+            "tid=20261122101733a3f9c1e2b7d4e6012f; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax"
+        );
+        let secure = Settings::new("https://0x1f.ie/", "tid", TrustedProxies::default());
+        let r = build_response(&Outcome::NotFound, &tid, &secure, false);
+        assert!(r.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .ends_with("; SameSite=Lax; Secure"));
+    }
+
+    #[test]
+    fn redirect_body_escapes_the_target() {
+        assert!(redirect_body("https://t.example/?a=1&b=\"2\"")
+            .contains("href=\"https://t.example/?a=1&amp;b=&quot;2&quot;\""));
+    }
+}

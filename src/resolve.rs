@@ -1,0 +1,527 @@
+//! Seed 002's deterministic shortlink resolution, as a pure algorithm over any ruleset.
+//!
+//! [`resolve`] is the draft's algorithm step by step (embedded `#`/`?` extraction, longest-prefix
+//! match, remaining path, internal redirects with the 256 limit, query and fragment precedence).
+//! [`resolve_url`] wraps it for a whole request URL, as the draft's examples are written.
+//! [`safe_location`] and [`climbs_out`] are couchlink's own checks on the result (the draft's
+//! "Path Traversal" and "Input Validation" considerations).
+
+use std::future::Future;
+
+use percent_encoding::percent_decode_str;
+use url::Url;
+
+/// The draft's loop limit: at most 255 internal redirects are followed.
+pub const MAX_INTERNAL_REDIRECTS: usize = 256;
+
+/// A source of shortlink values (the draft's "Ruleset").
+pub trait Ruleset {
+    /// A value: an absolute destination (`http...`) or an internal redirect (`/...`).
+    type Value: AsRef<str>;
+    /// Why a lookup could not be answered (as opposed to "no such key").
+    type Error;
+    /// The value stored under `key`, if any.
+    fn get(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send;
+}
+
+/// How resolution ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// An absolute destination was found: the assembled destination URL, and the remaining
+    /// path that was appended to it (for the caller's traversal check).
+    Absolute { url: String, appended: String },
+    /// No key matched: the origin-relative path, query and fragment the draft would send the
+    /// client to on the request's own origin.
+    NoMatch {
+        path: String,
+        query: String,
+        fragment: String,
+    },
+}
+
+/// Why resolution failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError<E> {
+    /// The ruleset could not be read.
+    #[error("ruleset lookup failed")]
+    Lookup(E),
+    /// More than 255 internal redirects in a row (the draft's loop protection).
+    #[error("too many internal redirects")]
+    TooManyRedirects,
+    /// A value is neither a parseable `http...` URL nor a `/` path.
+    #[error("unusable ruleset value {0:?}")]
+    BadValue(String),
+}
+
+/// Resolves a request's `pathname` (starting with `/`), `request_query` and `request_fragment`
+/// (each with its leading `?`/`#`, or empty) against `rules`, exactly as seed 002 specifies,
+/// except for two points the contract fixes: the remaining path is joined to the destination's
+/// path with exactly one `/` (the draft's examples), and a destination query is kept verbatim
+/// when no other query is merged into it.
+pub async fn resolve<R: Ruleset>(
+    pathname: &str,
+    request_query: &str,
+    request_fragment: &str,
+    rules: &R,
+) -> Result<Resolved, ResolveError<R::Error>> {
+    let mut pathname = pathname.to_owned();
+    let mut relative = String::new();
+    let mut initial_query = String::new();
+    let mut initial_hash = String::new();
+    let mut redirects = 0;
+
+    loop {
+        // Embedded fragment first, then query; only the first of each is kept across hops.
+        if let Some(i) = pathname.rfind('#') {
+            if initial_hash.is_empty() {
+                initial_hash = pathname[i..].to_owned();
+            }
+            pathname.truncate(i);
+        }
+        if let Some(i) = pathname.rfind('?') {
+            if initial_query.is_empty() {
+                initial_query = pathname[i..].to_owned();
+            }
+            pathname.truncate(i);
+        }
+
+        let Some((key_len, value)) = longest_prefix_match(&pathname, rules).await? else {
+            let query = combine_queries(None, &initial_query, request_query);
+            let fragment = select_fragment(request_fragment, &initial_hash, "");
+            return Ok(Resolved::NoMatch {
+                path: join_paths(&pathname, &relative),
+                query,
+                fragment,
+            });
+        };
+
+        // The part after the key and its "/" (the "/" itself is kept in front).
+        let remaining = pathname.get(key_len + 1..).unwrap_or("");
+        relative.insert_str(0, remaining);
+
+        let value = value.as_ref();
+        if value.starts_with("http") {
+            let destination =
+                Url::parse(value).map_err(|_| ResolveError::BadValue(value.to_owned()))?;
+            let path = join_paths(destination.path(), &relative);
+            let query = combine_queries(destination.query(), &initial_query, request_query);
+            let dest_hash = destination
+                .fragment()
+                .map(|f| format!("#{f}"))
+                .unwrap_or_default();
+            let fragment = select_fragment(request_fragment, &initial_hash, &dest_hash);
+            let origin = destination.origin().ascii_serialization();
+            return Ok(Resolved::Absolute {
+                url: format!("{origin}{path}{query}{fragment}"),
+                appended: relative,
+            });
+        }
+        if !value.starts_with('/') {
+            return Err(ResolveError::BadValue(value.to_owned()));
+        }
+        pathname = value.to_owned();
+        redirects += 1;
+        if redirects >= MAX_INTERNAL_REDIRECTS {
+            return Err(ResolveError::TooManyRedirects);
+        }
+    }
+}
+
+/// The draft's longest-prefix match: the whole pathname (less its leading `/`) first, then
+/// ever shorter prefixes ending before a `/`. Returns the matched key's length and its value.
+async fn longest_prefix_match<R: Ruleset>(
+    pathname: &str,
+    rules: &R,
+) -> Result<Option<(usize, R::Value)>, ResolveError<R::Error>> {
+    let mut candidate = pathname.strip_prefix('/').unwrap_or(pathname);
+    if !candidate.is_empty() {
+        if let Some(value) = rules.get(candidate).await.map_err(ResolveError::Lookup)? {
+            return Ok(Some((candidate.len(), value)));
+        }
+    }
+    while let Some(slash) = candidate.rfind('/') {
+        candidate = &candidate[..slash];
+        if let Some(value) = rules.get(candidate).await.map_err(ResolveError::Lookup)? {
+            return Ok(Some((candidate.len(), value)));
+        }
+    }
+    Ok(None)
+}
+
+/// Appends `relative` (empty, or starting with `/`) to `base` with exactly one `/` between
+/// them: `https://github.com` + `/ietf/guidelines` is `https://github.com/ietf/guidelines`.
+fn join_paths(base: &str, relative: &str) -> String {
+    if relative.is_empty() {
+        return base.to_owned();
+    }
+    let base = base.strip_suffix('/').unwrap_or(base);
+    let relative = relative.strip_prefix('/').unwrap_or(relative);
+    format!("{base}/{relative}")
+}
+
+/// The draft's `combineQueries`: destination < pathname-embedded < request, by
+/// `URLSearchParams.set`. With nothing to merge, the destination's query is kept byte for byte
+/// rather than re-serialised, so a plain redirect never rewrites the stored target.
+fn combine_queries(destination: Option<&str>, embedded: &str, request: &str) -> String {
+    let pairs = |q: &str| -> Vec<(String, String)> {
+        let q = q.strip_prefix('?').unwrap_or(q);
+        form_urlencoded::parse(q.as_bytes()).into_owned().collect()
+    };
+    let (embedded, request) = (pairs(embedded), pairs(request));
+    if embedded.is_empty() && request.is_empty() {
+        return match destination {
+            Some(q) if !q.is_empty() => format!("?{q}"),
+            _ => String::new(),
+        };
+    }
+    let mut params = pairs(destination.unwrap_or(""));
+    for (key, value) in embedded.into_iter().chain(request) {
+        search_params_set(&mut params, key, value);
+    }
+    let serialized = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&params)
+        .finish();
+    if serialized.is_empty() {
+        serialized
+    } else {
+        format!("?{serialized}")
+    }
+}
+
+/// `URLSearchParams.set`: the first pair named `key` takes `value`, later ones are removed;
+/// without one, the pair is appended.
+fn search_params_set(params: &mut Vec<(String, String)>, key: String, value: String) {
+    match params.iter().position(|(k, _)| *k == key) {
+        Some(first) => {
+            params[first].1 = value;
+            let mut index = 0;
+            params.retain(|(k, _)| {
+                index += 1;
+                index - 1 <= first || *k != key
+            });
+        }
+        None => params.push((key, value)),
+    }
+}
+
+/// The draft's `selectFragment`: request > pathname-embedded > destination.
+fn select_fragment(request: &str, embedded: &str, destination: &str) -> String {
+    [request, embedded, destination]
+        .into_iter()
+        .find(|f| !f.is_empty())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Resolves a whole request URL the way the draft's examples are written; the no-match case
+/// stays on the request's origin.
+pub async fn resolve_url<R: Ruleset>(
+    request: &str,
+    rules: &R,
+) -> Result<String, ResolveError<R::Error>> {
+    let request = Url::parse(request).map_err(|_| ResolveError::BadValue(request.to_owned()))?;
+    let query = request.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let fragment = request
+        .fragment()
+        .map(|f| format!("#{f}"))
+        .unwrap_or_default();
+    match resolve(request.path(), &query, &fragment, rules).await? {
+        Resolved::Absolute { url, .. } => Ok(url),
+        Resolved::NoMatch {
+            path,
+            query,
+            fragment,
+        } => {
+            let destination = request
+                .join(&path)
+                .map_err(|_| ResolveError::BadValue(path.clone()))?;
+            Ok(format!(
+                "{}{}{query}{fragment}",
+                destination.origin().ascii_serialization(),
+                destination.path()
+            ))
+        }
+    }
+}
+
+/// Whether an appended path would climb out of the target's path: a `.` or `..` segment, or
+/// a segment hiding a `/` or `\` behind percent-encoding (`%2e%2e`, `%2f`, `%5c`).
+pub fn climbs_out(appended: &str) -> bool {
+    appended.split('/').any(|segment| {
+        let decoded = percent_decode_str(segment).decode_utf8_lossy();
+        decoded == "." || decoded == ".." || decoded.contains(['/', '\\'])
+    })
+}
+
+/// The `Location` couchlink may send for a resolved destination: an absolute http/https URL
+/// with a host, non-ASCII percent-encoded as UTF-8, and nothing but visible ASCII. A target
+/// holding whitespace or control characters is refused rather than silently cleaned.
+pub fn safe_location(destination: &str) -> Option<String> {
+    if destination
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return None;
+    }
+    let url = Url::parse(destination).ok()?;
+    let allowed =
+        matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty());
+    let location: String = url.into();
+    (allowed && location.bytes().all(|b| b.is_ascii_graphic())).then_some(location)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::convert::Infallible;
+
+    use super::*;
+
+    struct Rules(HashMap<String, String>);
+
+    impl Rules {
+        fn new(pairs: &[(&str, &str)]) -> Self {
+            Rules(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        }
+    }
+
+    impl Ruleset for Rules {
+        type Value = String;
+        type Error = Infallible;
+        async fn get(&self, key: &str) -> Result<Option<String>, Infallible> {
+            Ok(self.0.get(key).cloned())
+        }
+    }
+
+    fn run<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn resolves(rules: &[(&str, &str)], request: &str) -> Result<String, ResolveError<Infallible>> {
+        run(resolve_url(request, &Rules::new(rules)))
+    }
+
+    // The draft's five worked examples, verbatim.
+
+    #[test]
+    fn draft_example_1_absolute_destination_with_path_appending() {
+        let rules = [
+            ("github", "https://github.com"),
+            ("repo", "https://github.com/FartLabs/go"),
+        ];
+        assert_eq!(
+            resolves(&rules, "https://example.com/github/ietf/guidelines").unwrap(),
+            "https://github.com/ietf/guidelines"
+        );
+    }
+
+    #[test]
+    fn draft_example_2_internal_redirect_chain() {
+        let rules = [
+            ("docs", "/documentation"),
+            ("docs/api", "/documentation/reference"),
+        ];
+        assert_eq!(
+            resolves(&rules, "https://example.com/docs/api/v1/users").unwrap(),
+            "https://example.com/documentation/reference/v1/users"
+        );
+    }
+
+    #[test]
+    fn draft_example_3_query_parameter_precedence() {
+        let rules = [("example", "https://example.com?baz=qux")];
+        assert_eq!(
+            resolves(&rules, "https://example.com/example?foo=bar").unwrap(),
+            "https://example.com/?baz=qux&foo=bar"
+        );
+    }
+
+    #[test]
+    fn draft_example_4_fragment_precedence() {
+        let rules = [("example", "https://example.com#yin")];
+        assert_eq!(
+            resolves(&rules, "https://example.com/example#yang").unwrap(),
+            "https://example.com/#yang"
+        );
+    }
+
+    #[test]
+    fn draft_example_5_no_match_returns_original() {
+        let rules = [("c", "https://example.com/calendar")];
+        assert_eq!(
+            resolves(&rules, "https://example.com/colors").unwrap(),
+            "https://example.com/colors"
+        );
+    }
+
+    // Edge cases.
+
+    #[test]
+    fn empty_path_matches_nothing() {
+        let rules = [("a", "https://a.example")];
+        assert_eq!(
+            resolves(&rules, "https://example.com/").unwrap(),
+            "https://example.com/"
+        );
+    }
+
+    #[test]
+    fn trailing_slash_is_appended_as_one_slash() {
+        let rules = [("H83if", "https://t.example/wp")];
+        assert_eq!(
+            resolves(&rules, "https://0x1f.ie/H83if/").unwrap(),
+            "https://t.example/wp/"
+        );
+        let rules = [("H83if", "https://t.example/wp/")];
+        assert_eq!(
+            resolves(&rules, "https://0x1f.ie/H83if/spring").unwrap(),
+            "https://t.example/wp/spring"
+        );
+    }
+
+    #[test]
+    fn request_query_wins_and_set_collapses_repeated_keys() {
+        let rules = [("k", "https://t.example/?a=1&b=2&a=3")];
+        assert_eq!(
+            resolves(&rules, "https://s.example/k?a=9").unwrap(),
+            "https://t.example/?a=9&b=2"
+        );
+        // Repeated keys in the request: each `set` replaces the last, so the last one wins.
+        assert_eq!(
+            resolves(&rules, "https://s.example/k?c=1&c=2").unwrap(),
+            "https://t.example/?a=1&b=2&a=3&c=2"
+        );
+    }
+
+    #[test]
+    fn embedded_query_ranks_between_destination_and_request() {
+        let rules = [
+            ("k", "/j?x=embedded&y=embedded#inner"),
+            ("j", "https://t.example/p?x=dest&z=dest#dest"),
+        ];
+        assert_eq!(
+            resolves(&rules, "https://s.example/k?y=request").unwrap(),
+            "https://t.example/p?x=embedded&z=dest&y=request#inner"
+        );
+    }
+
+    #[test]
+    fn plain_redirect_keeps_the_destination_query_verbatim() {
+        let rules = [("k", "https://t.example/?q=a%20b&next=/x&flag")];
+        assert_eq!(
+            resolves(&rules, "https://s.example/k").unwrap(),
+            "https://t.example/?q=a%20b&next=/x&flag"
+        );
+    }
+
+    #[test]
+    fn encoded_characters_pass_through_the_remaining_path() {
+        let rules = [("k", "https://t.example/base")];
+        assert_eq!(
+            resolves(&rules, "https://s.example/k/caf%C3%A9/a%20b").unwrap(),
+            "https://t.example/base/caf%C3%A9/a%20b"
+        );
+    }
+
+    #[test]
+    fn a_loop_is_refused() {
+        let rules = [("a", "/b"), ("b", "/a")];
+        assert_eq!(
+            resolves(&rules, "https://s.example/a"),
+            Err(ResolveError::TooManyRedirects)
+        );
+    }
+
+    fn chain(hops: usize) -> Vec<(String, String)> {
+        let mut rules: Vec<(String, String)> = (0..hops)
+            .map(|i| (format!("k{i}"), format!("/k{}", i + 1)))
+            .collect();
+        rules.push((format!("k{hops}"), "https://end.example/".to_owned()));
+        rules
+    }
+
+    #[test]
+    fn a_chain_of_255_internal_redirects_resolves_and_256_does_not() {
+        let as_refs = |v: &Vec<(String, String)>| Rules(v.iter().cloned().collect());
+        assert_eq!(
+            run(resolve_url("https://s.example/k0", &as_refs(&chain(255)))).unwrap(),
+            "https://end.example/"
+        );
+        assert_eq!(
+            run(resolve_url("https://s.example/k0", &as_refs(&chain(256)))),
+            Err(ResolveError::TooManyRedirects)
+        );
+    }
+
+    #[test]
+    fn a_value_of_neither_kind_is_an_error_not_a_hang() {
+        let rules = [("k", "ftp://t.example/")];
+        assert!(matches!(
+            resolves(&rules, "https://s.example/k"),
+            Err(ResolveError::BadValue(_))
+        ));
+    }
+
+    #[test]
+    fn remaining_path_from_each_hop_is_prepended() {
+        let rules = [("a", "/b/from-a"), ("b", "https://t.example/root")];
+        assert_eq!(
+            resolves(&rules, "https://s.example/a/req").unwrap(),
+            "https://t.example/root/from-a/req"
+        );
+    }
+
+    #[test]
+    fn climbing_out_is_detected_in_every_spelling() {
+        for bad in [
+            "/..",
+            "/a/../b",
+            "/%2e%2e/x",
+            "/%2E%2e",
+            "/.",
+            "/a%2fb",
+            "/a%5Cb",
+            "/a%2F..%2F",
+        ] {
+            assert!(climbs_out(bad), "{bad}");
+        }
+        for ok in ["", "/", "/a/b", "/a..b", "/...", "/%2e%2e%2e", "/caf%C3%A9"] {
+            assert!(!climbs_out(ok), "{ok}");
+        }
+    }
+
+    #[test]
+    fn safe_location_encodes_non_ascii_and_refuses_the_rest() {
+        assert_eq!(
+            safe_location("https://t.example/café?q=ü#ö").unwrap(),
+            "https://t.example/caf%C3%A9?q=%C3%BC#%C3%B6"
+        );
+        assert_eq!(
+            safe_location("https://bücher.example/").unwrap(),
+            "https://xn--bcher-kva.example/"
+        );
+        for bad in [
+            "https://t.example/a\r\nSet-Cookie: x=1",
+            "https://t.example/a b",
+            "javascript:alert(1)",
+            "data:text/html,hi",
+            "file:///etc/passwd",
+            "https://",
+            "ftp://t.example/",
+            " https://t.example/",
+        ] {
+            assert_eq!(safe_location(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `couchlink serve`: wires the access log, CouchDB, the link store and the listeners
+//! together, and shuts them down in order.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::access_log::{AccessLog, OpenError};
+use crate::client_ip::TrustedProxies;
+use crate::couch::{CouchClient, CouchConfig, CouchError};
+use crate::handler::{App, Settings};
+use crate::metrics::Metrics;
+use crate::store::LinkStore;
+
+/// How long the access log may take to write its backlog at shutdown.
+const LOG_FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything `serve` needs besides its listeners.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// CouchDB, as the proxy's read-only account.
+    pub couch: CouchConfig,
+    /// The short links' base URL.
+    pub public_url: String,
+    /// Access log directory.
+    pub log_dir: PathBuf,
+    /// Peers whose forwarding headers are believed.
+    pub trusted_proxies: TrustedProxies,
+    /// The tracking cookie's name.
+    pub cookie_name: String,
+    /// How long in-flight requests get to finish at shutdown.
+    pub drain_timeout: Duration,
+}
+
+/// A misconfiguration that stops `serve` before it answers anything.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The access log directory is not writable.
+    #[error(transparent)]
+    Log(#[from] OpenError),
+    /// CouchDB answered, and refused (bad credentials, no such database...).
+    #[error("{0}")]
+    Couch(String),
+}
+
+/// Runs the proxy on `listener` until `shutdown` completes; then stops accepting, lets
+/// in-flight requests finish, and writes every access log line before returning.
+pub async fn run(
+    config: ServeConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    let (log, flusher) = AccessLog::open(&config.log_dir)?;
+    let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Couch(e.to_string()))?;
+    check_database(&couch, &config.couch).await?;
+
+    let metrics = Arc::new(Metrics::default());
+    let app = Arc::new(App {
+        store: LinkStore::new(couch, metrics.clone()),
+        log,
+        metrics,
+        settings: Settings::new(
+            &config.public_url,
+            &config.cookie_name,
+            config.trusted_proxies.clone(),
+        ),
+    });
+    crate::server::run(listener, app, shutdown, config.drain_timeout).await;
+    flusher.finish(LOG_FLUSH_TIMEOUT).await;
+    Ok(())
+}
+
+/// Fails on a CouchDB that answers "no" (credentials, database); only warns when it does not
+/// answer at all, since the proxy can serve (503s, then cached links) and catch up later.
+async fn check_database(couch: &CouchClient, config: &CouchConfig) -> Result<(), StartError> {
+    let who = config.user.as_deref().unwrap_or("anonymous");
+    match couch.get_json(&couch.db_relative("")).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(StartError::Couch(format!(
+            "database {:?} does not exist on {} (run `couchlink setup` with admin credentials)",
+            config.db, config.url
+        ))),
+        Err(CouchError::Unreachable { source, .. }) => {
+            eprintln!(
+                "couchlink: CouchDB at {} is unreachable ({source}); serving anyway: 503 for links not known yet, until it answers",
+                config.url
+            );
+            Ok(())
+        }
+        Err(
+            e @ CouchError::Refused {
+                status: 401 | 403, ..
+            },
+        ) => Err(StartError::Couch(format!(
+            "CouchDB at {} refused user {who:?} on database {:?}: {}",
+            config.url,
+            config.db,
+            e.reason().unwrap_or_default()
+        ))),
+        Err(e) => Err(StartError::Couch(format!("CouchDB at {}: {e}", config.url))),
+    }
+}

@@ -1,0 +1,199 @@
+//! Contracts §5: one well-formed log line per request, none lost.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+/// Splits a line into its fields, checking the contract's shape: 6 or 7 non-empty fields.
+fn fields(line: &str) -> Vec<&str> {
+    let fields: Vec<&str> = line.split(' ').collect();
+    assert!(
+        fields.len() == 6 || fields.len() == 7,
+        "6 or 7 fields: {line:?}"
+    );
+    assert!(
+        fields.iter().all(|f| !f.is_empty()),
+        "no empty field: {line:?}"
+    );
+    assert!(
+        line.bytes().all(|b| b.is_ascii_graphic() || b == b' '),
+        "visible ASCII only: {line:?}"
+    );
+    fields
+}
+
+#[tokio::test]
+async fn each_request_is_one_line_with_the_contract_fields() {
+    let app = spawn_app().await;
+    app.db
+        .put_link("H83if", json!({"url": "https://example.com/wp/?p=14"}))
+        .await;
+    let redirect = app
+        .http
+        .get(format!("{}/H83if", app.base))
+        .header("user-agent", "Mozilla/5.0 (X11; Linux)")
+        .send()
+        .await
+        .unwrap();
+    let tid = tracking_cookie(&redirect);
+    let missing = app
+        .http
+        .get(format!("{}/Nopee?x=1", app.base))
+        .header("cookie", format!("tid={tid}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let lines = app.wait_for_log_lines(2).await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let first = fields(&lines[0]);
+    assert_eq!(first.len(), 7);
+    assert!(
+        first[0].len() == 16 && first[0].as_bytes()[14] == b'.',
+        "yyyymmddhhmmss.s: {}",
+        first[0]
+    );
+    assert_eq!(first[1], "127.0.0.1");
+    assert_eq!(first[2], tid);
+    assert_eq!(first[3], "Mozilla%2F5.0%20(X11%3B%20Linux)");
+    assert_eq!(
+        &first[4..],
+        ["/H83if", "302", "https://example.com/wp/?p=14"]
+    );
+
+    let second = fields(&lines[1]);
+    assert_eq!(second.len(), 6, "no Location field unless 302");
+    assert_eq!(second[2], tid, "the echoed tracking ID");
+    assert_eq!(&second[4..], ["/Nopee?x=1", "404"]);
+}
+
+#[tokio::test]
+async fn hostile_input_still_gives_one_well_formed_line() {
+    let app = spawn_app().await;
+    let requests: [&[u8]; 5] = [
+        b"GET /a%20b\"c%00 HTTP/1.1\r\nHost: x\r\nUser-Agent: evil agent \"quoted\" \xff\xfe %41\r\nCookie: tid=bad value; tid=\"\r\nConnection: close\r\n\r\n",
+        b"GET /\xc3\xa9t\xc3\xa9 HTTP/1.1\r\nHost: x\r\nUser-Agent:\r\nCookie: \xff tid=\r\nConnection: close\r\n\r\n",
+        b"POST /H83if?q=%0d%0a HTTP/1.1\r\nHost: x\r\nUser-Agent: a\tb\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        b"GET http://example.com/H83if?x=%22y%22 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        // Not valid UTF-8 in the target: hyper refuses it with 400 before couchlink sees it.
+        b"GET /\xe9t\xe9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ];
+    for raw in requests {
+        let response = app.raw(raw).await;
+        assert!(
+            response.starts_with("HTTP/1.1 "),
+            "every request is answered: {response:?}"
+        );
+    }
+    let lines = app.wait_for_log_lines(requests.len()).await;
+    assert_eq!(
+        lines.len(),
+        requests.len(),
+        "one line per request: {lines:?}"
+    );
+    for line in &lines {
+        fields(line);
+    }
+    let all = lines.join("\n");
+    assert!(
+        all.contains(" evil%20agent%20%22quoted%22%20%FF%FE%20%2541 /a%20b\"c%00 404"),
+        "{all}"
+    );
+    assert!(
+        all.contains(" - /%C3%A9t%C3%A9 404"),
+        "empty UA is '-', non-ASCII encoded: {all}"
+    );
+    assert!(all.contains(" a%09b /H83if?q=%0d%0a 501"), "{all}");
+    assert!(
+        all.contains(" - http://example.com/H83if?x=%22y%22 404"),
+        "absolute-form target logged whole: {all}"
+    );
+    assert!(
+        all.contains(" - - 400"),
+        "hyper's own 400 is logged too: {all}"
+    );
+}
+
+#[tokio::test]
+async fn a_burst_of_concurrent_requests_logs_exactly_one_line_each() {
+    let mut app = spawn_app().await;
+    app.db
+        .put_link("H83if", json!({"url": "https://example.com/"}))
+        .await;
+    let app_ref = Arc::new(app.base.clone());
+    let mut tasks = Vec::new();
+    for i in 0..400 {
+        let base = app_ref.clone();
+        let client = app.http.clone();
+        tasks.push(tokio::spawn(async move {
+            let path = if i % 2 == 0 { "/H83if" } else { "/Nopee" };
+            client
+                .get(format!("{base}{path}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }));
+    }
+    let mut redirects = 0;
+    for t in tasks {
+        if t.await.unwrap() == 302 {
+            redirects += 1;
+        }
+    }
+    assert_eq!(redirects, 200);
+    app.stop().await.unwrap();
+    let lines = app.log_lines();
+    assert_eq!(lines.len(), 400);
+    assert_eq!(lines.iter().filter(|l| fields(l).len() == 7).count(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_flushes_every_line_before_returning() {
+    let mut app = spawn_app().await;
+    for _ in 0..50 {
+        app.get("/Nopee").await;
+    }
+    // No waiting for the writer thread: stop must not return before the lines are on disk.
+    app.stop().await.unwrap();
+    assert_eq!(app.log_lines().len(), 50);
+}
+
+#[tokio::test]
+async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
+    let trusting = spawn_app_with(AppOptions {
+        trusted_proxies: "127.0.0.1/32",
+        ..Default::default()
+    })
+    .await;
+    trusting
+        .http
+        .get(format!("{}/Nopee", trusting.base))
+        .header("x-forwarded-for", "198.51.100.9, 203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    trusting
+        .http
+        .get(format!("{}/Nopee", trusting.base))
+        .header("forwarded", "for=\"[2001:db8::5]:443\"")
+        .send()
+        .await
+        .unwrap();
+    let lines = trusting.wait_for_log_lines(2).await;
+    assert_eq!(fields(&lines[0])[1], "203.0.113.7");
+    assert_eq!(fields(&lines[1])[1], "2001:db8::5");
+
+    let wary = spawn_app().await;
+    wary.http
+        .get(format!("{}/Nopee", wary.base))
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fields(&wary.wait_for_log_lines(1).await[0])[1], "127.0.0.1");
+}

@@ -1,0 +1,7 @@
+//! couchlink end to end: a real CouchDB API, couchlink on port 0, one database per test.
+
+mod access_log;
+mod cookies;
+mod helpers;
+mod redirects;
+mod startup;
