@@ -24,6 +24,10 @@ pub struct Cli {
 pub enum Command {
     /// Serve redirects (with the proxy's read-only CouchDB account).
     Serve(ServeArgs),
+    /// Prepare CouchDB (with admin credentials): database, _security, validation, reader account.
+    Setup(SetupArgs),
+    /// Store a link under a fresh random ID (with editor credentials) and print its short URL.
+    Create(CreateArgs),
 }
 
 /// Where CouchDB is, and as whom to talk to it.
@@ -96,6 +100,41 @@ impl ServeArgs {
             drain_timeout: Duration::from_secs(self.drain_secs),
         }
     }
+}
+
+/// Flags of `couchlink setup`.
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub couch: CouchArgs,
+    /// Name of the proxy's read-only account that setup creates or updates.
+    #[arg(
+        long,
+        env = "COUCHLINK_READER_USER",
+        default_value = "couchlink-reader"
+    )]
+    pub reader_user: String,
+    /// Password of that account (without it, the account is left alone).
+    #[arg(long, env = "COUCHLINK_READER_PASSWORD", hide_env_values = true)]
+    pub reader_password: Option<String>,
+}
+
+/// Flags of `couchlink create`.
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub couch: CouchArgs,
+    /// The target: an http(s) URL, or an internal redirect such as /H83if/spring.
+    pub url: String,
+    /// RFC 3339 instant from which the link answers 404, e.g. 2026-12-31T23:59:59Z.
+    #[arg(long)]
+    pub expires: Option<String>,
+    /// Address redirects are served on (the default base of the printed URL).
+    #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// The short links' base URL (default: http://<listen address>).
+    #[arg(long, env = "COUCHLINK_PUBLIC_URL", value_parser = parse_public_url)]
+    pub public_url: Option<String>,
 }
 
 /// An absolute http/https URL with a host, kept without its trailing `/`.

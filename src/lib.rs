@@ -4,6 +4,8 @@
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
 //! - [`config`]: command-line flags and environment variables.
+//! - [`setup`]: `couchlink setup`, making CouchDB ready (database, `_security`, validation, reader).
+//! - [`create`]: `couchlink create`, storing a link under a fresh random ID.
 //! - [`serve`]: `couchlink serve`, wiring everything below and shutting it down in order.
 //! - [`server`]: the public listener, hyper's graceful accept loop.
 //! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
@@ -19,10 +21,12 @@ pub mod access_log;
 pub mod client_ip;
 pub mod config;
 pub mod couch;
+pub mod create;
 pub mod domain;
 pub mod handler;
 pub mod metrics;
 pub mod resolve;
 pub mod serve;
 pub mod server;
+pub mod setup;
 pub mod store;

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use couchlink::config::{Cli, Command};
+use couchlink::couch::CouchClient;
+use couchlink::domain::LinkId;
 use tokio::net::TcpListener;
 
 fn main() -> ExitCode {
@@ -26,6 +28,28 @@ fn main() -> ExitCode {
                 eprintln!("couchlink: serving redirects on {}", config.public_url);
                 couchlink::serve::run(config, listener, shutdown_signal()).await?;
                 Ok::<_, anyhow::Error>(())
+            }
+            Command::Setup(args) => {
+                let admin = CouchClient::new(&args.couch.into())?;
+                let reader = args
+                    .reader_password
+                    .map(|password| couchlink::setup::Reader {
+                        name: args.reader_user,
+                        password,
+                    });
+                println!("{}", couchlink::setup::run(&admin, reader.as_ref()).await?);
+                Ok(())
+            }
+            Command::Create(args) => {
+                let public_url = args
+                    .public_url
+                    .unwrap_or_else(|| format!("http://{}", args.listen));
+                let editor = CouchClient::new(&args.couch.into())?;
+                let ids = std::iter::repeat_with(LinkId::random);
+                let id = couchlink::create::run(&editor, &args.url, args.expires.as_deref(), ids)
+                    .await?;
+                println!("{public_url}/{id}");
+                Ok(())
             }
         }
     });

@@ -78,7 +78,10 @@ pub async fn run(
 async fn check_database(couch: &CouchClient, config: &CouchConfig) -> Result<(), StartError> {
     let who = config.user.as_deref().unwrap_or("anonymous");
     match couch.get_json(&couch.db_relative("")).await {
-        Ok(Some(_)) => Ok(()),
+        Ok(Some(_)) => {
+            warn_if_writer(couch, who).await;
+            Ok(())
+        }
         Ok(None) => Err(StartError::Couch(format!(
             "database {:?} does not exist on {} (run `couchlink setup` with admin credentials)",
             config.db, config.url
@@ -101,5 +104,19 @@ async fn check_database(couch: &CouchClient, config: &CouchConfig) -> Result<(),
             e.reason().unwrap_or_default()
         ))),
         Err(e) => Err(StartError::Couch(format!("CouchDB at {}: {e}", config.url))),
+    }
+}
+
+/// The proxy needs only to read: running it as an account that can write links works, but
+/// a leaked proxy credential should not be able to change where printed codes lead.
+async fn warn_if_writer(couch: &CouchClient, who: &str) {
+    if let Ok(Some(session)) = couch.get_json("_session").await {
+        let roles = &session["userCtx"]["roles"];
+        let writes = roles
+            .as_array()
+            .is_some_and(|r| r.iter().any(|role| role == "_admin" || role == "editor"));
+        if writes {
+            eprintln!("couchlink: warning: serving as {who:?}, an account that can change links; use the read-only account `couchlink setup` creates");
+        }
     }
 }

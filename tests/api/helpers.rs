@@ -140,16 +140,39 @@ pub fn http() -> reqwest::Client {
         .unwrap()
 }
 
-/// A fresh database on the shared server, with members limited to the `reader` and `editor`
-/// roles (new pouchdb-server databases are world-readable otherwise).
+/// The proxy's read-only account and an editor, shared by every test database.
+pub const READER: (&str, &str) = ("couchlink-test-reader", "reader-pw");
+pub const EDITOR: (&str, &str) = ("couchlink-test-editor", "editor-pw");
+
+/// A fresh database on the shared server.
 pub struct TestDb {
     pub name: String,
 }
 
 impl TestDb {
+    /// A database prepared by `couchlink setup` (validation, `_security`, reader account), plus
+    /// an editor account.
     pub async fn new() -> TestDb {
-        let name = format!("test_{}", random_lowercase(12));
-        let db = TestDb { name };
+        let db = TestDb {
+            name: format!("test_{}", random_lowercase(12)),
+        };
+        let reader = couchlink::setup::Reader {
+            name: READER.0.into(),
+            password: READER.1.into(),
+        };
+        couchlink::setup::run(&db.client_as(None), Some(&reader))
+            .await
+            .expect("couchlink setup works");
+        ensure_user(EDITOR, "editor").await;
+        db
+    }
+
+    /// A database without couchlink's validation, holding whatever a test puts in it: the
+    /// proxy must not trust documents from before validation existed, or replicated in.
+    pub async fn bare() -> TestDb {
+        let db = TestDb {
+            name: format!("test_{}", random_lowercase(12)),
+        };
         let created = db.admin(reqwest::Method::PUT, "", None).await;
         assert!(
             created.status().is_success(),
@@ -226,6 +249,7 @@ impl TestDb {
         body["_rev"].as_str().map(str::to_owned)
     }
 
+    /// The admin's configuration for this database.
     pub fn couch_config(&self) -> CouchConfig {
         let c = couch();
         CouchConfig {
@@ -235,6 +259,61 @@ impl TestDb {
             db: self.name.clone(),
         }
     }
+
+    /// The proxy's read-only configuration for this database.
+    pub fn reader_config(&self) -> CouchConfig {
+        CouchConfig {
+            user: Some(READER.0.into()),
+            password: Some(READER.1.into()),
+            ..self.couch_config()
+        }
+    }
+
+    /// A couchlink CouchDB client as `who` (the admin when `None`).
+    pub fn client_as(&self, who: Option<(&str, &str)>) -> couchlink::couch::CouchClient {
+        let client = couchlink::couch::CouchClient::new(&self.couch_config()).unwrap();
+        match who {
+            Some((user, password)) => client.with_credentials(user, password),
+            None => client,
+        }
+    }
+}
+
+/// Creates (once per server) a user with exactly one role.
+pub async fn ensure_user(who: (&str, &str), role: &str) {
+    let c = couch();
+    let url = format!("{}/_users/org.couchdb.user:{}", c.url, who.0);
+    let auth = |r: reqwest::RequestBuilder| {
+        r.basic_auth(&c.admin_user, Some(&c.admin_password))
+            .header("Accept", "application/json")
+    };
+    for _ in 0..3 {
+        let existing: Value = auth(http().get(&url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if existing["roles"] == json!([role]) {
+            return;
+        }
+        let mut doc = json!({"name": who.0, "password": who.1, "roles": [role], "type": "user"});
+        if let Some(rev) = existing.get("_rev") {
+            doc["_rev"] = rev.clone();
+        }
+        if auth(http().put(&url))
+            .json(&doc)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+        {
+            return;
+        }
+    }
+    panic!("cannot create user {}", who.0);
 }
 
 pub fn random_lowercase(n: usize) -> String {
@@ -249,6 +328,8 @@ pub struct AppOptions {
     pub public_url: Option<String>,
     pub trusted_proxies: &'static str,
     pub couch: Option<CouchConfig>,
+    /// Use a database without couchlink's validation (see [`TestDb::bare`]).
+    pub bare_db: bool,
 }
 
 impl Default for AppOptions {
@@ -257,6 +338,7 @@ impl Default for AppOptions {
             public_url: None,
             trusted_proxies: "",
             couch: None,
+            bare_db: false,
         }
     }
 }
@@ -277,12 +359,17 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
-    let db = TestDb::new().await;
+    let db = if options.bare_db {
+        TestDb::bare().await
+    } else {
+        TestDb::new().await
+    };
+    ensure_user(READER, "reader").await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let log_dir = tempfile::tempdir().unwrap();
     let config = ServeConfig {
-        couch: options.couch.unwrap_or_else(|| db.couch_config()),
+        couch: options.couch.unwrap_or_else(|| db.reader_config()),
         public_url: options
             .public_url
             .unwrap_or_else(|| format!("http://{addr}")),

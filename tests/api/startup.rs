@@ -33,7 +33,10 @@ async fn wrong_credentials_are_refused_with_a_clear_message() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(message.contains("refused user \"admin\""), "{message}");
+    assert!(
+        message.contains("refused user \"admin\"") && message.contains("incorrect"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
