@@ -122,10 +122,7 @@ impl AccessLog {
     /// Opens (creating it if need be) `dir`, writing to `access.YYYY-MM-DD.log` files.
     /// Fails at once, with the reason, when the directory is not writable.
     pub fn open(dir: &Path) -> Result<(AccessLog, Flusher), OpenError> {
-        let err = |source| OpenError {
-            dir: dir.display().to_string(),
-            source,
-        };
+        let err = |source| OpenError { dir: dir.display().to_string(), source };
         std::fs::create_dir_all(dir).map_err(err)?;
         let appender = RollingFileAppender::builder()
             .rotation(Rotation::DAILY)
@@ -139,17 +136,8 @@ impl AccessLog {
         let (writer, guard) = NonBlockingBuilder::default()
             .lossy(false)
             .thread_name("couchlink-access-log")
-            .finish(CountingWriter {
-                inner: appender,
-                counts: counts.clone(),
-            });
-        Ok((
-            AccessLog {
-                writer,
-                counts: counts.clone(),
-            },
-            Flusher { guard, counts },
-        ))
+            .finish(CountingWriter { inner: appender, counts: counts.clone() });
+        Ok((AccessLog { writer, counts: counts.clone() }, Flusher { guard, counts }))
     }
 
     /// Queues one line. Blocks only if the writer thread is 128k lines behind (lossless mode:
@@ -287,10 +275,7 @@ mod tests {
             location: Some("https://ignored.example/"),
         };
         let text = line(&entry);
-        assert!(
-            text.ends_with('\n') && text.matches('\n').count() == 1,
-            "{text:?}"
-        );
+        assert!(text.ends_with('\n') && text.matches('\n').count() == 1, "{text:?}");
         let fields: Vec<&str> = text.trim_end_matches('\n').split(' ').collect();
         assert_eq!(fields.len(), 6, "{text:?}");
         assert!(fields.iter().all(|f| !f.is_empty()));
@@ -311,10 +296,7 @@ mod tests {
             status: 501,
             location: None,
         };
-        assert_eq!(
-            line(&entry),
-            "20261122101733.0 2001:db8::1 20261122101733a3f9c1e2b7d4e6012f - / 501\n"
-        );
+        assert_eq!(line(&entry), "20261122101733.0 2001:db8::1 20261122101733a3f9c1e2b7d4e6012f - / 501\n");
         entry.user_agent = Some(b"");
         assert!(line(&entry).contains(" - / 501"));
     }
@@ -332,10 +314,7 @@ mod tests {
             location: Some("https://t.example/"),
         };
         assert_eq!(line(&entry).split(' ').count(), 7);
-        let not_found = Entry {
-            status: 404,
-            ..entry
-        };
+        let not_found = Entry { status: 404, ..entry };
         assert_eq!(line(&not_found).split(' ').count(), 6);
     }
 }

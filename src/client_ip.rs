@@ -48,13 +48,9 @@ impl TrustedProxies {
             return peer;
         }
         let hops: Vec<Option<IpAddr>> = if headers.contains_key(FORWARDED) {
-            header_items(headers, FORWARDED.as_str())
-                .map(|el| forwarded_for(&el))
-                .collect()
+            header_items(headers, FORWARDED.as_str()).map(|el| forwarded_for(&el)).collect()
         } else {
-            header_items(headers, "x-forwarded-for")
-                .map(|item| parse_node(&item))
-                .collect()
+            header_items(headers, "x-forwarded-for").map(|item| parse_node(&item)).collect()
         };
         let mut client = peer;
         for hop in hops.into_iter().rev() {
@@ -71,22 +67,17 @@ impl TrustedProxies {
 
 /// Every comma-separated item of every instance of header `name`, in order.
 fn header_items<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item = String> + 'a {
-    headers.get_all(name).iter().flat_map(|v| {
-        String::from_utf8_lossy(v.as_bytes())
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .collect::<Vec<_>>()
-    })
+    headers
+        .get_all(name)
+        .iter()
+        .flat_map(|v| String::from_utf8_lossy(v.as_bytes()).split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
 }
 
 /// The `for=` node of one `Forwarded` element, e.g. `for="[2001:db8::1]:4711";proto=https`.
 fn forwarded_for(element: &str) -> Option<IpAddr> {
     element.split(';').find_map(|pair| {
         let (key, value) = pair.split_once('=')?;
-        key.trim()
-            .eq_ignore_ascii_case("for")
-            .then(|| parse_node(value.trim().trim_matches('"')))
-            .flatten()
+        key.trim().eq_ignore_ascii_case("for").then(|| parse_node(value.trim().trim_matches('"'))).flatten()
     })
 }
 
@@ -119,19 +110,13 @@ mod tests {
     fn untrusted_peer_is_the_client_whatever_it_claims() {
         let proxies: TrustedProxies = "10.0.0.0/8".parse().unwrap();
         let h = headers(&[("x-forwarded-for", "203.0.113.7")]);
-        assert_eq!(
-            proxies.client_ip(ip("198.51.100.1"), &h),
-            ip("198.51.100.1")
-        );
+        assert_eq!(proxies.client_ip(ip("198.51.100.1"), &h), ip("198.51.100.1"));
     }
 
     #[test]
     fn trusted_peer_names_the_rightmost_untrusted_hop() {
         let proxies: TrustedProxies = "10.0.0.0/8, 127.0.0.1".parse().unwrap();
-        let h = headers(&[
-            ("x-forwarded-for", "6.6.6.6, 203.0.113.7"),
-            ("x-forwarded-for", "10.1.2.3"),
-        ]);
+        let h = headers(&[("x-forwarded-for", "6.6.6.6, 203.0.113.7"), ("x-forwarded-for", "10.1.2.3")]);
         assert_eq!(proxies.client_ip(ip("127.0.0.1"), &h), ip("203.0.113.7"));
     }
 
@@ -139,10 +124,7 @@ mod tests {
     fn forwarded_header_is_preferred_and_parsed() {
         let proxies: TrustedProxies = "::1".parse().unwrap();
         let h = headers(&[
-            (
-                "forwarded",
-                "for=\"[2001:db8::7]:4711\";proto=https, for=192.0.2.60:80",
-            ),
+            ("forwarded", "for=\"[2001:db8::7]:4711\";proto=https, for=192.0.2.60:80"),
             ("x-forwarded-for", "6.6.6.6"),
         ]);
         assert_eq!(proxies.client_ip(ip("::1"), &h), ip("192.0.2.60"));
@@ -160,9 +142,6 @@ mod tests {
     #[test]
     fn bad_proxy_list_is_refused() {
         assert!("10.0.0.0/8, nonsense".parse::<TrustedProxies>().is_err());
-        assert_eq!(
-            "".parse::<TrustedProxies>().unwrap(),
-            TrustedProxies::default()
-        );
+        assert_eq!("".parse::<TrustedProxies>().unwrap(), TrustedProxies::default());
     }
 }

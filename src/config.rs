@@ -34,11 +34,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct CouchArgs {
     /// CouchDB server URL.
-    #[arg(
-        long,
-        env = "COUCHLINK_COUCHDB_URL",
-        default_value = "http://127.0.0.1:5984"
-    )]
+    #[arg(long, env = "COUCHLINK_COUCHDB_URL", default_value = "http://127.0.0.1:5984")]
     pub couchdb_url: String,
     /// CouchDB account this command uses (for `serve`: the read-only proxy account).
     #[arg(long, env = "COUCHLINK_COUCHDB_USER")]
@@ -53,12 +49,7 @@ pub struct CouchArgs {
 
 impl From<CouchArgs> for CouchConfig {
     fn from(a: CouchArgs) -> Self {
-        CouchConfig {
-            url: a.couchdb_url,
-            user: a.couchdb_user,
-            password: a.couchdb_password,
-            db: a.db,
-        }
+        CouchConfig { url: a.couchdb_url, user: a.couchdb_user, password: a.couchdb_password, db: a.db }
     }
 }
 
@@ -86,6 +77,12 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
     #[arg(long, env = "COUCHLINK_DRAIN_SECS", default_value_t = 10)]
     pub drain_secs: u64,
+    /// Where /healthz and /metrics are served (keep it off the public network).
+    #[arg(long, env = "COUCHLINK_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
+    pub admin_listen: SocketAddr,
+    /// Most links (and known-missing IDs) kept in memory; about 200 bytes each.
+    #[arg(long, env = "COUCHLINK_CACHE_CAPACITY", default_value_t = 1_000_000)]
+    pub cache_capacity: usize,
 }
 
 impl ServeArgs {
@@ -98,6 +95,7 @@ impl ServeArgs {
             trusted_proxies: self.trusted_proxies,
             cookie_name: self.cookie_name,
             drain_timeout: Duration::from_secs(self.drain_secs),
+            cache_capacity: self.cache_capacity,
         }
     }
 }
@@ -108,11 +106,7 @@ pub struct SetupArgs {
     #[command(flatten)]
     pub couch: CouchArgs,
     /// Name of the proxy's read-only account that setup creates or updates.
-    #[arg(
-        long,
-        env = "COUCHLINK_READER_USER",
-        default_value = "couchlink-reader"
-    )]
+    #[arg(long, env = "COUCHLINK_READER_USER", default_value = "couchlink-reader")]
     pub reader_user: String,
     /// Password of that account (without it, the account is left alone).
     #[arg(long, env = "COUCHLINK_READER_PASSWORD", hide_env_values = true)]
@@ -148,12 +142,8 @@ pub fn parse_public_url(s: &str) -> Result<String, String> {
 
 /// A cookie name is an RFC 6265 token.
 fn parse_cookie_name(s: &str) -> Result<String, String> {
-    let token = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    token
-        .then(|| s.to_owned())
-        .ok_or_else(|| "a cookie name is letters, digits and !#$%&'*+-.^_`|~".into())
+    let token = !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    token.then(|| s.to_owned()).ok_or_else(|| "a cookie name is letters, digits and !#$%&'*+-.^_`|~".into())
 }
 
 #[cfg(test)]
@@ -168,10 +158,7 @@ mod tests {
 
     #[test]
     fn public_url_must_be_http_or_https() {
-        assert_eq!(
-            parse_public_url("https://0x1f.ie/").unwrap(),
-            "https://0x1f.ie"
-        );
+        assert_eq!(parse_public_url("https://0x1f.ie/").unwrap(), "https://0x1f.ie");
         assert!(parse_public_url("ftp://0x1f.ie").is_err());
         assert!(parse_public_url("0x1f.ie").is_err());
     }

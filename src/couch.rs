@@ -34,11 +34,7 @@ pub enum CouchError {
     },
     /// CouchDB answered with an error status and its JSON `{"error","reason"}` body.
     #[error("CouchDB refused ({status}): {error}: {reason}")]
-    Refused {
-        status: u16,
-        error: String,
-        reason: String,
-    },
+    Refused { status: u16, error: String, reason: String },
     /// CouchDB answered something couchlink cannot read.
     #[error("unexpected answer from CouchDB: {0}")]
     Protocol(String),
@@ -100,11 +96,7 @@ pub enum Created {
 #[derive(Debug, Clone, PartialEq)]
 pub enum FeedEvent {
     /// A document changed; `doc` is its winning revision, `None` when deleted.
-    Change {
-        seq: Value,
-        id: String,
-        doc: Option<Value>,
-    },
+    Change { seq: Value, id: String, doc: Option<Value> },
     /// The server closed the feed at this sequence (resume from it).
     End { last_seq: Value },
 }
@@ -154,12 +146,10 @@ impl CouchClient {
             if let Some(t) = timeout {
                 b = b.timeout(t);
             }
-            b.build()
-                .map_err(|e| CouchError::Protocol(format!("cannot build an HTTP client: {e}")))
+            b.build().map_err(|e| CouchError::Protocol(format!("cannot build an HTTP client: {e}")))
         };
         let base = config.url.trim_end_matches('/').to_owned();
-        reqwest::Url::parse(&base)
-            .map_err(|e| CouchError::Protocol(format!("bad CouchDB URL {base:?}: {e}")))?;
+        reqwest::Url::parse(&base).map_err(|e| CouchError::Protocol(format!("bad CouchDB URL {base:?}: {e}")))?;
         Ok(CouchClient {
             http: build(Some(REQUEST_TIMEOUT))?,
             feed_http: build(None)?,
@@ -172,11 +162,7 @@ impl CouchClient {
 
     /// The same server and database as another account.
     pub fn with_credentials(&self, user: &str, password: &str) -> Self {
-        CouchClient {
-            user: Some(user.to_owned()),
-            password: Some(password.to_owned()),
-            ..self.clone()
-        }
+        CouchClient { user: Some(user.to_owned()), password: Some(password.to_owned()), ..self.clone() }
     }
 
     /// The server's base URL.
@@ -186,9 +172,7 @@ impl CouchClient {
 
     fn request(&self, client: &reqwest::Client, method: Method, url: &str) -> RequestBuilder {
         // pouchdb-server answers text/plain unless JSON is asked for; CouchDB ignores it.
-        let req = client
-            .request(method, url)
-            .header("Accept", "application/json");
+        let req = client.request(method, url).header("Accept", "application/json");
         match &self.user {
             Some(user) => req.basic_auth(user, self.password.as_deref()),
             None => req,
@@ -196,10 +180,7 @@ impl CouchClient {
     }
 
     async fn send(&self, req: RequestBuilder, url: &str) -> Result<Response, CouchError> {
-        req.send().await.map_err(|source| CouchError::Unreachable {
-            url: url.to_owned(),
-            source,
-        })
+        req.send().await.map_err(|source| CouchError::Unreachable { url: url.to_owned(), source })
     }
 
     /// Turns an error status into [`CouchError::Refused`] with CouchDB's own words.
@@ -207,11 +188,7 @@ impl CouchClient {
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap_or_default();
         match serde_json::from_slice::<ErrorBody>(&body) {
-            Ok(e) => CouchError::Refused {
-                status,
-                error: e.error,
-                reason: e.reason,
-            },
+            Ok(e) => CouchError::Refused { status, error: e.error, reason: e.reason },
             Err(_) => CouchError::Refused {
                 status,
                 error: "unknown".into(),
@@ -221,10 +198,7 @@ impl CouchClient {
     }
 
     async fn json<T: DeserializeOwned>(response: Response) -> Result<T, CouchError> {
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| CouchError::Protocol(e.to_string()))?;
+        let body = response.bytes().await.map_err(|e| CouchError::Protocol(e.to_string()))?;
         serde_json::from_slice(&body)
             .map_err(|e| CouchError::Protocol(format!("{e} in {}", String::from_utf8_lossy(&body))))
     }
@@ -232,9 +206,7 @@ impl CouchClient {
     /// `GET {path}` (relative to the server) as JSON; `Ok(None)` on 404.
     pub async fn get_json(&self, path: &str) -> Result<Option<Value>, CouchError> {
         let url = format!("{}/{path}", self.base);
-        let response = self
-            .send(self.request(&self.http, Method::GET, &url), &url)
-            .await?;
+        let response = self.send(self.request(&self.http, Method::GET, &url), &url).await?;
         match response.status() {
             StatusCode::NOT_FOUND => Ok(None),
             s if s.is_success() => Self::json(response).await.map(Some),
@@ -245,9 +217,7 @@ impl CouchClient {
     /// `PUT {path}` (relative to the server) with a JSON body; the answer's JSON on success.
     pub async fn put_json(&self, path: &str, body: &Value) -> Result<Value, CouchError> {
         let url = format!("{}/{path}", self.base);
-        let response = self
-            .send(self.request(&self.http, Method::PUT, &url).json(body), &url)
-            .await?;
+        let response = self.send(self.request(&self.http, Method::PUT, &url).json(body), &url).await?;
         if response.status().is_success() {
             Self::json(response).await
         } else {
@@ -258,9 +228,7 @@ impl CouchClient {
     /// `DELETE {path}?rev=...` (relative to the server).
     pub async fn delete(&self, path: &str, rev: &str) -> Result<(), CouchError> {
         let url = format!("{}/{path}?rev={}", self.base, segment(rev));
-        let response = self
-            .send(self.request(&self.http, Method::DELETE, &url), &url)
-            .await?;
+        let response = self.send(self.request(&self.http, Method::DELETE, &url), &url).await?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -282,19 +250,13 @@ impl CouchClient {
     /// A 404 for a missing *database* is an error, not "no such link".
     pub async fn get_link(&self, id: &LinkId) -> Result<Option<LinkDoc>, CouchError> {
         let url = format!("{}/{}", self.db_path, id);
-        let response = self
-            .send(self.request(&self.http, Method::GET, &url), &url)
-            .await?;
+        let response = self.send(self.request(&self.http, Method::GET, &url), &url).await?;
         match response.status() {
             s if s.is_success() => Self::json(response).await.map(Some),
             StatusCode::NOT_FOUND => match Self::refused(response).await {
                 // {"error":"not_found","reason":"missing"|"deleted"}; a missing database says
                 // "Database does not exist." (CouchDB 3) or "no_db_file".
-                CouchError::Refused { reason, .. }
-                    if reason == "missing" || reason == "deleted" =>
-                {
-                    Ok(None)
-                }
+                CouchError::Refused { reason, .. } if reason == "missing" || reason == "deleted" => Ok(None),
                 other => Err(other),
             },
             _ => Err(Self::refused(response).await),
@@ -304,19 +266,12 @@ impl CouchClient {
     /// `PUT` a new document under `id`: [`Created::Conflict`] when the ID is taken.
     pub async fn create_doc(&self, id: &str, doc: &Value) -> Result<Created, CouchError> {
         let url = format!("{}/{}", self.db_path, segment(id));
-        let response = self
-            .send(self.request(&self.http, Method::PUT, &url).json(doc), &url)
-            .await?;
+        let response = self.send(self.request(&self.http, Method::PUT, &url).json(doc), &url).await?;
         match response.status() {
             StatusCode::CONFLICT => Ok(Created::Conflict),
             s if s.is_success() => {
                 let v: Value = Self::json(response).await?;
-                Ok(Created::Stored(
-                    v.get("rev")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                ))
+                Ok(Created::Stored(v.get("rev").and_then(Value::as_str).unwrap_or_default().to_owned()))
             }
             _ => Err(Self::refused(response).await),
         }
@@ -325,9 +280,7 @@ impl CouchClient {
     /// The current end of the database's `_changes` (an opaque sequence to resume from).
     pub async fn current_seq(&self) -> Result<Value, CouchError> {
         let url = format!("{}/_changes?since=now&limit=0", self.db_path);
-        let response = self
-            .send(self.request(&self.http, Method::GET, &url), &url)
-            .await?;
+        let response = self.send(self.request(&self.http, Method::GET, &url), &url).await?;
         if !response.status().is_success() {
             return Err(Self::refused(response).await);
         }
@@ -337,11 +290,7 @@ impl CouchClient {
     /// Opens a continuous `_changes` feed with documents, from `since` (an opaque sequence as
     /// CouchDB gave it: sent back as is, never parsed or compared), with a heartbeat.
     /// No content filter: a filter on `inactive`/`url` would hide deactivations and deletions.
-    pub async fn changes(
-        &self,
-        since: &Value,
-        heartbeat: Duration,
-    ) -> Result<ChangesFeed, CouchError> {
+    pub async fn changes(&self, since: &Value, heartbeat: Duration) -> Result<ChangesFeed, CouchError> {
         // CouchDB 3 sequences are strings; pouchdb-server's are integers. Either goes back as text.
         let since = match since {
             Value::String(s) => s.clone(),
@@ -353,16 +302,11 @@ impl CouchClient {
             heartbeat.as_millis(),
             segment(&since)
         );
-        let response = self
-            .send(self.request(&self.feed_http, Method::GET, &url), &url)
-            .await?;
+        let response = self.send(self.request(&self.feed_http, Method::GET, &url), &url).await?;
         if !response.status().is_success() {
             return Err(Self::refused(response).await);
         }
-        Ok(ChangesFeed {
-            response,
-            buffer: BytesMut::new(),
-        })
+        Ok(ChangesFeed { response, buffer: BytesMut::new() })
     }
 }
 
@@ -394,41 +338,26 @@ impl ChangesFeed {
 
 fn parse_feed_line(line: &[u8]) -> Result<FeedEvent, CouchError> {
     let bad = |e: serde_json::Error| {
-        CouchError::Protocol(format!(
-            "bad _changes line ({e}): {}",
-            String::from_utf8_lossy(line)
-        ))
+        CouchError::Protocol(format!("bad _changes line ({e}): {}", String::from_utf8_lossy(line)))
     };
     let value: Value = serde_json::from_slice(line).map_err(bad)?;
     if value.get("last_seq").is_some() && value.get("id").is_none() {
-        return Ok(FeedEvent::End {
-            last_seq: serde_json::from_value::<LastSeq>(value)
-                .map_err(bad)?
-                .last_seq,
-        });
+        return Ok(FeedEvent::End { last_seq: serde_json::from_value::<LastSeq>(value).map_err(bad)?.last_seq });
     }
     if let Some(error) = value.get("error") {
         return Err(CouchError::Refused {
             status: 200,
             error: error.to_string(),
-            reason: value
-                .get("reason")
-                .map(Value::to_string)
-                .unwrap_or_default(),
+            reason: value.get("reason").map(Value::to_string).unwrap_or_default(),
         });
     }
     let row: ChangeRow = serde_json::from_value(value).map_err(bad)?;
     let doc = if row.deleted {
         None
     } else {
-        row.doc
-            .filter(|d| !d.get("_deleted").and_then(Value::as_bool).unwrap_or(false))
+        row.doc.filter(|d| !d.get("_deleted").and_then(Value::as_bool).unwrap_or(false))
     };
-    Ok(FeedEvent::Change {
-        seq: row.seq,
-        id: row.id,
-        doc,
-    })
+    Ok(FeedEvent::Change { seq: row.seq, id: row.id, doc })
 }
 
 #[cfg(test)]
@@ -448,21 +377,9 @@ mod tests {
             }
         );
         let deleted = parse_feed_line(br#"{"seq":7,"id":"H83if","changes":[{"rev":"3-b"}],"deleted":true,"doc":{"_id":"H83if","_rev":"3-b","_deleted":true}}"#).unwrap();
-        assert_eq!(
-            deleted,
-            FeedEvent::Change {
-                seq: json!(7),
-                id: "H83if".into(),
-                doc: None
-            }
-        );
+        assert_eq!(deleted, FeedEvent::Change { seq: json!(7), id: "H83if".into(), doc: None });
         let end = parse_feed_line(br#"{"last_seq":"99-xyz","pending":0}"#).unwrap();
-        assert_eq!(
-            end,
-            FeedEvent::End {
-                last_seq: json!("99-xyz")
-            }
-        );
+        assert_eq!(end, FeedEvent::End { last_seq: json!("99-xyz") });
         assert!(parse_feed_line(b"{not json").is_err());
     }
 

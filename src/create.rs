@@ -40,9 +40,7 @@ pub async fn run(
         match editor.create_doc(id.as_str(), &doc).await {
             Ok(Created::Stored(_)) => return Ok(id),
             Ok(Created::Conflict) => continue,
-            Err(CouchError::Refused { status, reason, .. }) => {
-                return Err(CreateError::Refused { status, reason })
-            }
+            Err(CouchError::Refused { status, reason, .. }) => return Err(CreateError::Refused { status, reason }),
             Err(e) => return Err(CreateError::Couch(e)),
         }
     }
@@ -57,10 +55,6 @@ async fn ever_used(editor: &CouchClient, id: &LinkId) -> Result<bool, CreateErro
         CouchError::Refused { status, reason, .. } => CreateError::Refused { status, reason },
         e => CreateError::Couch(e),
     })?;
-    let row = listing
-        .as_ref()
-        .and_then(|l| l["rows"].get(0))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let row = listing.as_ref().and_then(|l| l["rows"].get(0)).cloned().unwrap_or(Value::Null);
     Ok(row.get("value").is_some())
 }

@@ -18,8 +18,7 @@ use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved,
 use crate::store::{LinkStore, Unavailable};
 
 /// The one body for every kind of "no such link", so a 404 never tells whether an ID exists.
-const NOT_FOUND_BODY: &str =
-    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Not Found</title></head>\
+const NOT_FOUND_BODY: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Not Found</title></head>\
 <body><h1>Not Found</h1><p>There is no active short link at this address.</p></body></html>\n";
 const NOT_IMPLEMENTED_BODY: &str =
     "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Not Implemented</title></head>\
@@ -32,7 +31,7 @@ const RETRY_AFTER_SECS: &str = "5";
 /// Everything a request needs, built once at start-up.
 pub struct App {
     /// Where link documents are read.
-    pub store: LinkStore,
+    pub store: Arc<LinkStore>,
     /// Where every request is recorded.
     pub log: AccessLog,
     /// Shared counters.
@@ -58,15 +57,9 @@ impl Settings {
     /// Settings for `public_url` (its scheme decides the cookie's `Secure`).
     pub fn new(public_url: &str, cookie_name: &str, trusted_proxies: TrustedProxies) -> Self {
         let public_url = public_url.trim_end_matches('/').to_owned();
-        let secure = if public_url.starts_with("https://") {
-            "; Secure"
-        } else {
-            ""
-        };
+        let secure = if public_url.starts_with("https://") { "; Secure" } else { "" };
         Settings {
-            cookie_attributes: format!(
-                "; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax{secure}"
-            ),
+            cookie_attributes: format!("; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax{secure}"),
             public_url,
             cookie_name: cookie_name.to_owned(),
             trusted_proxies,
@@ -76,10 +69,7 @@ impl Settings {
 
 /// What a request resolved to.
 enum Outcome {
-    Redirect {
-        location: String,
-        id: Option<LinkId>,
-    },
+    Redirect { location: String, id: Option<LinkId> },
     NotFound,
     NotImplemented,
     Unavailable,
@@ -90,40 +80,24 @@ enum Outcome {
 pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
     let now = OffsetDateTime::now_utc();
     let outcome = match request.method {
-        Method::GET | Method::HEAD => {
-            locate(&app.store, request.uri.path(), request.uri.query(), now).await
-        }
+        Method::GET | Method::HEAD => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
         _ => Outcome::NotImplemented,
     };
-    let tracking = tracking_cookie(&request.headers, &app.settings.cookie_name)
-        .unwrap_or_else(|| TrackingId::generate(now));
-    let response = build_response(
-        &outcome,
-        &tracking,
-        &app.settings,
-        request.method == Method::HEAD,
-    );
+    let tracking =
+        tracking_cookie(&request.headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now));
+    let response = build_response(&outcome, &tracking, &app.settings, request.method == Method::HEAD);
 
     let target = match request.uri.scheme() {
         // Absolute-form targets are logged whole, as received.
         Some(_) => request.uri.to_string(),
-        None => request.uri.path_and_query().map_or_else(
-            || request.uri.path().to_owned(),
-            |pq| pq.as_str().to_owned(),
-        ),
+        None => request.uri.path_and_query().map_or_else(|| request.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
     };
     let status = response.status().as_u16();
     app.log.write(&Entry {
         time: now,
-        client: app
-            .settings
-            .trusted_proxies
-            .client_ip(peer.ip(), &request.headers),
+        client: app.settings.trusted_proxies.client_ip(peer.ip(), &request.headers),
         tracking: &tracking,
-        user_agent: request
-            .headers
-            .get(header::USER_AGENT)
-            .map(HeaderValue::as_bytes),
+        user_agent: request.headers.get(header::USER_AGENT).map(HeaderValue::as_bytes),
         target: target.as_bytes(),
         status,
         location: match &outcome {
@@ -133,6 +107,16 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
     });
     app.metrics.response(status);
     response
+}
+
+impl crate::server::Service for App {
+    async fn call(&self, request: Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
+        handle(self, &request, peer).await
+    }
+
+    fn rejected(&self, peer: SocketAddr, status: u16) {
+        log_rejected(self, peer, status);
+    }
 }
 
 /// Logs a request that hyper refused before it reached [`handle`] (it answered 400 or 431
@@ -177,38 +161,25 @@ impl Ruleset for LiveLinks<'_> {
             return Ok(None);
         };
         let link = self.store.get(id).await?;
-        Ok(link
-            .filter(|l| l.live_target(self.now).is_some())
-            .map(Target))
+        Ok(link.filter(|l| l.live_target(self.now).is_some()).map(Target))
     }
 }
 
 /// Resolves a request path (seed 002) to a redirect, a 404, or a 503.
-async fn locate(
-    store: &LinkStore,
-    path: &str,
-    query: Option<&str>,
-    now: OffsetDateTime,
-) -> Outcome {
+async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetDateTime) -> Outcome {
     let rules = LiveLinks { store, now };
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     match resolve(path, &query, "", &rules).await {
-        Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => {
-            match safe_location(&url) {
-                Some(location) => {
-                    let id = path
-                        .trim_start_matches('/')
-                        .split('/')
-                        .next()
-                        .and_then(|s| LinkId::parse(s).ok());
-                    Outcome::Redirect { location, id }
-                }
-                None => {
-                    tracing::warn!(path, "refusing to redirect to an unsafe target {url:?}");
-                    Outcome::NotFound
-                }
+        Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
+            Some(location) => {
+                let id = path.trim_start_matches('/').split('/').next().and_then(|s| LinkId::parse(s).ok());
+                Outcome::Redirect { location, id }
             }
-        }
+            None => {
+                tracing::warn!(path, "refusing to redirect to an unsafe target {url:?}");
+                Outcome::NotFound
+            }
+        },
         Ok(_) => Outcome::NotFound,
         Err(ResolveError::Lookup(Unavailable(reason))) => {
             tracing::warn!(path, "answering 503: {reason}");
@@ -228,36 +199,16 @@ fn tracking_cookie(headers: &HeaderMap, name: &str) -> Option<TrackingId> {
         let text = String::from_utf8_lossy(value.as_bytes());
         cookie::Cookie::split_parse(text.as_ref())
             .flatten()
-            .find_map(|c| {
-                (c.name() == name)
-                    .then(|| TrackingId::parse(c.value()))
-                    .flatten()
-            })
+            .find_map(|c| (c.name() == name).then(|| TrackingId::parse(c.value())).flatten())
     })
 }
 
-fn build_response(
-    outcome: &Outcome,
-    tracking: &TrackingId,
-    settings: &Settings,
-    head: bool,
-) -> Response<Full<Bytes>> {
+fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings, head: bool) -> Response<Full<Bytes>> {
     let (status, body) = match outcome {
-        Outcome::Redirect { location, .. } => {
-            (StatusCode::FOUND, Bytes::from(redirect_body(location)))
-        }
-        Outcome::NotFound => (
-            StatusCode::NOT_FOUND,
-            Bytes::from_static(NOT_FOUND_BODY.as_bytes()),
-        ),
-        Outcome::NotImplemented => (
-            StatusCode::NOT_IMPLEMENTED,
-            Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes()),
-        ),
-        Outcome::Unavailable => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Bytes::from_static(UNAVAILABLE_BODY.as_bytes()),
-        ),
+        Outcome::Redirect { location, .. } => (StatusCode::FOUND, Bytes::from(redirect_body(location))),
+        Outcome::NotFound => (StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND_BODY.as_bytes())),
+        Outcome::NotImplemented => (StatusCode::NOT_IMPLEMENTED, Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes())),
+        Outcome::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Bytes::from_static(UNAVAILABLE_BODY.as_bytes())),
     };
     let mut response = Response::builder()
         .status(status)
@@ -266,21 +217,12 @@ fn build_response(
         // target at once, and every scan must reach the proxy to be logged.
         .header(header::CACHE_CONTROL, "no-store")
         .header(header::CONTENT_LENGTH, body.len())
-        .header(
-            header::SET_COOKIE,
-            format!(
-                "{}={}{}",
-                settings.cookie_name, tracking, settings.cookie_attributes
-            ),
-        );
+        .header(header::SET_COOKIE, format!("{}={}{}", settings.cookie_name, tracking, settings.cookie_attributes));
     match outcome {
         Outcome::Redirect { location, id } => {
             response = response.header(header::LOCATION, location);
             if let Some(id) = id {
-                response = response.header(
-                    header::LINK,
-                    format!("<{}/{id}>; rel=\"shortlink\"", settings.public_url),
-                );
+                response = response.header(header::LINK, format!("<{}/{id}>; rel=\"shortlink\"", settings.public_url));
             }
         }
         Outcome::NotImplemented => response = response.header(header::ALLOW, "GET, HEAD"),
@@ -289,9 +231,7 @@ fn build_response(
     }
     // HEAD: the same headers (Content-Length included), no body.
     let body = if head { Bytes::new() } else { body };
-    response
-        .body(Full::new(body))
-        .expect("static header names and visible-ASCII values are valid")
+    response.body(Full::new(body)).expect("static header names and visible-ASCII values are valid")
 }
 
 fn redirect_body(location: &str) -> String {
@@ -330,14 +270,9 @@ mod tests {
     #[test]
     fn valid_tracking_cookie_is_found_among_others() {
         let h = headers("a=1; tid=20261122101733a3f9c1e2b7d4e6012f; b=2");
-        assert_eq!(
-            tracking_cookie(&h, "tid").unwrap().as_str(),
-            "20261122101733a3f9c1e2b7d4e6012f"
-        );
+        assert_eq!(tracking_cookie(&h, "tid").unwrap().as_str(), "20261122101733a3f9c1e2b7d4e6012f");
         assert!(tracking_cookie(&headers("tid=20261122101733A3F9C1E2B7D4E6012F"), "tid").is_none());
-        assert!(
-            tracking_cookie(&headers("xtid=20261122101733a3f9c1e2b7d4e6012f"), "tid").is_none()
-        );
+        assert!(tracking_cookie(&headers("xtid=20261122101733a3f9c1e2b7d4e6012f"), "tid").is_none());
     }
 
     #[test]
@@ -351,10 +286,7 @@ mod tests {
         );
         let secure = Settings::new("https://0x1f.ie/", "tid", TrustedProxies::default());
         let r = build_response(&Outcome::NotFound, &tid, &secure, false);
-        assert!(r.headers()[header::SET_COOKIE]
-            .to_str()
-            .unwrap()
-            .ends_with("; SameSite=Lax; Secure"));
+        assert!(r.headers()[header::SET_COOKIE].to_str().unwrap().ends_with("; SameSite=Lax; Secure"));
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! - [`server`]: the public listener, hyper's graceful accept loop.
 //! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
 //! - [`resolve`]: seed 002's resolution algorithm, and the checks that keep targets safe.
-//! - [`store`]: the lookup seam every link read goes through.
+//! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.
+//! - [`follower`]: the `_changes` follower that keeps the cache current.
+//! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
 //! - [`couch`]: the typed CouchDB HTTP client.
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
 //! - [`client_ip`]: the client address, believing only trusted proxies.
@@ -18,11 +20,13 @@
 //! - [`domain`]: `LinkId`, `TrackingId`, `Link`, parsed once and trusted after.
 
 pub mod access_log;
+pub mod admin;
 pub mod client_ip;
 pub mod config;
 pub mod couch;
 pub mod create;
 pub mod domain;
+pub mod follower;
 pub mod handler;
 pub mod metrics;
 pub mod resolve;

@@ -13,8 +13,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "couchlink=info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "couchlink=info".into()),
         )
         .init();
     let runtime = tokio::runtime::Runtime::new().expect("cannot start the tokio runtime");
@@ -24,30 +23,30 @@ fn main() -> ExitCode {
                 let listener = TcpListener::bind(args.listen)
                     .await
                     .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+                let admin_listener = TcpListener::bind(args.admin_listen)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {} (admin): {e}", args.admin_listen))?;
+                let admin_addr = admin_listener.local_addr()?;
                 let config = args.into_config(listener.local_addr()?);
-                eprintln!("couchlink: serving redirects on {}", config.public_url);
-                couchlink::serve::run(config, listener, shutdown_signal()).await?;
+                eprintln!(
+                    "couchlink: serving redirects on {} (health and metrics on http://{admin_addr})",
+                    config.public_url
+                );
+                couchlink::serve::run(config, listener, admin_listener, shutdown_signal()).await?;
                 Ok::<_, anyhow::Error>(())
             }
             Command::Setup(args) => {
                 let admin = CouchClient::new(&args.couch.into())?;
-                let reader = args
-                    .reader_password
-                    .map(|password| couchlink::setup::Reader {
-                        name: args.reader_user,
-                        password,
-                    });
+                let reader =
+                    args.reader_password.map(|password| couchlink::setup::Reader { name: args.reader_user, password });
                 println!("{}", couchlink::setup::run(&admin, reader.as_ref()).await?);
                 Ok(())
             }
             Command::Create(args) => {
-                let public_url = args
-                    .public_url
-                    .unwrap_or_else(|| format!("http://{}", args.listen));
+                let public_url = args.public_url.unwrap_or_else(|| format!("http://{}", args.listen));
                 let editor = CouchClient::new(&args.couch.into())?;
                 let ids = std::iter::repeat_with(LinkId::random);
-                let id = couchlink::create::run(&editor, &args.url, args.expires.as_deref(), ids)
-                    .await?;
+                let id = couchlink::create::run(&editor, &args.url, args.expires.as_deref(), ids).await?;
                 println!("{public_url}/{id}");
                 Ok(())
             }

@@ -38,10 +38,7 @@ pub struct Gauges {
 impl Metrics {
     /// Counts one response.
     pub fn response(&self, status: u16) {
-        let i = STATUSES
-            .iter()
-            .position(|&s| s == status)
-            .unwrap_or(STATUSES.len());
+        let i = STATUSES.iter().position(|&s| s == status).unwrap_or(STATUSES.len());
         self.responses[i].fetch_add(1, Relaxed);
     }
 
@@ -54,8 +51,7 @@ impl Metrics {
             }
         }
         self.couch_latency_count.fetch_add(1, Relaxed);
-        self.couch_latency_micros
-            .fetch_add(took.as_micros() as u64, Relaxed);
+        self.couch_latency_micros.fetch_add(took.as_micros() as u64, Relaxed);
     }
 
     /// The whole exposition.
@@ -73,16 +69,8 @@ impl Metrics {
             .zip(&self.responses)
             .map(|(s, c)| (format!("{{status=\"{s}\"}}"), c.load(Relaxed).to_string()))
             .collect();
-        responses.push((
-            "{status=\"other\"}".into(),
-            self.responses[STATUSES.len()].load(Relaxed).to_string(),
-        ));
-        metric(
-            "couchlink_responses_total",
-            "counter",
-            "Responses sent, by status code.",
-            &responses,
-        );
+        responses.push(("{status=\"other\"}".into(), self.responses[STATUSES.len()].load(Relaxed).to_string()));
+        metric("couchlink_responses_total", "counter", "Responses sent, by status code.", &responses);
         metric(
             "couchlink_cache_hits_total",
             "counter",
@@ -110,19 +98,11 @@ impl Metrics {
         let mut latency: Vec<_> = LATENCY_BUCKETS
             .iter()
             .zip(&self.couch_latency_buckets)
-            .map(|(b, c)| {
-                (
-                    format!("_bucket{{le=\"{b}\"}}"),
-                    c.load(Relaxed).to_string(),
-                )
-            })
+            .map(|(b, c)| (format!("_bucket{{le=\"{b}\"}}"), c.load(Relaxed).to_string()))
             .collect();
         let count = self.couch_latency_count.load(Relaxed);
         latency.push(("_bucket{le=\"+Inf\"}".into(), count.to_string()));
-        latency.push((
-            "_sum".into(),
-            format!("{}", self.couch_latency_micros.load(Relaxed) as f64 / 1e6),
-        ));
+        latency.push(("_sum".into(), format!("{}", self.couch_latency_micros.load(Relaxed) as f64 / 1e6)));
         latency.push(("_count".into(), count.to_string()));
         metric(
             "couchlink_couchdb_request_duration_seconds",
@@ -130,12 +110,7 @@ impl Metrics {
             "CouchDB document request latency.",
             &latency,
         );
-        metric(
-            "couchlink_feed_up",
-            "gauge",
-            "1 while the _changes feed is connected.",
-            &plain(gauges.feed_up as u64),
-        );
+        metric("couchlink_feed_up", "gauge", "1 while the _changes feed is connected.", &plain(gauges.feed_up as u64));
         metric(
             "couchlink_feed_reconnects_total",
             "counter",
@@ -175,23 +150,11 @@ mod tests {
         m.response(302);
         m.response(418);
         m.couch_latency(Duration::from_millis(3));
-        let text = m.render(&Gauges {
-            cache_entries: 7,
-            feed_up: true,
-            log_lines_written: 3,
-            log_lines_failed: 0,
-        });
-        assert!(
-            text.contains("couchlink_responses_total{status=\"302\"} 2\n"),
-            "{text}"
-        );
+        let text = m.render(&Gauges { cache_entries: 7, feed_up: true, log_lines_written: 3, log_lines_failed: 0 });
+        assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
-        assert!(
-            text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.002\"} 0\n")
-        );
-        assert!(
-            text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.005\"} 1\n")
-        );
+        assert!(text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.002\"} 0\n"));
+        assert!(text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_count 1\n"));
         assert!(text.contains("couchlink_cache_entries 7\n"));
         assert!(text.contains("couchlink_feed_up 1\n"));

@@ -21,10 +21,7 @@ pub trait Ruleset {
     /// Why a lookup could not be answered (as opposed to "no such key").
     type Error;
     /// The value stored under `key`, if any.
-    fn get(
-        &self,
-        key: &str,
-    ) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send;
+    fn get(&self, key: &str) -> impl Future<Output = Result<Option<Self::Value>, Self::Error>> + Send;
 }
 
 /// How resolution ended.
@@ -35,11 +32,7 @@ pub enum Resolved {
     Absolute { url: String, appended: String },
     /// No key matched: the origin-relative path, query and fragment the draft would send the
     /// client to on the request's own origin.
-    NoMatch {
-        path: String,
-        query: String,
-        fragment: String,
-    },
+    NoMatch { path: String, query: String, fragment: String },
 }
 
 /// Why resolution failed.
@@ -91,11 +84,7 @@ pub async fn resolve<R: Ruleset>(
         let Some((key_len, value)) = longest_prefix_match(&pathname, rules).await? else {
             let query = combine_queries(None, &initial_query, request_query);
             let fragment = select_fragment(request_fragment, &initial_hash, "");
-            return Ok(Resolved::NoMatch {
-                path: join_paths(&pathname, &relative),
-                query,
-                fragment,
-            });
+            return Ok(Resolved::NoMatch { path: join_paths(&pathname, &relative), query, fragment });
         };
 
         // The part after the key and its "/" (the "/" itself is kept in front).
@@ -104,20 +93,13 @@ pub async fn resolve<R: Ruleset>(
 
         let value = value.as_ref();
         if value.starts_with("http") {
-            let destination =
-                Url::parse(value).map_err(|_| ResolveError::BadValue(value.to_owned()))?;
+            let destination = Url::parse(value).map_err(|_| ResolveError::BadValue(value.to_owned()))?;
             let path = join_paths(destination.path(), &relative);
             let query = combine_queries(destination.query(), &initial_query, request_query);
-            let dest_hash = destination
-                .fragment()
-                .map(|f| format!("#{f}"))
-                .unwrap_or_default();
+            let dest_hash = destination.fragment().map(|f| format!("#{f}")).unwrap_or_default();
             let fragment = select_fragment(request_fragment, &initial_hash, &dest_hash);
             let origin = destination.origin().ascii_serialization();
-            return Ok(Resolved::Absolute {
-                url: format!("{origin}{path}{query}{fragment}"),
-                appended: relative,
-            });
+            return Ok(Resolved::Absolute { url: format!("{origin}{path}{query}{fragment}"), appended: relative });
         }
         if !value.starts_with('/') {
             return Err(ResolveError::BadValue(value.to_owned()));
@@ -181,9 +163,7 @@ fn combine_queries(destination: Option<&str>, embedded: &str, request: &str) -> 
     for (key, value) in embedded.into_iter().chain(request) {
         search_params_set(&mut params, key, value);
     }
-    let serialized = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(&params)
-        .finish();
+    let serialized = form_urlencoded::Serializer::new(String::new()).extend_pairs(&params).finish();
     if serialized.is_empty() {
         serialized
     } else {
@@ -209,40 +189,20 @@ fn search_params_set(params: &mut Vec<(String, String)>, key: String, value: Str
 
 /// The draft's `selectFragment`: request > pathname-embedded > destination.
 fn select_fragment(request: &str, embedded: &str, destination: &str) -> String {
-    [request, embedded, destination]
-        .into_iter()
-        .find(|f| !f.is_empty())
-        .unwrap_or("")
-        .to_owned()
+    [request, embedded, destination].into_iter().find(|f| !f.is_empty()).unwrap_or("").to_owned()
 }
 
 /// Resolves a whole request URL the way the draft's examples are written; the no-match case
 /// stays on the request's origin.
-pub async fn resolve_url<R: Ruleset>(
-    request: &str,
-    rules: &R,
-) -> Result<String, ResolveError<R::Error>> {
+pub async fn resolve_url<R: Ruleset>(request: &str, rules: &R) -> Result<String, ResolveError<R::Error>> {
     let request = Url::parse(request).map_err(|_| ResolveError::BadValue(request.to_owned()))?;
     let query = request.query().map(|q| format!("?{q}")).unwrap_or_default();
-    let fragment = request
-        .fragment()
-        .map(|f| format!("#{f}"))
-        .unwrap_or_default();
+    let fragment = request.fragment().map(|f| format!("#{f}")).unwrap_or_default();
     match resolve(request.path(), &query, &fragment, rules).await? {
         Resolved::Absolute { url, .. } => Ok(url),
-        Resolved::NoMatch {
-            path,
-            query,
-            fragment,
-        } => {
-            let destination = request
-                .join(&path)
-                .map_err(|_| ResolveError::BadValue(path.clone()))?;
-            Ok(format!(
-                "{}{}{query}{fragment}",
-                destination.origin().ascii_serialization(),
-                destination.path()
-            ))
+        Resolved::NoMatch { path, query, fragment } => {
+            let destination = request.join(&path).map_err(|_| ResolveError::BadValue(path.clone()))?;
+            Ok(format!("{}{}{query}{fragment}", destination.origin().ascii_serialization(), destination.path()))
         }
     }
 }
@@ -259,16 +219,18 @@ pub fn climbs_out(appended: &str) -> bool {
 /// The `Location` couchlink may send for a resolved destination: an absolute http/https URL
 /// with a host, non-ASCII percent-encoded as UTF-8, and nothing but visible ASCII. A target
 /// holding whitespace or control characters is refused rather than silently cleaned.
+///
+/// ```
+/// use couchlink::resolve::safe_location;
+/// assert_eq!(safe_location("https://t.example/café").unwrap(), "https://t.example/caf%C3%A9");
+/// assert_eq!(safe_location("javascript:alert(1)"), None);
+/// ```
 pub fn safe_location(destination: &str) -> Option<String> {
-    if destination
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control())
-    {
+    if destination.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return None;
     }
     let url = Url::parse(destination).ok()?;
-    let allowed =
-        matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty());
+    let allowed = matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|h| !h.is_empty());
     let location: String = url.into();
     (allowed && location.bytes().all(|b| b.is_ascii_graphic())).then_some(location)
 }
@@ -284,12 +246,7 @@ mod tests {
 
     impl Rules {
         fn new(pairs: &[(&str, &str)]) -> Self {
-            Rules(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            )
+            Rules(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
         }
     }
 
@@ -302,10 +259,7 @@ mod tests {
     }
 
     fn run<F: Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
     }
 
     fn resolves(rules: &[(&str, &str)], request: &str) -> Result<String, ResolveError<Infallible>> {
@@ -316,10 +270,7 @@ mod tests {
 
     #[test]
     fn draft_example_1_absolute_destination_with_path_appending() {
-        let rules = [
-            ("github", "https://github.com"),
-            ("repo", "https://github.com/FartLabs/go"),
-        ];
+        let rules = [("github", "https://github.com"), ("repo", "https://github.com/FartLabs/go")];
         assert_eq!(
             resolves(&rules, "https://example.com/github/ietf/guidelines").unwrap(),
             "https://github.com/ietf/guidelines"
@@ -328,10 +279,7 @@ mod tests {
 
     #[test]
     fn draft_example_2_internal_redirect_chain() {
-        let rules = [
-            ("docs", "/documentation"),
-            ("docs/api", "/documentation/reference"),
-        ];
+        let rules = [("docs", "/documentation"), ("docs/api", "/documentation/reference")];
         assert_eq!(
             resolves(&rules, "https://example.com/docs/api/v1/users").unwrap(),
             "https://example.com/documentation/reference/v1/users"
@@ -350,19 +298,13 @@ mod tests {
     #[test]
     fn draft_example_4_fragment_precedence() {
         let rules = [("example", "https://example.com#yin")];
-        assert_eq!(
-            resolves(&rules, "https://example.com/example#yang").unwrap(),
-            "https://example.com/#yang"
-        );
+        assert_eq!(resolves(&rules, "https://example.com/example#yang").unwrap(), "https://example.com/#yang");
     }
 
     #[test]
     fn draft_example_5_no_match_returns_original() {
         let rules = [("c", "https://example.com/calendar")];
-        assert_eq!(
-            resolves(&rules, "https://example.com/colors").unwrap(),
-            "https://example.com/colors"
-        );
+        assert_eq!(resolves(&rules, "https://example.com/colors").unwrap(), "https://example.com/colors");
     }
 
     // Edge cases.
@@ -370,46 +312,28 @@ mod tests {
     #[test]
     fn empty_path_matches_nothing() {
         let rules = [("a", "https://a.example")];
-        assert_eq!(
-            resolves(&rules, "https://example.com/").unwrap(),
-            "https://example.com/"
-        );
+        assert_eq!(resolves(&rules, "https://example.com/").unwrap(), "https://example.com/");
     }
 
     #[test]
     fn trailing_slash_is_appended_as_one_slash() {
         let rules = [("H83if", "https://t.example/wp")];
-        assert_eq!(
-            resolves(&rules, "https://0x1f.ie/H83if/").unwrap(),
-            "https://t.example/wp/"
-        );
+        assert_eq!(resolves(&rules, "https://0x1f.ie/H83if/").unwrap(), "https://t.example/wp/");
         let rules = [("H83if", "https://t.example/wp/")];
-        assert_eq!(
-            resolves(&rules, "https://0x1f.ie/H83if/spring").unwrap(),
-            "https://t.example/wp/spring"
-        );
+        assert_eq!(resolves(&rules, "https://0x1f.ie/H83if/spring").unwrap(), "https://t.example/wp/spring");
     }
 
     #[test]
     fn request_query_wins_and_set_collapses_repeated_keys() {
         let rules = [("k", "https://t.example/?a=1&b=2&a=3")];
-        assert_eq!(
-            resolves(&rules, "https://s.example/k?a=9").unwrap(),
-            "https://t.example/?a=9&b=2"
-        );
+        assert_eq!(resolves(&rules, "https://s.example/k?a=9").unwrap(), "https://t.example/?a=9&b=2");
         // Repeated keys in the request: each `set` replaces the last, so the last one wins.
-        assert_eq!(
-            resolves(&rules, "https://s.example/k?c=1&c=2").unwrap(),
-            "https://t.example/?a=1&b=2&a=3&c=2"
-        );
+        assert_eq!(resolves(&rules, "https://s.example/k?c=1&c=2").unwrap(), "https://t.example/?a=1&b=2&a=3&c=2");
     }
 
     #[test]
     fn embedded_query_ranks_between_destination_and_request() {
-        let rules = [
-            ("k", "/j?x=embedded&y=embedded#inner"),
-            ("j", "https://t.example/p?x=dest&z=dest#dest"),
-        ];
+        let rules = [("k", "/j?x=embedded&y=embedded#inner"), ("j", "https://t.example/p?x=dest&z=dest#dest")];
         assert_eq!(
             resolves(&rules, "https://s.example/k?y=request").unwrap(),
             "https://t.example/p?x=embedded&z=dest&y=request#inner"
@@ -419,10 +343,7 @@ mod tests {
     #[test]
     fn plain_redirect_keeps_the_destination_query_verbatim() {
         let rules = [("k", "https://t.example/?q=a%20b&next=/x&flag")];
-        assert_eq!(
-            resolves(&rules, "https://s.example/k").unwrap(),
-            "https://t.example/?q=a%20b&next=/x&flag"
-        );
+        assert_eq!(resolves(&rules, "https://s.example/k").unwrap(), "https://t.example/?q=a%20b&next=/x&flag");
     }
 
     #[test]
@@ -437,16 +358,11 @@ mod tests {
     #[test]
     fn a_loop_is_refused() {
         let rules = [("a", "/b"), ("b", "/a")];
-        assert_eq!(
-            resolves(&rules, "https://s.example/a"),
-            Err(ResolveError::TooManyRedirects)
-        );
+        assert_eq!(resolves(&rules, "https://s.example/a"), Err(ResolveError::TooManyRedirects));
     }
 
     fn chain(hops: usize) -> Vec<(String, String)> {
-        let mut rules: Vec<(String, String)> = (0..hops)
-            .map(|i| (format!("k{i}"), format!("/k{}", i + 1)))
-            .collect();
+        let mut rules: Vec<(String, String)> = (0..hops).map(|i| (format!("k{i}"), format!("/k{}", i + 1))).collect();
         rules.push((format!("k{hops}"), "https://end.example/".to_owned()));
         rules
     }
@@ -454,10 +370,7 @@ mod tests {
     #[test]
     fn a_chain_of_255_internal_redirects_resolves_and_256_does_not() {
         let as_refs = |v: &Vec<(String, String)>| Rules(v.iter().cloned().collect());
-        assert_eq!(
-            run(resolve_url("https://s.example/k0", &as_refs(&chain(255)))).unwrap(),
-            "https://end.example/"
-        );
+        assert_eq!(run(resolve_url("https://s.example/k0", &as_refs(&chain(255)))).unwrap(), "https://end.example/");
         assert_eq!(
             run(resolve_url("https://s.example/k0", &as_refs(&chain(256)))),
             Err(ResolveError::TooManyRedirects)
@@ -467,33 +380,18 @@ mod tests {
     #[test]
     fn a_value_of_neither_kind_is_an_error_not_a_hang() {
         let rules = [("k", "ftp://t.example/")];
-        assert!(matches!(
-            resolves(&rules, "https://s.example/k"),
-            Err(ResolveError::BadValue(_))
-        ));
+        assert!(matches!(resolves(&rules, "https://s.example/k"), Err(ResolveError::BadValue(_))));
     }
 
     #[test]
     fn remaining_path_from_each_hop_is_prepended() {
         let rules = [("a", "/b/from-a"), ("b", "https://t.example/root")];
-        assert_eq!(
-            resolves(&rules, "https://s.example/a/req").unwrap(),
-            "https://t.example/root/from-a/req"
-        );
+        assert_eq!(resolves(&rules, "https://s.example/a/req").unwrap(), "https://t.example/root/from-a/req");
     }
 
     #[test]
     fn climbing_out_is_detected_in_every_spelling() {
-        for bad in [
-            "/..",
-            "/a/../b",
-            "/%2e%2e/x",
-            "/%2E%2e",
-            "/.",
-            "/a%2fb",
-            "/a%5Cb",
-            "/a%2F..%2F",
-        ] {
+        for bad in ["/..", "/a/../b", "/%2e%2e/x", "/%2E%2e", "/.", "/a%2fb", "/a%5Cb", "/a%2F..%2F"] {
             assert!(climbs_out(bad), "{bad}");
         }
         for ok in ["", "/", "/a/b", "/a..b", "/...", "/%2e%2e%2e", "/caf%C3%A9"] {
@@ -507,10 +405,7 @@ mod tests {
             safe_location("https://t.example/café?q=ü#ö").unwrap(),
             "https://t.example/caf%C3%A9?q=%C3%BC#%C3%B6"
         );
-        assert_eq!(
-            safe_location("https://bücher.example/").unwrap(),
-            "https://xn--bcher-kva.example/"
-        );
+        assert_eq!(safe_location("https://bücher.example/").unwrap(), "https://xn--bcher-kva.example/");
         for bad in [
             "https://t.example/a\r\nSet-Cookie: x=1",
             "https://t.example/a b",

@@ -8,9 +8,13 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use tokio::sync::watch;
+
 use crate::access_log::{AccessLog, OpenError};
+use crate::admin::Admin;
 use crate::client_ip::TrustedProxies;
 use crate::couch::{CouchClient, CouchConfig, CouchError};
+use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Settings};
 use crate::metrics::Metrics;
 use crate::store::LinkStore;
@@ -33,6 +37,8 @@ pub struct ServeConfig {
     pub cookie_name: String,
     /// How long in-flight requests get to finish at shutdown.
     pub drain_timeout: Duration,
+    /// Most link entries held in memory.
+    pub cache_capacity: usize,
 }
 
 /// A misconfiguration that stops `serve` before it answers anything.
@@ -46,11 +52,13 @@ pub enum StartError {
     Couch(String),
 }
 
-/// Runs the proxy on `listener` until `shutdown` completes; then stops accepting, lets
-/// in-flight requests finish, and writes every access log line before returning.
+/// Runs the proxy on `listener` (health and metrics on `admin_listener`) until `shutdown`
+/// completes; then stops accepting, lets in-flight requests finish, stops the admin listener
+/// and the feed, and writes every access log line before returning.
 pub async fn run(
     config: ServeConfig,
     listener: TcpListener,
+    admin_listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
     let (log, flusher) = AccessLog::open(&config.log_dir)?;
@@ -58,17 +66,30 @@ pub async fn run(
     check_database(&couch, &config.couch).await?;
 
     let metrics = Arc::new(Metrics::default());
+    let store = Arc::new(LinkStore::new(couch, metrics.clone(), config.cache_capacity));
+    let feed = Arc::new(FeedStatus::default());
+    let (stop, stopped) = watch::channel(false);
+    let follower = tokio::spawn(Follower::new(store.clone(), metrics.clone(), feed.clone()).run(stopped.clone()));
+    let admin = Arc::new(Admin { store: store.clone(), metrics: metrics.clone(), feed, log: log.clone() });
+    let mut admin_stop = stopped;
+    let admin_server = tokio::spawn(crate::server::run(
+        admin_listener,
+        admin,
+        async move {
+            let _ = admin_stop.wait_for(|stop| *stop).await;
+        },
+        Duration::from_secs(1),
+    ));
+
     let app = Arc::new(App {
-        store: LinkStore::new(couch, metrics.clone()),
+        store,
         log,
         metrics,
-        settings: Settings::new(
-            &config.public_url,
-            &config.cookie_name,
-            config.trusted_proxies.clone(),
-        ),
+        settings: Settings::new(&config.public_url, &config.cookie_name, config.trusted_proxies.clone()),
     });
     crate::server::run(listener, app, shutdown, config.drain_timeout).await;
+    let _ = stop.send(true);
+    let _ = tokio::join!(follower, admin_server);
     flusher.finish(LOG_FLUSH_TIMEOUT).await;
     Ok(())
 }
@@ -93,11 +114,7 @@ async fn check_database(couch: &CouchClient, config: &CouchConfig) -> Result<(),
             );
             Ok(())
         }
-        Err(
-            e @ CouchError::Refused {
-                status: 401 | 403, ..
-            },
-        ) => Err(StartError::Couch(format!(
+        Err(e @ CouchError::Refused { status: 401 | 403, .. }) => Err(StartError::Couch(format!(
             "CouchDB at {} refused user {who:?} on database {:?}: {}",
             config.url,
             config.db,
@@ -112,9 +129,7 @@ async fn check_database(couch: &CouchClient, config: &CouchConfig) -> Result<(),
 async fn warn_if_writer(couch: &CouchClient, who: &str) {
     if let Ok(Some(session)) = couch.get_json("_session").await {
         let roles = &session["userCtx"]["roles"];
-        let writes = roles
-            .as_array()
-            .is_some_and(|r| r.iter().any(|role| role == "_admin" || role == "editor"));
+        let writes = roles.as_array().is_some_and(|r| r.iter().any(|role| role == "_admin" || role == "editor"));
         if writes {
             eprintln!("couchlink: warning: serving as {who:?}, an account that can change links; use the read-only account `couchlink setup` creates");
         }

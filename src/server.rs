@@ -1,28 +1,52 @@
-//! The public listener: hyper's HTTP/1 connections under a graceful accept loop.
+//! The accept loop shared by the public and admin listeners: hyper HTTP/1 connections under
+//! hyper-util's graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONNECTION};
+use hyper::http::request::Parts;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper::Response;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::handler::{handle, log_rejected, App};
+/// What a listener serves: requests in, responses out, never an error.
+pub trait Service: Send + Sync + 'static {
+    /// Answers one request (its body is not read: nothing here needs one).
+    fn call(&self, request: Parts, peer: SocketAddr) -> impl Future<Output = Response<Full<Bytes>>> + Send;
 
-/// Serves redirects on `listener` until `shutdown` completes, then stops accepting and gives
-/// in-flight connections up to `drain` to finish (keep-alive connections are told to close
-/// after their current request).
-pub async fn run(
+    /// Told about a request hyper answered itself (400/431) because it could not parse it.
+    fn rejected(&self, _peer: SocketAddr, _status: u16) {}
+}
+
+/// At shutdown, how long connections still in use may go on, each next response telling the
+/// client to close, before idle ones are closed under it.
+const LAME_DUCK: Duration = Duration::from_secs(1);
+
+/// Serves `service` on `listener` until `shutdown` completes, then stops accepting and gives
+/// in-flight connections up to `drain` to finish.
+///
+/// Closing an idle keep-alive connection races with a client sending on it, and that request
+/// would fail. So the listener closes first (new connections are refused, which clients handle),
+/// then for up to [`LAME_DUCK`] every response carries `Connection: close` and connections end
+/// after their current request; only then are the idle ones closed.
+pub async fn run<S: Service>(
     listener: TcpListener,
-    app: Arc<App>,
+    service: Arc<S>,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
     let graceful = GracefulShutdown::new();
+    let closing = Arc::new(AtomicBool::new(false));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -37,29 +61,33 @@ pub async fn run(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let service_app = app.clone();
-                let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let app = service_app.clone();
+                let for_requests = service.clone();
+                let closing = closing.clone();
+                let svc = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let service = for_requests.clone();
+                    let closing = closing.clone();
                     async move {
                         let (parts, _body) = request.into_parts();
-                        Ok::<_, Infallible>(handle(&app, &parts, peer).await)
+                        let mut response = service.call(parts, peer).await;
+                        if closing.load(Ordering::Relaxed) {
+                            response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+                        }
+                        Ok::<_, Infallible>(response)
                     }
                 });
                 let connection = http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
+                    .timer(TokioTimer::new())
                     // A client that sends its headers slower than this is dropped.
                     .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(TokioIo::new(stream), service);
+                    .serve_connection(TokioIo::new(stream), svc);
                 let connection = graceful.watch(connection);
-                let app = app.clone();
+                let service = service.clone();
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
-                        // A request hyper could not parse (invalid UTF-8 in the target, say)
-                        // was answered by hyper itself; it still gets its log line.
                         if e.is_parse_too_large() {
-                            log_rejected(&app, peer, 431);
+                            service.rejected(peer, 431);
                         } else if e.is_parse() {
-                            log_rejected(&app, peer, 400);
+                            service.rejected(peer, 400);
                         } else {
                             tracing::debug!(%peer, "connection ended with an error: {e}");
                         }
@@ -70,6 +98,11 @@ pub async fn run(
         }
     }
     drop(listener);
+    closing.store(true, Ordering::Relaxed);
+    let lame_duck_ends = tokio::time::Instant::now() + LAME_DUCK.min(drain);
+    while graceful.count() > 0 && tokio::time::Instant::now() < lame_duck_ends {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(drain) => tracing::warn!("drain timed out after {drain:?}; closing the remaining connections"),

@@ -73,13 +73,7 @@ pub enum SetupError {
 /// The validation function as stored: the file without its leading comment lines, since
 /// CouchDB compiles the stored source as one function expression.
 pub fn validate_doc_update_source() -> String {
-    VALIDATE_DOC_UPDATE
-        .lines()
-        .skip_while(|l| l.starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_owned()
+    VALIDATE_DOC_UPDATE.lines().skip_while(|l| l.starts_with("//")).collect::<Vec<_>>().join("\n").trim().to_owned()
 }
 
 /// The `_security` object couchlink wants.
@@ -94,8 +88,7 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>) -> Result<Report,
     // CouchDB 3 single-node creates _users itself; a bare cluster may not have it yet.
     put_if_missing(admin, "_users").await?;
     let database = put_if_missing(admin, &admin.db_relative("")).await?;
-    let security =
-        put_if_different(admin, &admin.db_relative("_security"), security_object()).await?;
+    let security = put_if_different(admin, &admin.db_relative("_security"), security_object()).await?;
     let design = put_if_different(
         admin,
         &admin.db_relative(DESIGN_DOC_ID),
@@ -106,30 +99,17 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>) -> Result<Report,
         Some(reader) => ensure_reader(admin, reader).await?,
         None => Step::Skipped,
     };
-    Ok(Report {
-        database,
-        security,
-        design,
-        reader,
-    })
+    Ok(Report { database, security, design, reader })
 }
 
 async fn ensure_admin(admin: &CouchClient) -> Result<(), SetupError> {
     let session = admin.get_json("_session").await?.unwrap_or_default();
     let roles = &session["userCtx"]["roles"];
-    if roles
-        .as_array()
-        .is_some_and(|r| r.iter().any(|role| role == "_admin"))
-    {
+    if roles.as_array().is_some_and(|r| r.iter().any(|role| role == "_admin")) {
         return Ok(());
     }
-    let name = session["userCtx"]["name"]
-        .as_str()
-        .unwrap_or("anonymous")
-        .to_owned();
-    Err(SetupError::NotAdmin(format!(
-        "CouchDB knows the given account as {name:?}, which is not a server admin"
-    )))
+    let name = session["userCtx"]["name"].as_str().unwrap_or("anonymous").to_owned();
+    Err(SetupError::NotAdmin(format!("CouchDB knows the given account as {name:?}, which is not a server admin")))
 }
 
 async fn put_if_missing(admin: &CouchClient, path: &str) -> Result<Step, SetupError> {
@@ -145,20 +125,10 @@ async fn put_if_missing(admin: &CouchClient, path: &str) -> Result<Step, SetupEr
 }
 
 /// Writes `wanted` at `path` unless every field of it is already there as wanted.
-async fn put_if_different(
-    admin: &CouchClient,
-    path: &str,
-    mut wanted: Value,
-) -> Result<Step, SetupError> {
+async fn put_if_different(admin: &CouchClient, path: &str, mut wanted: Value) -> Result<Step, SetupError> {
     let current = admin.get_json(path).await?;
     let step = match &current {
-        Some(doc)
-            if wanted
-                .as_object()
-                .unwrap()
-                .iter()
-                .all(|(k, v)| doc.get(k) == Some(v)) =>
-        {
+        Some(doc) if wanted.as_object().unwrap().iter().all(|(k, v)| doc.get(k) == Some(v)) => {
             return Ok(Step::Unchanged)
         }
         // A fresh database's `_security` reads as `{}`: that is "missing", not "different".
@@ -177,9 +147,7 @@ async fn put_if_different(
 /// proxies starting together) meet a 409 on the user document: the second one looks again.
 async fn ensure_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, SetupError> {
     match write_reader(admin, reader).await {
-        Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => {
-            write_reader(admin, reader).await
-        }
+        Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => write_reader(admin, reader).await,
         other => other,
     }
 }
@@ -187,27 +155,18 @@ async fn ensure_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, Set
 async fn write_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, SetupError> {
     let as_reader = admin.with_credentials(&reader.name, &reader.password);
     if let Ok(Some(session)) = as_reader.get_json("_session").await {
-        if session["userCtx"]["name"] == reader.name.as_str()
-            && session["userCtx"]["roles"] == json!([READER_ROLE])
-        {
+        if session["userCtx"]["name"] == reader.name.as_str() && session["userCtx"]["roles"] == json!([READER_ROLE]) {
             return Ok(Step::Unchanged);
         }
     }
-    let path = format!(
-        "_users/{}",
-        segment(&format!("org.couchdb.user:{}", reader.name))
-    );
+    let path = format!("_users/{}", segment(&format!("org.couchdb.user:{}", reader.name)));
     let existing = admin.get_json(&path).await?;
     let mut doc = json!({"_id": format!("org.couchdb.user:{}", reader.name), "name": reader.name, "type": "user", "roles": [READER_ROLE], "password": reader.password});
     if let Some(rev) = existing.as_ref().and_then(|d| d.get("_rev")) {
         doc["_rev"] = rev.clone();
     }
     admin.put_json(&path, &doc).await?;
-    Ok(if existing.is_some() {
-        Step::Updated
-    } else {
-        Step::Created
-    })
+    Ok(if existing.is_some() { Step::Updated } else { Step::Created })
 }
 
 #[cfg(test)]
@@ -217,18 +176,12 @@ mod tests {
     #[test]
     fn stored_function_is_the_file_without_its_header() {
         let source = validate_doc_update_source();
-        assert!(
-            source.starts_with("function (newDoc, oldDoc, userCtx, secObj) {"),
-            "{source}"
-        );
+        assert!(source.starts_with("function (newDoc, oldDoc, userCtx, secObj) {"), "{source}");
         assert!(source.ends_with('}'));
     }
 
     #[test]
     fn security_gives_members_the_reader_and_editor_roles() {
-        assert_eq!(
-            security_object()["members"]["roles"],
-            json!(["reader", "editor"])
-        );
+        assert_eq!(security_object()["members"]["roles"], json!(["reader", "editor"]));
     }
 }

@@ -40,11 +40,7 @@ impl Link {
                     .map_err(|_| format!("\"expires\" is not an RFC 3339 timestamp: {text:?}"))?,
             ),
         };
-        Ok(Link {
-            url: url.into_boxed_str(),
-            inactive: doc.inactive.unwrap_or(false),
-            expires,
-        })
+        Ok(Link { url: url.into_boxed_str(), inactive: doc.inactive.unwrap_or(false), expires })
     }
 
     /// The target to redirect to at `now`, or `None` when the link is inactive or expired.
@@ -66,13 +62,8 @@ mod tests {
 
     #[test]
     fn live_link_gives_its_url() {
-        let link =
-            parse(r#"{"_id":"H83if","url":"https://example.com/wp/?p=14","inactive":false}"#)
-                .unwrap();
-        assert_eq!(
-            link.live_target(OffsetDateTime::now_utc()),
-            Some("https://example.com/wp/?p=14")
-        );
+        let link = parse(r#"{"_id":"H83if","url":"https://example.com/wp/?p=14","inactive":false}"#).unwrap();
+        assert_eq!(link.live_target(OffsetDateTime::now_utc()), Some("https://example.com/wp/?p=14"));
     }
 
     #[test]
@@ -85,24 +76,16 @@ mod tests {
 
     #[test]
     fn expiry_is_inclusive_of_the_instant() {
-        let link =
-            parse(r#"{"url":"https://a.example","expires":"2026-12-31T23:59:59Z"}"#).unwrap();
-        assert!(link
-            .live_target(datetime!(2026-12-31 23:59:58.999 UTC))
-            .is_some());
+        let link = parse(r#"{"url":"https://a.example","expires":"2026-12-31T23:59:59Z"}"#).unwrap();
+        assert!(link.live_target(datetime!(2026-12-31 23:59:58.999 UTC)).is_some());
         assert_eq!(link.live_target(datetime!(2026-12-31 23:59:59 UTC)), None);
-        assert_eq!(
-            link.live_target(datetime!(2027-01-01 00:00:00 +00:30)),
-            Some("https://a.example")
-        );
+        assert_eq!(link.live_target(datetime!(2027-01-01 00:00:00 +00:30)), Some("https://a.example"));
     }
 
     #[test]
     fn malformed_documents_are_refused_with_a_reason() {
         assert!(parse(r#"{"inactive":false}"#).unwrap_err().contains("url"));
-        assert!(parse(r#"{"url":"https://a.example","expires":"tomorrow"}"#)
-            .unwrap_err()
-            .contains("expires"));
+        assert!(parse(r#"{"url":"https://a.example","expires":"tomorrow"}"#).unwrap_err().contains("expires"));
         assert!(parse(r#"{"url":42}"#).is_err());
         assert!(parse(r#"{"url":"https://a.example","inactive":"no"}"#).is_err());
     }

@@ -20,6 +20,12 @@ pub struct InvalidLinkId(pub String);
 
 impl LinkId {
     /// Accepts exactly 5 ASCII letters or digits.
+    ///
+    /// ```
+    /// use couchlink::domain::LinkId;
+    /// assert_eq!(LinkId::parse("H83if").unwrap().as_str(), "H83if");
+    /// assert!(LinkId::parse("H83if/spring").is_err());
+    /// ```
     pub fn parse(s: &str) -> Result<Self, InvalidLinkId> {
         let bytes = s.as_bytes();
         match <[u8; 5]>::try_from(bytes) {
@@ -64,25 +70,12 @@ mod tests {
     #[test]
     fn accepts_five_alphanumerics_case_sensitively() {
         assert_eq!(LinkId::parse("H83if").unwrap().as_str(), "H83if");
-        assert_ne!(
-            LinkId::parse("H83if").unwrap(),
-            LinkId::parse("h83if").unwrap()
-        );
+        assert_ne!(LinkId::parse("H83if").unwrap(), LinkId::parse("h83if").unwrap());
     }
 
     #[test]
     fn rejects_everything_else() {
-        for bad in [
-            "",
-            "H83i",
-            "H83ifx",
-            "H83i-",
-            "H83i_",
-            "_desi",
-            "H83 f",
-            "Hé3if",
-            "H83i\u{0}",
-        ] {
+        for bad in ["", "H83i", "H83ifx", "H83i-", "H83i_", "_desi", "H83 f", "Hé3if", "H83i\u{0}"] {
             assert!(LinkId::parse(bad).is_err(), "{bad:?} must be refused");
         }
     }

@@ -24,22 +24,22 @@ const MAX_LEN: usize = STAMP_LEN + EXAMPLE_HEX;
 
 impl TrackingId {
     /// Accepts only a value of exactly the issued form; anything else gets a new ID.
+    ///
+    /// ```
+    /// use couchlink::domain::TrackingId;
+    /// assert!(TrackingId::parse("20261122101733a3f9c1e2b7d4e601").is_some());
+    /// assert!(TrackingId::parse("20261122101733A3F9C1E2B7D4E601").is_none());
+    /// ```
     pub fn parse(s: &str) -> Option<Self> {
         let raw = s.as_bytes();
         if raw.len() != STAMP_LEN + ISSUED_HEX && raw.len() != STAMP_LEN + EXAMPLE_HEX {
             return None;
         }
         let (stamp, random) = raw.split_at(STAMP_LEN);
-        let ok = stamp.iter().all(u8::is_ascii_digit)
-            && random
-                .iter()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let ok = stamp.iter().all(u8::is_ascii_digit) && random.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let mut bytes = [0u8; MAX_LEN];
         bytes[..raw.len()].copy_from_slice(raw);
-        ok.then_some(TrackingId {
-            bytes,
-            len: raw.len() as u8,
-        })
+        ok.then_some(TrackingId { bytes, len: raw.len() as u8 })
     }
 
     /// A new ID issued at `now` (converted to UTC).
@@ -48,16 +48,10 @@ impl TrackingId {
         write_compact_timestamp(now, &mut bytes[..STAMP_LEN]);
         let random: u64 = rand::rng().random();
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (i, b) in bytes[STAMP_LEN..STAMP_LEN + ISSUED_HEX]
-            .iter_mut()
-            .enumerate()
-        {
+        for (i, b) in bytes[STAMP_LEN..STAMP_LEN + ISSUED_HEX].iter_mut().enumerate() {
             *b = HEX[((random >> (60 - 4 * i)) & 0xf) as usize];
         }
-        TrackingId {
-            bytes,
-            len: (STAMP_LEN + ISSUED_HEX) as u8,
-        }
+        TrackingId { bytes, len: (STAMP_LEN + ISSUED_HEX) as u8 }
     }
 
     /// The ID as text.
@@ -129,14 +123,8 @@ mod tests {
 
     #[test]
     fn parse_refuses_anything_not_exactly_the_form() {
-        for good in [
-            "20261122101733a3f9c1e2b7d4e601",
-            "20261122101733a3f9c1e2b7d4e6012f",
-        ] {
-            assert_eq!(
-                TrackingId::parse(good).map(|t| t.as_str().to_owned()),
-                Some(good.to_owned())
-            );
+        for good in ["20261122101733a3f9c1e2b7d4e601", "20261122101733a3f9c1e2b7d4e6012f"] {
+            assert_eq!(TrackingId::parse(good).map(|t| t.as_str().to_owned()), Some(good.to_owned()));
         }
         for bad in [
             "",

@@ -9,27 +9,16 @@ use crate::helpers::*;
 /// Splits a line into its fields, checking the contract's shape: 6 or 7 non-empty fields.
 fn fields(line: &str) -> Vec<&str> {
     let fields: Vec<&str> = line.split(' ').collect();
-    assert!(
-        fields.len() == 6 || fields.len() == 7,
-        "6 or 7 fields: {line:?}"
-    );
-    assert!(
-        fields.iter().all(|f| !f.is_empty()),
-        "no empty field: {line:?}"
-    );
-    assert!(
-        line.bytes().all(|b| b.is_ascii_graphic() || b == b' '),
-        "visible ASCII only: {line:?}"
-    );
+    assert!(fields.len() == 6 || fields.len() == 7, "6 or 7 fields: {line:?}");
+    assert!(fields.iter().all(|f| !f.is_empty()), "no empty field: {line:?}");
+    assert!(line.bytes().all(|b| b.is_ascii_graphic() || b == b' '), "visible ASCII only: {line:?}");
     fields
 }
 
 #[tokio::test]
 async fn each_request_is_one_line_with_the_contract_fields() {
     let app = spawn_app().await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/wp/?p=14"}))
-        .await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/wp/?p=14"})).await;
     let redirect = app
         .http
         .get(format!("{}/H83if", app.base))
@@ -38,31 +27,19 @@ async fn each_request_is_one_line_with_the_contract_fields() {
         .await
         .unwrap();
     let tid = tracking_cookie(&redirect);
-    let missing = app
-        .http
-        .get(format!("{}/Nopee?x=1", app.base))
-        .header("cookie", format!("tid={tid}"))
-        .send()
-        .await
-        .unwrap();
+    let missing =
+        app.http.get(format!("{}/Nopee?x=1", app.base)).header("cookie", format!("tid={tid}")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
 
     let lines = app.wait_for_log_lines(2).await;
     assert_eq!(lines.len(), 2, "{lines:?}");
     let first = fields(&lines[0]);
     assert_eq!(first.len(), 7);
-    assert!(
-        first[0].len() == 16 && first[0].as_bytes()[14] == b'.',
-        "yyyymmddhhmmss.s: {}",
-        first[0]
-    );
+    assert!(first[0].len() == 16 && first[0].as_bytes()[14] == b'.', "yyyymmddhhmmss.s: {}", first[0]);
     assert_eq!(first[1], "127.0.0.1");
     assert_eq!(first[2], tid);
     assert_eq!(first[3], "Mozilla%2F5.0%20(X11%3B%20Linux)");
-    assert_eq!(
-        &first[4..],
-        ["/H83if", "302", "https://example.com/wp/?p=14"]
-    );
+    assert_eq!(&first[4..], ["/H83if", "302", "https://example.com/wp/?p=14"]);
 
     let second = fields(&lines[1]);
     assert_eq!(second.len(), 6, "no Location field unless 302");
@@ -83,46 +60,25 @@ async fn hostile_input_still_gives_one_well_formed_line() {
     ];
     for raw in requests {
         let response = app.raw(raw).await;
-        assert!(
-            response.starts_with("HTTP/1.1 "),
-            "every request is answered: {response:?}"
-        );
+        assert!(response.starts_with("HTTP/1.1 "), "every request is answered: {response:?}");
     }
     let lines = app.wait_for_log_lines(requests.len()).await;
-    assert_eq!(
-        lines.len(),
-        requests.len(),
-        "one line per request: {lines:?}"
-    );
+    assert_eq!(lines.len(), requests.len(), "one line per request: {lines:?}");
     for line in &lines {
         fields(line);
     }
     let all = lines.join("\n");
-    assert!(
-        all.contains(" evil%20agent%20%22quoted%22%20%FF%FE%20%2541 /a%20b\"c%00 404"),
-        "{all}"
-    );
-    assert!(
-        all.contains(" - /%C3%A9t%C3%A9 404"),
-        "empty UA is '-', non-ASCII encoded: {all}"
-    );
+    assert!(all.contains(" evil%20agent%20%22quoted%22%20%FF%FE%20%2541 /a%20b\"c%00 404"), "{all}");
+    assert!(all.contains(" - /%C3%A9t%C3%A9 404"), "empty UA is '-', non-ASCII encoded: {all}");
     assert!(all.contains(" a%09b /H83if?q=%0d%0a 501"), "{all}");
-    assert!(
-        all.contains(" - http://example.com/H83if?x=%22y%22 404"),
-        "absolute-form target logged whole: {all}"
-    );
-    assert!(
-        all.contains(" - - 400"),
-        "hyper's own 400 is logged too: {all}"
-    );
+    assert!(all.contains(" - http://example.com/H83if?x=%22y%22 404"), "absolute-form target logged whole: {all}");
+    assert!(all.contains(" - - 400"), "hyper's own 400 is logged too: {all}");
 }
 
 #[tokio::test]
 async fn a_burst_of_concurrent_requests_logs_exactly_one_line_each() {
     let mut app = spawn_app().await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/"}))
-        .await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
     let app_ref = Arc::new(app.base.clone());
     let mut tasks = Vec::new();
     for i in 0..400 {
@@ -130,13 +86,7 @@ async fn a_burst_of_concurrent_requests_logs_exactly_one_line_each() {
         let client = app.http.clone();
         tasks.push(tokio::spawn(async move {
             let path = if i % 2 == 0 { "/H83if" } else { "/Nopee" };
-            client
-                .get(format!("{base}{path}"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
+            client.get(format!("{base}{path}")).send().await.unwrap().status().as_u16()
         }));
     }
     let mut redirects = 0;
@@ -165,11 +115,7 @@ async fn shutdown_flushes_every_line_before_returning() {
 
 #[tokio::test]
 async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
-    let trusting = spawn_app_with(AppOptions {
-        trusted_proxies: "127.0.0.1/32",
-        ..Default::default()
-    })
-    .await;
+    let trusting = spawn_app_with(AppOptions { trusted_proxies: "127.0.0.1/32", ..Default::default() }).await;
     trusting
         .http
         .get(format!("{}/Nopee", trusting.base))
@@ -189,11 +135,6 @@ async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
     assert_eq!(fields(&lines[1])[1], "2001:db8::5");
 
     let wary = spawn_app().await;
-    wary.http
-        .get(format!("{}/Nopee", wary.base))
-        .header("x-forwarded-for", "203.0.113.7")
-        .send()
-        .await
-        .unwrap();
+    wary.http.get(format!("{}/Nopee", wary.base)).header("x-forwarded-for", "203.0.113.7").send().await.unwrap();
     assert_eq!(fields(&wary.wait_for_log_lines(1).await[0])[1], "127.0.0.1");
 }

@@ -10,22 +10,10 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 
 /// One request to the links database as `who` (anonymous when `None`); the status.
-async fn status_as(
-    db: &TestDb,
-    who: Option<(&str, &str)>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> u16 {
+async fn status_as(db: &TestDb, who: Option<(&str, &str)>, method: Method, path: &str, body: Option<Value>) -> u16 {
     let c = couch();
-    let url = if path.is_empty() {
-        format!("{}/{}", c.url, db.name)
-    } else {
-        format!("{}/{}/{path}", c.url, db.name)
-    };
-    let mut req = http()
-        .request(method, url)
-        .header("Accept", "application/json");
+    let url = if path.is_empty() { format!("{}/{}", c.url, db.name) } else { format!("{}/{}/{path}", c.url, db.name) };
+    let mut req = http().request(method, url).header("Accept", "application/json");
     if let Some((user, password)) = who {
         req = req.basic_auth(user, Some(password));
     }
@@ -50,77 +38,25 @@ async fn access_matrix() {
     // (who, read, _all_docs, create, update, delete, design doc, _security, _changes)
     let matrix: [(&str, Option<(&str, &str)>, [u16; 8]); 4] = [
         ("anonymous", None, [401, 401, 401, 401, 401, 401, 401, 401]),
-        (
-            "reader",
-            Some(READER),
-            [200, 200, 403, 403, 403, not_admin, not_admin, 200],
-        ),
-        (
-            "editor",
-            Some(EDITOR),
-            [200, 200, 201, 201, 403, not_admin, not_admin, 200],
-        ),
-        (
-            "admin",
-            Some(admin),
-            [200, 200, 201, 201, 200, 201, 200, 200],
-        ),
+        ("reader", Some(READER), [200, 200, 403, 403, 403, not_admin, not_admin, 200]),
+        ("editor", Some(EDITOR), [200, 200, 201, 201, 403, not_admin, not_admin, 200]),
+        ("admin", Some(admin), [200, 200, 201, 201, 200, 201, 200, 200]),
     ];
     for (n, (name, who, expected)) in matrix.into_iter().enumerate() {
         let id = ["Aaaa1", "Bbbb2", "Cccc3", "Dddd4"][n];
-        let rev = db
-            .put_link(id, json!({"url": "https://example.com/"}))
-            .await;
+        let rev = db.put_link(id, json!({"url": "https://example.com/"})).await;
         let new_id = ["Newa1", "Newb2", "Newc3", "Newd4"][n];
         let got = [
             status_as(&db, who, Method::GET, id, None).await,
             status_as(&db, who, Method::GET, "_all_docs", None).await,
-            status_as(
-                &db,
-                who,
-                Method::PUT,
-                new_id,
-                Some(json!({"url": "https://example.com/new"})),
-            )
-            .await,
-            status_as(
-                &db,
-                who,
-                Method::PUT,
-                id,
-                Some(json!({"_rev": rev, "url": "https://example.com/edited"})),
-            )
-            .await,
-            status_as(
-                &db,
-                who,
-                Method::DELETE,
-                &format!("{id}?rev={}", db.rev(id).await.unwrap()),
-                None,
-            )
-            .await,
-            status_as(
-                &db,
-                who,
-                Method::PUT,
-                &format!("_design/by_{n}"),
-                Some(json!({"views": {}})),
-            )
-            .await,
-            status_as(
-                &db,
-                who,
-                Method::PUT,
-                "_security",
-                Some(couchlink::setup::security_object()),
-            )
-            .await,
+            status_as(&db, who, Method::PUT, new_id, Some(json!({"url": "https://example.com/new"}))).await,
+            status_as(&db, who, Method::PUT, id, Some(json!({"_rev": rev, "url": "https://example.com/edited"}))).await,
+            status_as(&db, who, Method::DELETE, &format!("{id}?rev={}", db.rev(id).await.unwrap()), None).await,
+            status_as(&db, who, Method::PUT, &format!("_design/by_{n}"), Some(json!({"views": {}}))).await,
+            status_as(&db, who, Method::PUT, "_security", Some(couchlink::setup::security_object())).await,
             status_as(&db, who, Method::GET, "_changes?limit=1", None).await,
         ];
-        assert_eq!(
-            got, expected,
-            "{name}: read, _all_docs, create, update, delete, design doc, _security, _changes"
-        );
+        assert_eq!(got, expected, "{name}: read, _all_docs, create, update, delete, design doc, _security, _changes");
     }
 }
 
@@ -132,57 +68,21 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
     let cases: Vec<(&str, Value, &str)> = vec![
         ("abc", json!({"url": "https://example.com/"}), "exactly 5"),
         ("a-b_c", json!({"url": "https://example.com/"}), "exactly 5"),
-        (
-            "b2c3d4e5-uuid-from-fauxton",
-            json!({"url": "https://example.com/"}),
-            "replace the ID",
-        ),
+        ("b2c3d4e5-uuid-from-fauxton", json!({"url": "https://example.com/"}), "replace the ID"),
         ("Nourl", json!({"title": "no url"}), "needs a \"url\""),
         ("Numbr", json!({"url": 42}), "needs a \"url\""),
-        (
-            "Ftpxx",
-            json!({"url": "ftp://example.com/file"}),
-            "Only \"http://\" and \"https://\"",
-        ),
-        (
-            "Jsxxx",
-            json!({"url": "javascript:alert(1)"}),
-            "Only \"http://\" and \"https://\"",
-        ),
-        (
-            "Upper",
-            json!({"url": "HTTPS://example.com/"}),
-            "in lower case",
-        ),
-        (
-            "Plain",
-            json!({"url": "example.com"}),
-            "must start with \"http://\"",
-        ),
+        ("Ftpxx", json!({"url": "ftp://example.com/file"}), "Only \"http://\" and \"https://\""),
+        ("Jsxxx", json!({"url": "javascript:alert(1)"}), "Only \"http://\" and \"https://\""),
+        ("Upper", json!({"url": "HTTPS://example.com/"}), "in lower case"),
+        ("Plain", json!({"url": "example.com"}), "must start with \"http://\""),
         ("Space", json!({"url": "https://example.com/a b"}), "spaces"),
-        (
-            "Ctrlx",
-            json!({"url": "https://example.com/a\r\nb"}),
-            "line breaks",
-        ),
-        (
-            "Nbspx",
-            json!({"url": "https://example.com/\u{a0}"}),
-            "invisible",
-        ),
+        ("Ctrlx", json!({"url": "https://example.com/a\r\nb"}), "line breaks"),
+        ("Nbspx", json!({"url": "https://example.com/\u{a0}"}), "invisible"),
         ("Nohst", json!({"url": "https:///path"}), "no host"),
         ("Longx", json!({"url": long}), "at most 2048 bytes"),
         ("Slash", json!({"url": "//evil.example/"}), "single \"/\""),
-        (
-            "Inact",
-            json!({"url": "https://example.com/", "inactive": "yes"}),
-            "true or false",
-        ),
-        (
-            "Expir",
-            json!({"url": "https://example.com/", "expires": "tomorrow"}),
-            "like \"2026-12-31T23:59:59Z\"",
-        ),
+        ("Inact", json!({"url": "https://example.com/", "inactive": "yes"}), "true or false"),
+        ("Expir", json!({"url": "https://example.com/", "expires": "tomorrow"}), "like \"2026-12-31T23:59:59Z\""),
         (
             "Expi2",
             json!({"url": "https://example.com/", "expires": "2026-13-01T00:00:00Z"}),
@@ -197,57 +97,33 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
     for (id, doc, reason) in cases {
         let err = editor.create_doc(id, &doc).await.expect_err(id);
         assert_eq!(err.status(), Some(403), "{id}: {err}");
-        assert!(
-            err.reason().unwrap().contains(reason),
-            "{id}: {:?} should mention {reason:?}",
-            err.reason()
-        );
+        assert!(err.reason().unwrap().contains(reason), "{id}: {:?} should mention {reason:?}", err.reason());
     }
     // And the good ones go in.
     for (id, doc) in [
-        (
-            "Good1",
-            json!({"url": "https://example.com/wp/?p=14", "inactive": false}),
-        ),
-        (
-            "Good2",
-            json!({"url": "http://example.com", "expires": "2026-12-31T23:59:59Z", "campaign": "winter"}),
-        ),
+        ("Good1", json!({"url": "https://example.com/wp/?p=14", "inactive": false})),
+        ("Good2", json!({"url": "http://example.com", "expires": "2026-12-31T23:59:59Z", "campaign": "winter"})),
         ("Good3", json!({"url": "/Good1/spring?utm_source=poster"})),
         (
             "Good4",
             json!({"url": "https://bücher.example/café", "expires": "2026-12-31T23:59:59.5+01:00", "inactive": true}),
         ),
-        (
-            "Good5",
-            json!({"url": format!("https://example.com/{}", "a".repeat(2048 - 20))}),
-        ),
+        ("Good5", json!({"url": format!("https://example.com/{}", "a".repeat(2048 - 20))})),
     ] {
-        editor
-            .create_doc(id, &doc)
-            .await
-            .unwrap_or_else(|e| panic!("{id} refused: {e}"));
+        editor.create_doc(id, &doc).await.unwrap_or_else(|e| panic!("{id} refused: {e}"));
     }
 }
 
 #[tokio::test]
 async fn setup_is_idempotent_and_repairs_what_changed() {
     let db = TestDb::bare().await; // no design document yet
-    let other_security =
-        json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": ["staff"]}});
-    db.admin(Method::PUT, "_security", Some(&other_security))
-        .await;
+    let other_security = json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": ["staff"]}});
+    db.admin(Method::PUT, "_security", Some(&other_security)).await;
     let admin = db.client_as(None);
-    let reader = couchlink::setup::Reader {
-        name: READER.0.into(),
-        password: READER.1.into(),
-    };
+    let reader = couchlink::setup::Reader { name: READER.0.into(), password: READER.1.into() };
 
     let first = couchlink::setup::run(&admin, Some(&reader)).await.unwrap();
-    assert_eq!(
-        (first.database, first.security, first.design),
-        (Step::Unchanged, Step::Updated, Step::Created)
-    );
+    assert_eq!((first.database, first.security, first.design), (Step::Unchanged, Step::Updated, Step::Created));
     let design_rev = db.rev("_design/couchlink").await.unwrap();
 
     let second = couchlink::setup::run(&admin, Some(&reader)).await.unwrap();
@@ -260,11 +136,7 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
             reader: Step::Unchanged
         }
     );
-    assert_eq!(
-        db.rev("_design/couchlink").await.unwrap(),
-        design_rev,
-        "second run wrote nothing"
-    );
+    assert_eq!(db.rev("_design/couchlink").await.unwrap(), design_rev, "second run wrote nothing");
 
     // Someone edits the validation in Fauxton: setup puts the reviewed file back.
     db.admin(
@@ -292,12 +164,7 @@ async fn setup_on_a_new_database_creates_it_and_refuses_non_admins() {
     let admin = couchlink::couch::CouchClient::new(&config).unwrap();
     let report = couchlink::setup::run(&admin, None).await.unwrap();
     assert_eq!(
-        (
-            report.database,
-            report.security,
-            report.design,
-            report.reader
-        ),
+        (report.database, report.security, report.design, report.reader),
         (Step::Created, Step::Created, Step::Created, Step::Skipped)
     );
 
@@ -309,56 +176,22 @@ async fn setup_on_a_new_database_creates_it_and_refuses_non_admins() {
 #[tokio::test]
 async fn create_stores_a_fresh_link_and_never_overwrites_or_reuses_an_id() {
     let db = TestDb::new().await;
-    db.put_link("Taken", json!({"url": "https://original.example/"}))
-        .await;
-    db.put_link("Gone1", json!({"url": "https://deleted.example/"}))
-        .await;
+    db.put_link("Taken", json!({"url": "https://original.example/"})).await;
+    db.put_link("Gone1", json!({"url": "https://deleted.example/"})).await;
     db.delete_link("Gone1").await;
     let editor = db.client_as(Some(EDITOR));
 
     let ids = ["Taken", "Gone1", "Fresh"].map(|s| LinkId::parse(s).unwrap());
-    let id = couchlink::create::run(
-        &editor,
-        "https://new.example/",
-        Some("2030-01-01T00:00:00Z"),
-        ids,
-    )
-    .await
-    .unwrap();
+    let id = couchlink::create::run(&editor, "https://new.example/", Some("2030-01-01T00:00:00Z"), ids).await.unwrap();
     assert_eq!(id.as_str(), "Fresh");
-    let fresh: Value = db
-        .admin(Method::GET, "Fresh", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let fresh: Value = db.admin(Method::GET, "Fresh", None).await.json().await.unwrap();
     assert_eq!(
-        (
-            fresh["url"].as_str(),
-            fresh["inactive"].as_bool(),
-            fresh["expires"].as_str()
-        ),
-        (
-            Some("https://new.example/"),
-            Some(false),
-            Some("2030-01-01T00:00:00Z")
-        )
+        (fresh["url"].as_str(), fresh["inactive"].as_bool(), fresh["expires"].as_str()),
+        (Some("https://new.example/"), Some(false), Some("2030-01-01T00:00:00Z"))
     );
-    let taken: Value = db
-        .admin(Method::GET, "Taken", None)
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        taken["url"], "https://original.example/",
-        "an existing link is never overwritten"
-    );
-    assert_eq!(
-        db.admin(Method::GET, "Gone1", None).await.status(),
-        404,
-        "a deleted ID is not handed out again"
-    );
+    let taken: Value = db.admin(Method::GET, "Taken", None).await.json().await.unwrap();
+    assert_eq!(taken["url"], "https://original.example/", "an existing link is never overwritten");
+    assert_eq!(db.admin(Method::GET, "Gone1", None).await.status(), 404, "a deleted ID is not handed out again");
 }
 
 #[tokio::test]
@@ -373,52 +206,29 @@ async fn create_shows_couchdbs_reason_for_a_bad_url() {
     .await
     .unwrap_err();
     match err {
-        CreateError::Refused {
-            status: 403,
-            reason,
-        } => assert!(
-            reason.starts_with("Only \"http://\" and \"https://\""),
-            "{reason}"
-        ),
+        CreateError::Refused { status: 403, reason } => {
+            assert!(reason.starts_with("Only \"http://\" and \"https://\""), "{reason}")
+        }
         other => panic!("expected CouchDB's refusal, got {other}"),
     }
 }
 
 #[tokio::test]
 async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
-    let app = spawn_app_with(AppOptions {
-        public_url: Some("https://0x1f.ie".into()),
-        ..Default::default()
-    })
-    .await;
+    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie".into()), ..Default::default() }).await;
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
-        .args([
-            "create",
-            "https://example.com/campaign?x=1",
-            "--public-url",
-            "https://0x1f.ie",
-        ])
+        .args(["create", "https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"])
         .env("COUCHLINK_COUCHDB_URL", &couch().url)
         .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
         .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
         .env("COUCHLINK_DB", &app.db.name)
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed = String::from_utf8(output.stdout).unwrap();
-    let id = printed
-        .trim()
-        .strip_prefix("https://0x1f.ie/")
-        .unwrap_or_else(|| panic!("printed {printed:?}"));
+    let id = printed.trim().strip_prefix("https://0x1f.ie/").unwrap_or_else(|| panic!("printed {printed:?}"));
     assert!(LinkId::parse(id).is_ok(), "{id}");
-    assert_redirects_to(
-        &app.get(&format!("/{id}")).await,
-        "https://example.com/campaign?x=1",
-    );
+    assert_redirects_to(&app.get(&format!("/{id}")).await, "https://example.com/campaign?x=1");
 
     let refused = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
         .args(["create", "javascript:alert(1)"])
@@ -431,8 +241,5 @@ async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
     assert!(!refused.status.success());
     let stderr = String::from_utf8(refused.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
-    assert!(
-        stderr.contains("Only \"http://\" and \"https://\""),
-        "{stderr}"
-    );
+    assert!(stderr.contains("Only \"http://\" and \"https://\""), "{stderr}");
 }

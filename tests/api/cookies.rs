@@ -7,30 +7,15 @@ use crate::helpers::*;
 #[tokio::test]
 async fn a_new_client_gets_a_fresh_tracking_id_on_every_kind_of_response() {
     let app = spawn_app().await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/"}))
-        .await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
     let mut seen = std::collections::HashSet::new();
-    for (method, path) in [
-        ("GET", "/H83if"),
-        ("GET", "/Nopee"),
-        ("POST", "/H83if"),
-        ("HEAD", "/H83if"),
-    ] {
+    for (method, path) in [("GET", "/H83if"), ("GET", "/Nopee"), ("POST", "/H83if"), ("HEAD", "/H83if")] {
         let response = app.request(method.parse().unwrap(), path).await;
         let id = tracking_cookie(&response);
         assert!(is_fresh_tracking_id(&id), "{method} {path}: {id}");
         let now = time::OffsetDateTime::now_utc();
-        let stamp = format!(
-            "{:04}{:02}{:02}",
-            now.year(),
-            u8::from(now.month()),
-            now.day()
-        );
-        assert!(
-            id.starts_with(&stamp) || id.starts_with("2"),
-            "issued today (UTC): {id}"
-        );
+        let stamp = format!("{:04}{:02}{:02}", now.year(), u8::from(now.month()), now.day());
+        assert!(id.starts_with(&stamp) || id.starts_with("2"), "issued today (UTC): {id}");
         assert!(seen.insert(id), "each new client gets its own ID");
     }
 }
@@ -38,13 +23,8 @@ async fn a_new_client_gets_a_fresh_tracking_id_on_every_kind_of_response() {
 #[tokio::test]
 async fn a_valid_tracking_id_is_echoed_unchanged() {
     let app = spawn_app().await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/"}))
-        .await;
-    for valid in [
-        "20250101000000aaaaaaaaaaaaaaaa",
-        "20261122101733a3f9c1e2b7d4e6012f",
-    ] {
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+    for valid in ["20250101000000aaaaaaaaaaaaaaaa", "20261122101733a3f9c1e2b7d4e6012f"] {
         for path in ["/H83if", "/Nopee"] {
             let response = app
                 .http
@@ -69,13 +49,8 @@ async fn a_malformed_tracking_id_is_replaced() {
         "2025010100000xaaaaaaaaaaaaaaaa",
         "\"20250101000000aaaaaaaaaaaaaaaa\"",
     ] {
-        let response = app
-            .http
-            .get(format!("{}/Nopee", app.base))
-            .header("cookie", format!("tid={bad}"))
-            .send()
-            .await
-            .unwrap();
+        let response =
+            app.http.get(format!("{}/Nopee", app.base)).header("cookie", format!("tid={bad}")).send().await.unwrap();
         let id = tracking_cookie(&response);
         assert_ne!(id, bad);
         assert!(is_fresh_tracking_id(&id), "{bad:?} → {id}");
@@ -84,19 +59,9 @@ async fn a_malformed_tracking_id_is_replaced() {
 
 #[tokio::test]
 async fn the_cookie_is_secure_when_the_public_url_is_https() {
-    let app = spawn_app_with(AppOptions {
-        public_url: Some("https://0x1f.ie".into()),
-        ..Default::default()
-    })
-    .await;
+    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie".into()), ..Default::default() }).await;
     let response = app.get("/Nopee").await;
-    assert!(response.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .ends_with("; Secure"));
+    assert!(response.headers()["set-cookie"].to_str().unwrap().ends_with("; Secure"));
     let plain = spawn_app().await;
-    assert!(!plain.get("/Nopee").await.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .contains("Secure"));
+    assert!(!plain.get("/Nopee").await.headers()["set-cookie"].to_str().unwrap().contains("Secure"));
 }

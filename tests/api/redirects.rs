@@ -8,64 +8,33 @@ use crate::helpers::*;
 #[tokio::test]
 async fn live_link_redirects_with_the_contract_headers() {
     let app = spawn_app().await;
-    app.db
-        .put_link(
-            "H83if",
-            json!({"url": "https://example.com/wp/?p=14", "inactive": false}),
-        )
-        .await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/wp/?p=14", "inactive": false})).await;
 
     let response = app.get("/H83if").await;
     assert_redirects_to(&response, "https://example.com/wp/?p=14");
-    assert_eq!(
-        response.headers()["link"],
-        format!("<{}/H83if>; rel=\"shortlink\"", app.base)
-    );
-    assert_eq!(
-        response.headers()["content-type"],
-        "text/html; charset=utf-8"
-    );
+    assert_eq!(response.headers()["link"], format!("<{}/H83if>; rel=\"shortlink\"", app.base));
+    assert_eq!(response.headers()["content-type"], "text/html; charset=utf-8");
     let body = response.text().await.unwrap();
-    assert!(
-        body.contains("<a href=\"https://example.com/wp/?p=14\">"),
-        "{body}"
-    );
+    assert!(body.contains("<a href=\"https://example.com/wp/?p=14\">"), "{body}");
 }
 
 #[tokio::test]
 async fn shortlink_header_uses_the_public_url() {
-    let app = spawn_app_with(AppOptions {
-        public_url: Some("https://0x1f.ie/".into()),
-        ..Default::default()
-    })
-    .await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/"}))
-        .await;
+    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie/".into()), ..Default::default() }).await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
     let response = app.get("/H83if").await;
-    assert_eq!(
-        response.headers()["link"],
-        "<https://0x1f.ie/H83if>; rel=\"shortlink\""
-    );
+    assert_eq!(response.headers()["link"], "<https://0x1f.ie/H83if>; rel=\"shortlink\"");
 }
 
 #[tokio::test]
 async fn head_gets_the_same_status_and_headers_without_a_body() {
     let app = spawn_app().await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/wp/?p=14"}))
-        .await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/wp/?p=14"})).await;
 
     let get = app.get("/H83if").await;
     let head = app.request(Method::HEAD, "/H83if").await;
     assert_eq!(head.status(), 302);
-    for name in [
-        "location",
-        "cache-control",
-        "link",
-        "content-type",
-        "content-length",
-    ] {
+    for name in ["location", "cache-control", "link", "content-type", "content-length"] {
         assert_eq!(head.headers()[name], get.headers()[name], "{name}");
     }
     assert!(head.headers().contains_key("set-cookie"));
@@ -78,9 +47,7 @@ async fn head_gets_the_same_status_and_headers_without_a_body() {
 #[tokio::test]
 async fn other_methods_get_501_with_allow() {
     let app = spawn_app().await;
-    app.db
-        .put_link("H83if", json!({"url": "https://example.com/"}))
-        .await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
     for method in [
         Method::POST,
         Method::PUT,
@@ -99,33 +66,12 @@ async fn other_methods_get_501_with_allow() {
 #[tokio::test]
 async fn every_kind_of_unknown_link_gets_the_same_404() {
     // Without validation, so the database can hold documents CouchDB would refuse today.
-    let app = spawn_app_with(AppOptions {
-        bare_db: true,
-        ..Default::default()
-    })
-    .await;
-    app.db
-        .put_link(
-            "Inact",
-            json!({"url": "https://example.com/", "inactive": true}),
-        )
-        .await;
-    app.db
-        .put_link(
-            "Expir",
-            json!({"url": "https://example.com/", "expires": "2020-01-01T00:00:00Z"}),
-        )
-        .await;
-    app.db
-        .put_link("Jscri", json!({"url": "javascript:alert(1)"}))
-        .await;
+    let app = spawn_app_with(AppOptions { bare_db: true, ..Default::default() }).await;
+    app.db.put_link("Inact", json!({"url": "https://example.com/", "inactive": true})).await;
+    app.db.put_link("Expir", json!({"url": "https://example.com/", "expires": "2020-01-01T00:00:00Z"})).await;
+    app.db.put_link("Jscri", json!({"url": "javascript:alert(1)"})).await;
     app.db.put_link("NoUrl", json!({"title": "no url"})).await;
-    app.db
-        .put_link(
-            "Later",
-            json!({"url": "https://example.com/", "expires": "2999-01-01T00:00:00Z"}),
-        )
-        .await;
+    app.db.put_link("Later", json!({"url": "https://example.com/", "expires": "2999-01-01T00:00:00Z"})).await;
 
     let reference = app.get("/Nopee").await;
     assert_eq!(reference.status(), 404);
@@ -154,12 +100,8 @@ async fn every_kind_of_unknown_link_gets_the_same_404() {
 #[tokio::test]
 async fn ids_are_case_sensitive() {
     let app = spawn_app().await;
-    app.db
-        .put_link("AbCdE", json!({"url": "https://upper.example/"}))
-        .await;
-    app.db
-        .put_link("abcde", json!({"url": "https://lower.example/"}))
-        .await;
+    app.db.put_link("AbCdE", json!({"url": "https://upper.example/"})).await;
+    app.db.put_link("abcde", json!({"url": "https://lower.example/"})).await;
     assert_redirects_to(&app.get("/AbCdE").await, "https://upper.example/");
     assert_redirects_to(&app.get("/abcde").await, "https://lower.example/");
     assert_eq!(app.get("/ABCDE").await.status(), 404);

@@ -1,0 +1,75 @@
+//! The admin listener: `/healthz` and `/metrics`, kept off the public port.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::CONTENT_TYPE;
+use hyper::http::request::Parts;
+use hyper::{Method, Response, StatusCode};
+use serde_json::json;
+
+use crate::access_log::AccessLog;
+use crate::follower::FeedStatus;
+use crate::metrics::{Gauges, Metrics};
+use crate::store::LinkStore;
+
+/// How long `/healthz` waits for CouchDB to answer.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the admin endpoints report on.
+pub struct Admin {
+    pub store: Arc<LinkStore>,
+    pub metrics: Arc<Metrics>,
+    pub feed: Arc<FeedStatus>,
+    pub log: AccessLog,
+}
+
+impl crate::server::Service for Admin {
+    async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
+        match (&request.method, request.uri.path()) {
+            (&Method::GET, "/healthz") => self.health().await,
+            (&Method::GET, "/metrics") => {
+                let gauges = Gauges {
+                    cache_entries: self.store.len(),
+                    feed_up: self.feed.is_live(),
+                    log_lines_written: self.log.lines_written(),
+                    log_lines_failed: self.log.lines_failed(),
+                };
+                respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render(&gauges))
+            }
+            _ => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "try /healthz or /metrics\n".into()),
+        }
+    }
+}
+
+impl Admin {
+    /// 200 when CouchDB answers and the `_changes` feed is live; 503 otherwise. Either way a
+    /// JSON body says which, with the feed's state and the cache size.
+    async fn health(&self) -> Response<Full<Bytes>> {
+        let couch = tokio::time::timeout(PING_TIMEOUT, self.store.couch().get_json(""))
+            .await
+            .map_err(|_| "timed out".to_owned())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        let feed_live = self.feed.is_live();
+        let healthy = couch.is_ok() && feed_live;
+        let body = json!({
+            "status": if healthy { "ok" } else { "degraded" },
+            "couchdb": match &couch { Ok(_) => "reachable".to_owned(), Err(e) => e.clone() },
+            "feed": self.feed.to_json(),
+            "cache_entries": self.store.len(),
+        });
+        let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+        respond(status, "application/json", format!("{body}\n"))
+    }
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("static headers are valid")
+}
