@@ -1,17 +1,17 @@
-//! The access log (contracts §5): one space-separated line per request, rotated daily (UTC),
+//! The access log (contracts §5): one space-separated line per request, one file per UTC day,
 //! written off-thread by tracing-appender's non-blocking writer in lossless mode.
 
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use percent_encoding::{percent_encode, AsciiSet, CONTROLS, NON_ALPHANUMERIC};
 use time::OffsetDateTime;
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
-use tracing_appender::rolling::{RollingFileAppender, Rotation};
 
 use crate::domain::TrackingId;
 
@@ -95,11 +95,30 @@ pub struct OpenError {
     source: io::Error,
 }
 
-/// The running access log: cheap to share, one `write` per request.
+/// Lines are gathered into a batch for at most this long before going to the writer thread:
+/// one hand-off (and one `write(2)`) per batch instead of per request.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(5);
+/// A batch this large is handed off at once, by the request that filled it.
+const MAX_BATCH: usize = 256 * 1024;
+
+/// The running access log: cheap to share, one call per request.
 #[derive(Clone)]
 pub struct AccessLog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    batch: Mutex<Batch>,
     writer: NonBlocking,
     counts: Arc<Counts>,
+    stop: AtomicBool,
+}
+
+/// Lines of one UTC day, in arrival order.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    lines: u64,
 }
 
 #[derive(Default)]
@@ -112,68 +131,104 @@ struct Counts {
     failed: AtomicU64,
 }
 
-/// Held by whoever shuts down: flushes every sent line before letting the process exit.
+/// Held by whoever shuts down: writes every line before letting the process exit.
 pub struct Flusher {
+    log: AccessLog,
+    ticker: std::thread::JoinHandle<()>,
     guard: WorkerGuard,
-    counts: Arc<Counts>,
 }
 
 impl AccessLog {
-    /// Opens (creating it if need be) `dir`, writing to `access.YYYY-MM-DD.log` files.
-    /// Fails at once, with the reason, when the directory is not writable.
+    /// Opens (creating it if need be) `dir`, writing to one `access.YYYY-MM-DD.log` file per
+    /// UTC day. Fails at once, with the reason, when the directory is not writable.
     pub fn open(dir: &Path) -> Result<(AccessLog, Flusher), OpenError> {
         let err = |source| OpenError { dir: dir.display().to_string(), source };
         std::fs::create_dir_all(dir).map_err(err)?;
-        let appender = RollingFileAppender::builder()
-            .rotation(Rotation::DAILY)
-            .filename_prefix("access")
-            .filename_suffix("log")
-            .build(dir)
-            .map_err(|e| err(io::Error::other(e)))?;
-        // The appender opens the file lazily on some errors; prove now that it is writable.
         probe_writable(dir).map_err(err)?;
         let counts = Arc::new(Counts::default());
         let (writer, guard) = NonBlockingBuilder::default()
             .lossy(false)
             .thread_name("couchlink-access-log")
-            .finish(CountingWriter { inner: appender, counts: counts.clone() });
-        Ok((AccessLog { writer, counts: counts.clone() }, Flusher { guard, counts }))
+            .finish(DailyFiles { dir: dir.to_owned(), open: None, counts: counts.clone() });
+        let log = AccessLog {
+            shared: Arc::new(Shared { batch: Mutex::default(), writer, counts, stop: AtomicBool::new(false) }),
+        };
+        let ticking = log.clone();
+        let ticker = std::thread::Builder::new()
+            .name("couchlink-log-flush".into())
+            .spawn(move || {
+                while !ticking.shared.stop.load(Ordering::Acquire) {
+                    std::thread::sleep(FLUSH_INTERVAL);
+                    ticking.flush();
+                }
+            })
+            .map_err(err)?;
+        Ok((log.clone(), Flusher { log, ticker, guard }))
     }
 
-    /// Queues one line. Blocks only if the writer thread is 128k lines behind (lossless mode:
+    /// Records one request. Blocks only when the writer thread is far behind (lossless mode:
     /// back-pressure rather than a dropped line).
     pub fn write(&self, entry: &Entry<'_>) {
         let mut line = Vec::with_capacity(256);
         format_line(entry, &mut line);
-        self.counts.sent.fetch_add(1, Ordering::Relaxed);
-        // One `write` call is one message to the worker, so lines never interleave.
-        if self.writer.clone().write_all(&line).is_err() {
+        let full = {
+            let mut batch = self.shared.batch.lock().expect("log batch lock");
+            // A batch holds one UTC day (the first 8 bytes of a line), so each line lands in
+            // its own day's file even when it is written just after midnight.
+            let new_day = batch.bytes.get(..8).is_some_and(|day| day != &line[..8]);
+            let earlier = if new_day { Some(std::mem::take(&mut *batch)) } else { None };
+            batch.bytes.extend_from_slice(&line);
+            batch.lines += 1;
+            let full = (batch.bytes.len() >= MAX_BATCH).then(|| std::mem::take(&mut *batch));
+            [earlier, full]
+        };
+        for batch in full.into_iter().flatten() {
+            self.send(batch);
+        }
+    }
+
+    /// Hands the current batch to the writer thread.
+    fn flush(&self) {
+        let batch = std::mem::take(&mut *self.shared.batch.lock().expect("log batch lock"));
+        if batch.lines > 0 {
+            self.send(batch);
+        }
+    }
+
+    fn send(&self, batch: Batch) {
+        let counts = &self.shared.counts;
+        counts.sent.fetch_add(batch.lines, Ordering::AcqRel);
+        // One `write` call is one message to the worker: batches never interleave.
+        if self.shared.writer.clone().write_all(&batch.bytes).is_err() {
             // Only possible once the worker is gone, i.e. after shutdown.
-            self.counts.failed.fetch_add(1, Ordering::Relaxed);
+            counts.failed.fetch_add(batch.lines, Ordering::AcqRel);
         }
     }
 
     /// Lines written to the file so far.
     pub fn lines_written(&self) -> u64 {
-        self.counts.written.load(Ordering::Relaxed)
+        self.shared.counts.written.load(Ordering::Relaxed)
     }
 
     /// Lines that could not be written (the file refused them).
     pub fn lines_failed(&self) -> u64 {
-        self.counts.failed.load(Ordering::Relaxed)
+        self.shared.counts.failed.load(Ordering::Relaxed)
     }
 }
 
 impl Flusher {
-    /// Waits until every line sent so far is in the file (or `timeout` passes), then stops the
-    /// writer thread. tracing-appender's own guard waits at most one second, which a deep
-    /// backlog can outlast, hence the wait on the counters first.
+    /// Hands over the last batch and waits until every line is in the file (or `timeout`
+    /// passes), then stops the writer thread. tracing-appender's own guard waits at most one
+    /// second, which a deep backlog can outlast, hence the wait on the counters first.
     pub async fn finish(self, timeout: Duration) {
+        self.log.shared.stop.store(true, Ordering::Release);
+        let _ = tokio::task::spawn_blocking(move || self.ticker.join()).await;
+        self.log.flush();
+        let counts = &self.log.shared.counts;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let c = &self.counts;
-            let done = c.written.load(Ordering::Acquire) + c.failed.load(Ordering::Acquire);
-            if done >= c.sent.load(Ordering::Acquire) {
+            let done = counts.written.load(Ordering::Acquire) + counts.failed.load(Ordering::Acquire);
+            if done >= counts.sent.load(Ordering::Acquire) {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -192,31 +247,50 @@ fn probe_writable(dir: &Path) -> io::Result<()> {
     std::fs::remove_file(probe)
 }
 
-/// The file writer under the non-blocking worker: counts each line and, when the file refuses
-/// one (disk full, say), says so on stderr and retries for a while instead of dropping it.
-struct CountingWriter {
-    inner: RollingFileAppender,
+/// The file writer under the non-blocking worker: appends each batch to its day's file,
+/// counts its lines and, when the file refuses them (disk full, say), says so on stderr and
+/// retries for a while instead of dropping them.
+struct DailyFiles {
+    dir: PathBuf,
+    /// The day (`yyyymmdd`) whose file is open, and the file.
+    open: Option<([u8; 8], File)>,
     counts: Arc<Counts>,
 }
 
-impl Write for CountingWriter {
-    fn write(&mut self, line: &[u8]) -> io::Result<usize> {
+impl DailyFiles {
+    fn file_for(&mut self, day: [u8; 8]) -> io::Result<&mut File> {
+        if self.open.as_ref().is_none_or(|(open_day, _)| *open_day != day) {
+            let d = std::str::from_utf8(&day).unwrap_or("00000000");
+            let name = format!("access.{}-{}-{}.log", &d[..4], &d[4..6], &d[6..8]);
+            let file = OpenOptions::new().create(true).append(true).open(self.dir.join(name))?;
+            self.open = Some((day, file));
+        }
+        Ok(&mut self.open.as_mut().expect("just opened").1)
+    }
+}
+
+impl Write for DailyFiles {
+    fn write(&mut self, batch: &[u8]) -> io::Result<usize> {
         const ATTEMPTS: u32 = 50;
+        let lines = batch.iter().filter(|&&b| b == b'\n').count() as u64;
+        let day: [u8; 8] = batch.get(..8).and_then(|d| d.try_into().ok()).unwrap_or(*b"00000000");
         for attempt in 1..=ATTEMPTS {
-            match self.inner.write_all(line) {
+            match self.file_for(day).and_then(|file| file.write_all(batch)) {
                 Ok(()) => {
-                    self.counts.written.fetch_add(1, Ordering::Release);
-                    return Ok(line.len());
+                    self.counts.written.fetch_add(lines, Ordering::AcqRel);
+                    return Ok(batch.len());
                 }
                 Err(e) if attempt == ATTEMPTS => {
-                    self.counts.failed.fetch_add(1, Ordering::Release);
-                    eprintln!("couchlink: access log line lost after {ATTEMPTS} attempts: {e}");
+                    self.counts.failed.fetch_add(lines, Ordering::AcqRel);
+                    eprintln!("couchlink: {lines} access log lines lost after {ATTEMPTS} attempts: {e}");
                     return Err(e);
                 }
                 Err(e) => {
                     if attempt == 1 {
                         eprintln!("couchlink: cannot write the access log ({e}); retrying");
                     }
+                    // Reopen next time: the file may have been moved or removed.
+                    self.open = None;
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
@@ -225,7 +299,7 @@ impl Write for CountingWriter {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
+        Ok(())
     }
 }
 

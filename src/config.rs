@@ -83,6 +83,9 @@ pub struct ServeArgs {
     /// Most links (and known-missing IDs) kept in memory; about 200 bytes each.
     #[arg(long, env = "COUCHLINK_CACHE_CAPACITY", default_value_t = 1_000_000)]
     pub cache_capacity: usize,
+    /// Threads serving redirects (default: one per CPU core).
+    #[arg(long, env = "COUCHLINK_WORKERS")]
+    pub workers: Option<usize>,
 }
 
 impl ServeArgs {
@@ -96,6 +99,7 @@ impl ServeArgs {
             cookie_name: self.cookie_name,
             drain_timeout: Duration::from_secs(self.drain_secs),
             cache_capacity: self.cache_capacity,
+            workers: self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
     }
 }

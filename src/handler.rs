@@ -69,7 +69,7 @@ impl Settings {
 
 /// What a request resolved to.
 enum Outcome {
-    Redirect { location: String, id: Option<LinkId> },
+    Redirect { location: Location, id: Option<LinkId> },
     NotFound,
     NotImplemented,
     Unavailable,
@@ -101,7 +101,7 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
         target: target.as_bytes(),
         status,
         location: match &outcome {
-            Outcome::Redirect { location, .. } => Some(location),
+            Outcome::Redirect { location, .. } => Some(location.as_str()),
             _ => None,
         },
     });
@@ -136,6 +136,21 @@ pub fn log_rejected(app: &App, peer: SocketAddr, status: u16) {
     app.metrics.response(status);
 }
 
+/// A `Location` to send: borrowed from the cached link for a plain request, or built.
+enum Location {
+    Plain(Arc<Link>),
+    Resolved(String),
+}
+
+impl Location {
+    fn as_str(&self) -> &str {
+        match self {
+            Location::Plain(link) => link.plain_location().expect("only links with a plain location"),
+            Location::Resolved(location) => location,
+        }
+    }
+}
+
 /// The links the proxy may follow at request time: valid IDs of live documents only.
 struct LiveLinks<'a> {
     store: &'a LinkStore,
@@ -167,13 +182,30 @@ impl Ruleset for LiveLinks<'_> {
 
 /// Resolves a request path (seed 002) to a redirect, a 404, or a 503.
 async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetDateTime) -> Outcome {
+    // The common case, `GET /{id}` alone: the answer was worked out when the link was read.
+    if query.is_none() {
+        if let Some(id) = path.strip_prefix('/').and_then(|p| LinkId::parse(p).ok()) {
+            match store.get(id).await {
+                Ok(Some(link)) if link.live_target(now).is_some() && link.plain_location().is_some() => {
+                    return Outcome::Redirect { location: Location::Plain(link), id: Some(id) };
+                }
+                // An internal redirect, or a target to refuse: the full resolution decides.
+                Ok(Some(link)) if link.live_target(now).is_some() => {}
+                Ok(_) => return Outcome::NotFound,
+                Err(Unavailable(reason)) => {
+                    tracing::warn!(path, "answering 503: {reason}");
+                    return Outcome::Unavailable;
+                }
+            }
+        }
+    }
     let rules = LiveLinks { store, now };
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     match resolve(path, &query, "", &rules).await {
         Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
             Some(location) => {
                 let id = path.trim_start_matches('/').split('/').next().and_then(|s| LinkId::parse(s).ok());
-                Outcome::Redirect { location, id }
+                Outcome::Redirect { location: Location::Resolved(location), id }
             }
             None => {
                 tracing::warn!(path, "refusing to redirect to an unsafe target {url:?}");
@@ -205,45 +237,64 @@ fn tracking_cookie(headers: &HeaderMap, name: &str) -> Option<TrackingId> {
 
 fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings, head: bool) -> Response<Full<Bytes>> {
     let (status, body) = match outcome {
-        Outcome::Redirect { location, .. } => (StatusCode::FOUND, Bytes::from(redirect_body(location))),
+        Outcome::Redirect { location, .. } => (StatusCode::FOUND, Bytes::from(redirect_body(location.as_str()))),
         Outcome::NotFound => (StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND_BODY.as_bytes())),
         Outcome::NotImplemented => (StatusCode::NOT_IMPLEMENTED, Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes())),
         Outcome::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Bytes::from_static(UNAVAILABLE_BODY.as_bytes())),
     };
-    let mut response = Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
-        // Every answer depends on the live database: a reprinted QR code must reach its new
-        // target at once, and every scan must reach the proxy to be logged.
-        .header(header::CACHE_CONTROL, "no-store")
-        .header(header::CONTENT_LENGTH, body.len())
-        .header(header::SET_COOKIE, format!("{}={}{}", settings.cookie_name, tracking, settings.cookie_attributes));
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    // Every answer depends on the live database: a reprinted QR code must reach its new
+    // target at once, and every scan must reach the proxy to be logged.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let mut cookie = String::with_capacity(settings.cookie_name.len() + 32 + settings.cookie_attributes.len());
+    cookie.push_str(&settings.cookie_name);
+    cookie.push('=');
+    cookie.push_str(tracking.as_str());
+    cookie.push_str(&settings.cookie_attributes);
+    headers.insert(header::SET_COOKIE, header_value(cookie));
     match outcome {
         Outcome::Redirect { location, id } => {
-            response = response.header(header::LOCATION, location);
+            headers.insert(header::LOCATION, header_value(location.as_str().to_owned()));
             if let Some(id) = id {
-                response = response.header(header::LINK, format!("<{}/{id}>; rel=\"shortlink\"", settings.public_url));
+                let link = format!("<{}/{id}>; rel=\"shortlink\"", settings.public_url);
+                headers.insert(header::LINK, header_value(link));
             }
         }
-        Outcome::NotImplemented => response = response.header(header::ALLOW, "GET, HEAD"),
-        Outcome::Unavailable => response = response.header(header::RETRY_AFTER, RETRY_AFTER_SECS),
+        Outcome::NotImplemented => {
+            headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        }
+        Outcome::Unavailable => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+        }
         Outcome::NotFound => {}
     }
     // HEAD: the same headers (Content-Length included), no body.
-    let body = if head { Bytes::new() } else { body };
-    response.body(Full::new(body)).expect("static header names and visible-ASCII values are valid")
+    let mut response = Response::new(Full::new(if head { Bytes::new() } else { body }));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// A header value from text couchlink built: visible ASCII only (the `Location` is checked by
+/// `safe_location`, the public URL by the config, IDs and cookie values by their types).
+fn header_value(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).expect("couchlink's header values are visible ASCII")
 }
 
 fn redirect_body(location: &str) -> String {
-    let href = html_escape(location);
-    format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Redirecting</title></head>\
-<body><p>Redirecting to <a href=\"{href}\">{href}</a></p></body></html>\n"
-    )
+    const HEAD: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Redirecting</title></head><body><p>Redirecting to <a href=\"";
+    let mut body = String::with_capacity(HEAD.len() + 2 * location.len() + 32);
+    body.push_str(HEAD);
+    html_escape_into(location, &mut body);
+    body.push_str("\">");
+    html_escape_into(location, &mut body);
+    body.push_str("</a></p></body></html>\n");
+    body
 }
 
-fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+fn html_escape_into(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -254,7 +305,6 @@ fn html_escape(s: &str) -> String {
             c => out.push(c),
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -8,6 +8,11 @@ use couchlink::couch::CouchClient;
 use couchlink::domain::LinkId;
 use tokio::net::TcpListener;
 
+/// mimalloc: fewer cycles per request than glibc's allocator under many small, short-lived
+/// allocations on several threads, and less fragmentation for a large link cache.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -16,7 +21,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "couchlink=info".into()),
         )
         .init();
-    let runtime = tokio::runtime::Runtime::new().expect("cannot start the tokio runtime");
+    // Single-threaded: `serve` adds one more such runtime per extra worker thread.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("cannot start the tokio runtime");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => {

@@ -93,13 +93,10 @@ pub async fn resolve<R: Ruleset>(
 
         let value = value.as_ref();
         if value.starts_with("http") {
-            let destination = Url::parse(value).map_err(|_| ResolveError::BadValue(value.to_owned()))?;
-            let path = join_paths(destination.path(), &relative);
-            let query = combine_queries(destination.query(), &initial_query, request_query);
-            let dest_hash = destination.fragment().map(|f| format!("#{f}")).unwrap_or_default();
-            let fragment = select_fragment(request_fragment, &initial_hash, &dest_hash);
-            let origin = destination.origin().ascii_serialization();
-            return Ok(Resolved::Absolute { url: format!("{origin}{path}{query}{fragment}"), appended: relative });
+            let embedded = Embedded { query: &initial_query, hash: &initial_hash };
+            let url = absolute_destination(value, &relative, &embedded, request_query, request_fragment)
+                .ok_or_else(|| ResolveError::BadValue(value.to_owned()))?;
+            return Ok(Resolved::Absolute { url, appended: relative });
         }
         if !value.starts_with('/') {
             return Err(ResolveError::BadValue(value.to_owned()));
@@ -110,6 +107,41 @@ pub async fn resolve<R: Ruleset>(
             return Err(ResolveError::TooManyRedirects);
         }
     }
+}
+
+/// The query and fragment extracted from internal-redirect values on the way.
+struct Embedded<'a> {
+    query: &'a str,
+    hash: &'a str,
+}
+
+/// The draft's construction phase for an absolute destination `value` (which starts with
+/// `http`): `{origin}{destination path + relative}{combined query}{selected fragment}`.
+fn absolute_destination(
+    value: &str,
+    relative: &str,
+    embedded: &Embedded<'_>,
+    request_query: &str,
+    request_fragment: &str,
+) -> Option<String> {
+    let destination = Url::parse(value).ok()?;
+    let path = join_paths(destination.path(), relative);
+    let query = combine_queries(destination.query(), embedded.query, request_query);
+    let dest_hash = destination.fragment().map(|f| format!("#{f}")).unwrap_or_default();
+    let fragment = select_fragment(request_fragment, embedded.hash, &dest_hash);
+    let origin = destination.origin().ascii_serialization();
+    Some(format!("{origin}{path}{query}{fragment}"))
+}
+
+/// The `Location` a plain `GET /{key}` (no extra path, no query) gets when `key`'s value is
+/// `value`, if that is an absolute destination couchlink may redirect to: what [`resolve`] and
+/// [`safe_location`] give for that request, computed once per document instead of per request.
+pub fn plain_location(value: &str) -> Option<String> {
+    if !value.starts_with("http") {
+        return None;
+    }
+    let url = absolute_destination(value, "", &Embedded { query: "", hash: "" }, "", "")?;
+    safe_location(&url)
 }
 
 /// The draft's longest-prefix match: the whole pathname (less its leading `/`) first, then
@@ -387,6 +419,29 @@ mod tests {
     fn remaining_path_from_each_hop_is_prepended() {
         let rules = [("a", "/b/from-a"), ("b", "https://t.example/root")];
         assert_eq!(resolves(&rules, "https://s.example/a/req").unwrap(), "https://t.example/root/from-a/req");
+    }
+
+    #[test]
+    fn plain_location_is_what_resolution_gives_a_plain_request() {
+        for value in [
+            "https://example.com/wp/?p=14",
+            "https://example.com",
+            "https://user:pw@example.com/a#frag",
+            "https://bücher.example/café?q=süß",
+            "HTTPS://Example.COM/A/../b",
+            "http://t.example/?q=a%20b&flag",
+            "javascript:alert(1)",
+            "https://t.example/a b",
+            "/Other",
+            "httpx://t.example/",
+        ] {
+            let rules = Rules::new(&[("Plain", value)]);
+            let resolved = match run(resolve("/Plain", "", "", &rules)) {
+                Ok(Resolved::Absolute { url, .. }) => safe_location(&url),
+                _ => None,
+            };
+            assert_eq!(plain_location(value), resolved, "{value}");
+        }
     }
 
     #[test]

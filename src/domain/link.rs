@@ -26,6 +26,19 @@ pub struct Link {
     pub inactive: bool,
     /// When the link stops working, if ever.
     pub expires: Option<OffsetDateTime>,
+    /// The `Location` of a plain `GET /{id}`, worked out once when the document is read.
+    plain: Plain,
+}
+
+/// [`Link::plain_location`], stored without a second copy of `url` in the usual case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Plain {
+    /// The stored `url` is already the `Location`.
+    SameAsUrl,
+    /// The `Location` differs from the stored `url` (normalised, percent-encoded).
+    Other(Box<str>),
+    /// Not a direct redirect (an internal redirect, or a target the proxy refuses).
+    Resolve,
 }
 
 impl Link {
@@ -40,7 +53,22 @@ impl Link {
                     .map_err(|_| format!("\"expires\" is not an RFC 3339 timestamp: {text:?}"))?,
             ),
         };
-        Ok(Link { url: url.into_boxed_str(), inactive: doc.inactive.unwrap_or(false), expires })
+        let plain = match crate::resolve::plain_location(&url) {
+            Some(location) if location == url => Plain::SameAsUrl,
+            Some(location) => Plain::Other(location.into_boxed_str()),
+            None => Plain::Resolve,
+        };
+        Ok(Link { url: url.into_boxed_str(), inactive: doc.inactive.unwrap_or(false), expires, plain })
+    }
+
+    /// The `Location` for a plain `GET /{id}` (no extra path, no query), or `None` when that
+    /// request needs the full resolution (an internal redirect) or would be refused.
+    pub fn plain_location(&self) -> Option<&str> {
+        match &self.plain {
+            Plain::SameAsUrl => Some(&self.url),
+            Plain::Other(location) => Some(location),
+            Plain::Resolve => None,
+        }
     }
 
     /// The target to redirect to at `now`, or `None` when the link is inactive or expired.
@@ -80,6 +108,16 @@ mod tests {
         assert!(link.live_target(datetime!(2026-12-31 23:59:58.999 UTC)).is_some());
         assert_eq!(link.live_target(datetime!(2026-12-31 23:59:59 UTC)), None);
         assert_eq!(link.live_target(datetime!(2027-01-01 00:00:00 +00:30)), Some("https://a.example"));
+    }
+
+    #[test]
+    fn plain_location_is_worked_out_once() {
+        let same = parse(r#"{"url":"https://example.com/wp/?p=14"}"#).unwrap();
+        assert_eq!(same.plain_location(), Some("https://example.com/wp/?p=14"));
+        let encoded = parse(r#"{"url":"https://example.com/café"}"#).unwrap();
+        assert_eq!(encoded.plain_location(), Some("https://example.com/caf%C3%A9"));
+        assert_eq!(parse(r#"{"url":"/H83if"}"#).unwrap().plain_location(), None);
+        assert_eq!(parse(r#"{"url":"javascript:alert(1)"}"#).unwrap().plain_location(), None);
     }
 
     #[test]

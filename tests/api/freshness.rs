@@ -100,7 +100,8 @@ async fn an_outage_serves_known_links_503s_unknown_ones_and_catches_up_after() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_under_load_fails_no_request_and_logs_every_response() {
-    let mut app = spawn_app().await;
+    // Three serving threads: the shutdown must reach every one of them.
+    let mut app = spawn_app_with(AppOptions { workers: 3, ..Default::default() }).await;
     app.db.put_link("Load1", json!({"url": "https://load.example/"})).await;
     let answered = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::new();

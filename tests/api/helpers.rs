@@ -252,6 +252,8 @@ pub struct AppOptions {
     /// Use a database without couchlink's validation (see [`TestDb::bare`]).
     pub bare_db: bool,
     pub cache_capacity: usize,
+    /// Serving threads (more than one adds threads with their own runtimes).
+    pub workers: usize,
     /// Reach CouchDB at this URL (a [`Relay`]) instead of directly.
     pub couch_url: Option<String>,
 }
@@ -264,6 +266,7 @@ impl Default for AppOptions {
             couch: None,
             bare_db: false,
             cache_capacity: 10_000,
+            workers: 1,
             couch_url: None,
         }
     }
@@ -305,6 +308,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         cookie_name: "tid".into(),
         drain_timeout: Duration::from_secs(10),
         cache_capacity: options.cache_capacity,
+        workers: options.workers,
     };
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(couchlink::serve::run(config, listener, admin_listener, async {

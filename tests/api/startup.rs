@@ -19,6 +19,7 @@ async fn start(couch: CouchConfig, log_dir: std::path::PathBuf) -> Result<(), St
         cookie_name: "tid".into(),
         drain_timeout: Duration::from_secs(1),
         cache_capacity: 100,
+        workers: 1,
     };
     // Shut down at once if it starts: the tests only look at how start-up ends.
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();

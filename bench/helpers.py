@@ -1,0 +1,94 @@
+"""Bench helpers: load links into CouchDB, measure edit-to-served latency, read RSS."""
+import base64
+import http.client
+import json
+import random
+import string
+import sys
+import time
+
+ALPHABET = string.ascii_letters + string.digits
+
+
+def ids(n, seed=42):
+    """n distinct 5-character link IDs, the same every run."""
+    rng = random.Random(seed)
+    out, seen = [], set()
+    while len(out) < n:
+        i = "".join(rng.choice(ALPHABET) for _ in range(5))
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+    return out
+
+
+def auth_header(user, password):
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def load(couch_port, db, user, password, id_file, n):
+    """Writes n links through _bulk_docs and their IDs to id_file."""
+    all_ids = ids(n)
+    with open(id_file, "w") as f:
+        f.write("\n".join(all_ids) + "\n")
+    conn = http.client.HTTPConnection("127.0.0.1", couch_port)
+    headers = {"Authorization": auth_header(user, password), "Content-Type": "application/json", "Accept": "application/json"}
+    for start in range(0, n, 5000):
+        docs = [{"_id": i, "url": f"https://example.com/landing/{i}?utm_source=qr", "inactive": False} for i in all_ids[start:start + 5000]]
+        conn.request("POST", f"/{db}/_bulk_docs", json.dumps({"docs": docs}), headers)
+        r = conn.getresponse()
+        body = json.loads(r.read())
+        bad = [row for row in body if "error" in row]
+        if r.status >= 300 or bad:
+            sys.exit(f"bulk load failed: {r.status} {bad[:3] or body}")
+
+
+def edit_latency(couch_port, db, user, password, proxy_port, edits):
+    """Edits a link `edits` times; for each, the time from CouchDB's answer to the first
+    couchlink response carrying the new target. Prints p50 and p99 in milliseconds."""
+    couch = http.client.HTTPConnection("127.0.0.1", couch_port)
+    proxy = http.client.HTTPConnection("127.0.0.1", proxy_port)
+    headers = {"Authorization": auth_header(user, password), "Content-Type": "application/json", "Accept": "application/json"}
+    link = "EdIt0"
+    couch.request("PUT", f"/{db}/{link}", json.dumps({"url": "https://example.com/edit/0"}), headers)
+    rev = json.loads(couch.getresponse().read())["rev"]
+    proxy.request("GET", f"/{link}")  # cache it, so each edit must arrive through the feed
+    proxy.getresponse().read()
+    samples = []
+    for k in range(1, edits + 1):
+        target = f"https://example.com/edit/{k}"
+        couch.request("PUT", f"/{db}/{link}", json.dumps({"_rev": rev, "url": target}), headers)
+        r = couch.getresponse()
+        rev = json.loads(r.read())["rev"]
+        written = time.perf_counter()
+        while True:
+            proxy.request("GET", f"/{link}")
+            resp = proxy.getresponse()
+            resp.read()
+            if resp.getheader("Location") == target:
+                samples.append((time.perf_counter() - written) * 1000)
+                break
+            if time.perf_counter() - written > 5:
+                sys.exit(f"edit {k} not served after 5 s")
+    samples.sort()
+    pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
+    print(f"RESULT edits={edits} p50_ms={pick(0.5):.2f} p99_ms={pick(0.99):.2f} max_ms={samples[-1]:.2f}")
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+if __name__ == "__main__":
+    command = sys.argv[1]
+    if command == "load":
+        load(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
+    elif command == "edits":
+        edit_latency(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
+    elif command == "rss":
+        print(rss_kib(int(sys.argv[2])))
+    elif command == "auth":
+        print(auth_header(sys.argv[2], sys.argv[3]))

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# couchlink against nginx on this machine, in one run, on loopback only. Prints ratios against
+# references measured in the same run (never bare times: these machines are shared and noisy).
+#
+#   bench/run.sh                     # 100k links, 3 rounds of 10 s per server
+#   BENCH_LINKS=20000 BENCH_SECONDS=5 BENCH_ROUNDS=1 bench/run.sh   # quicker
+#
+# Measures: throughput and latency of cached redirects over random IDs (couchlink vs an nginx
+# `return 302` with a Set-Cookie and an access log), cold-miss throughput (couchlink vs CouchDB's
+# own doc GETs), edit-to-served latency over 200 edits, RSS per cached link, and whether the
+# access log holds exactly one line per response.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+links=${BENCH_LINKS:-100000}
+seconds=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
+connections=${BENCH_CONNECTIONS:-64}
+threads=${BENCH_THREADS:-1}
+export BENCH_THREADS=$threads
+
+if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null
+fi
+cargo build --release --locked -q
+couchdb/install.sh
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-bench.XXXXXX")
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
+field() { sed -n "s/.*RESULT.* $1=\([^ ]*\).*/\1/p" | tail -1; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+
+couch_port=$(free_port); proxy_port=$(free_port); admin_port=$(free_port); nginx_port=$(free_port)
+couch=http://127.0.0.1:$couch_port
+
+echo "== starting the local CouchDB API and loading $links links"
+couchdb/local-couchdb.sh --port "$couch_port" --admin admin:admin >/dev/null &
+pids+=($!)
+wait_http "$couch/"
+COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=admin \
+  COUCHLINK_READER_PASSWORD=reader target/release/couchlink setup >/dev/null
+python3 bench/helpers.py load "$couch_port" links admin admin "$work/ids.txt" "$links"
+export BENCH_IDS=$work/ids.txt
+
+echo "== starting couchlink and nginx"
+COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader \
+  COUCHLINK_LISTEN=127.0.0.1:$proxy_port COUCHLINK_ADMIN_LISTEN=127.0.0.1:$admin_port \
+  COUCHLINK_LOG_DIR=$work/logs COUCHLINK_CACHE_CAPACITY=$((links * 2)) \
+  target/release/couchlink serve 2>"$work/couchlink.err" &
+couchlink_pid=$!
+pids+=($couchlink_pid)
+wait_http "http://127.0.0.1:$admin_port/metrics"
+for _ in $(seq 1 100); do curl -fsS -o /dev/null "http://127.0.0.1:$admin_port/healthz" && break; sleep 0.1; done
+rss_start=$(python3 bench/helpers.py rss "$couchlink_pid")
+
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 4096; }
+http {
+  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
+  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
+  log_format redirects '\$msec \$remote_addr \$cookie_tid \$http_user_agent \$request_uri \$status \$sent_http_location';
+  access_log $work/nginx/access.log redirects;
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / {
+      add_header Set-Cookie "tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax" always;
+      add_header Cache-Control no-store always;
+      return 302 https://example.com/landing\$uri?utm_source=qr;
+    }
+  }
+}
+NGINX
+nginx -c "$work/nginx.conf" -p "$work/nginx"
+wait_http "http://127.0.0.1:$nginx_port/abcde" || true
+
+echo "== cold misses: every request an ID couchlink has not seen"
+couch_auth=$(python3 bench/helpers.py auth couchlink-reader reader)
+cold=$(wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/sequential.lua "http://127.0.0.1:$proxy_port" | field rps)
+direct=$(BENCH_PREFIX=/links BENCH_AUTH=$couch_auth wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/sequential.lua "$couch" | field rps)
+
+echo "== warming the cache with every link"
+BENCH_QUOTA=$links wrk -t"$threads" -c"$connections" -d600s -s bench/sequential.lua "http://127.0.0.1:$proxy_port" >/dev/null
+cached=$(curl -fsS "http://127.0.0.1:$admin_port/metrics" | awk '/^couchlink_cache_entries /{print $2}')
+rss_warm=$(python3 bench/helpers.py rss "$couchlink_pid")
+
+echo "== cached redirects over random IDs: $rounds rounds of ${seconds}s each, $connections connections"
+: >"$work/nginx.results"; : >"$work/couchlink.results"
+for round in $(seq 1 "$rounds"); do
+  # Alternate who goes first, so neither always meets a warmer or busier machine.
+  order="nginx couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink nginx"
+  for who in $order; do
+    port=$nginx_port; [ "$who" = couchlink ] && port=$proxy_port
+    wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/random.lua "http://127.0.0.1:$port" | grep RESULT >>"$work/$who.results"
+  done
+done
+
+echo "== edit-to-served latency"
+edits=$(python3 bench/helpers.py edits "$couch_port" links admin admin "$proxy_port" 200)
+
+served=$(curl -fsS "http://127.0.0.1:$admin_port/metrics" | awk '/^couchlink_responses_total/{s += $2} END {print s}')
+kill -TERM "$couchlink_pid"
+couchlink_exit=0; wait "$couchlink_pid" || couchlink_exit=$?
+logged=$(cat "$work"/logs/access.*.log | wc -l)
+
+for who in nginx couchlink; do
+  for f in rps p50_us p99_us errors; do
+    printf -v "${who}_$f" '%s' "$(tr ' ' '\n' <"$work/$who.results" | sed -n "s/^$f=//p" | median)"
+  done
+done
+
+cat <<REPORT
+
+couchlink benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, wrk -t$threads -c$connections, $links links, median of $rounds x ${seconds}s)
+                      couchlink      reference        ratio
+cached redirects/s    ${couchlink_rps}    nginx ${nginx_rps}    $(ratio "$couchlink_rps" "$nginx_rps")   (target >= 1.0)
+p50 latency (us)      ${couchlink_p50_us}    nginx ${nginx_p50_us}    $(ratio "$couchlink_p50_us" "$nginx_p50_us")
+p99 latency (us)      ${couchlink_p99_us}    nginx ${nginx_p99_us}    $(ratio "$couchlink_p99_us" "$nginx_p99_us")   (target <= 1.2)
+cold misses/s         ${cold}    CouchDB GETs ${direct}    $(ratio "$cold" "$direct")
+edit-to-served        $(echo "$edits" | sed 's/RESULT //')   (target p99 <= 50 ms)
+RSS per cached link   $(( (rss_warm - rss_start) * 1024 / cached )) bytes ($cached entries, RSS ${rss_start} -> ${rss_warm} KiB; 1M links ~ $(( (rss_warm - rss_start) * 1024 / cached * 1000000 / 1048576 + rss_start / 1024 )) MiB, target <= 300)
+errors (wrk)          couchlink ${couchlink_errors}, nginx ${nginx_errors}
+access log            ${logged} lines for ${served} responses: $([ "$logged" -eq "$served" ] && echo "none lost" || echo "MISMATCH"); exit code on SIGTERM: ${couchlink_exit}
+REPORT
+[ "$logged" -eq "$served" ] && [ "$couchlink_exit" -eq 0 ]
