@@ -14,18 +14,12 @@ setup = function(thread)
 end
 
 local n = 0
-local quota = tonumber(os.getenv("BENCH_QUOTA") or "0")
 request = function()
   local i = (n * nthreads + id - 1) % #ids + 1
   n = n + 1
   local headers = { ["Accept"] = "application/json" }
   if auth then headers["Authorization"] = auth end
   return wrk.format("GET", prefix .. "/" .. ids[i], headers)
-end
-
--- With BENCH_QUOTA, a thread stops once it has asked for its share of that many IDs.
-response = function(status, headers, body)
-  if quota > 0 and n * nthreads >= quota then wrk.thread:stop() end
 end
 
 done = function(summary, latency, requests)

@@ -14,12 +14,12 @@ use crate::couch::{CouchClient, CouchError, FeedEvent};
 use crate::metrics::Metrics;
 use crate::store::LinkStore;
 
-/// How often CouchDB sends a blank line on an idle feed. Short, so a silently dead connection
-/// is noticed within [`STALL_TIMEOUT`]; it costs one byte a second.
+/// How often CouchDB sends a blank line on an idle feed (one byte a second).
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// Silence longer than this (no headers, data or heartbeat) means the connection is dead even if
-/// TCP has not noticed.
-const STALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// TCP has not noticed. Generous: a busy server delays heartbeats by seconds, and reconnecting
+/// then only adds load (a CouchDB that restarts or a closed connection is noticed at once).
+const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Reconnection backoff: short, since every second without the feed is a second in which
 /// edits are not served; capped so that a CouchDB back from an outage is noticed within 0.5 s.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);

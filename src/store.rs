@@ -6,6 +6,7 @@
 //! is never more stale than the feed.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::{Arc, RwLock};
@@ -29,14 +30,20 @@ pub type Found = Option<Arc<Link>>;
 /// A fill in progress: waiters receive its result.
 type Pending = watch::Receiver<Option<Result<Found, Unavailable>>>;
 
-enum Slot {
-    Ready(Found),
-    Loading(Pending),
-}
+/// foldhash: a few nanoseconds per 5-byte key where SipHash takes tens, randomly seeded per
+/// process so that clients cannot aim IDs at one bucket.
+type Map<V> = HashMap<LinkId, V, foldhash::fast::RandomState>;
 
-struct Cache {
-    slots: HashMap<LinkId, Slot>,
-    /// `Ready` keys in insertion order, for first-in-first-out eviction.
+/// Shards keep the two serving threads off each other's lock cache line.
+const SHARDS: usize = 32;
+
+/// One part of the cache. Entries being filled live apart from ready ones, so that the big map
+/// holds 8-byte values (1M links: 16 MB less than one enum slot per entry).
+#[derive(Default)]
+struct Shard {
+    ready: Map<Found>,
+    loading: Map<Pending>,
+    /// `ready` keys in insertion order, for first-in-first-out eviction.
     order: VecDeque<LinkId>,
 }
 
@@ -44,8 +51,9 @@ struct Cache {
 pub struct LinkStore {
     couch: CouchClient,
     metrics: Arc<Metrics>,
-    cache: RwLock<Cache>,
-    capacity: usize,
+    shards: Box<[RwLock<Shard>]>,
+    pick: foldhash::fast::RandomState,
+    shard_capacity: usize,
     /// Even while no feed vouches for the cache (fills are then not kept), odd while one does.
     /// Bumped at every change of state, so a fill that straddles one is not kept either.
     epoch: AtomicU64,
@@ -54,28 +62,32 @@ pub struct LinkStore {
 impl LinkStore {
     /// A store reading through `couch`, holding at most `capacity` entries.
     pub fn new(couch: CouchClient, metrics: Arc<Metrics>, capacity: usize) -> Self {
+        // A small cache in few shards, so that the bound stays exact.
+        let shards = if capacity >= 64 * SHARDS { SHARDS } else { 1 };
         LinkStore {
             couch,
             metrics,
-            cache: RwLock::new(Cache { slots: HashMap::new(), order: VecDeque::new() }),
-            capacity: capacity.max(1),
+            shards: (0..shards).map(|_| RwLock::default()).collect(),
+            pick: foldhash::fast::RandomState::default(),
+            shard_capacity: (capacity / shards).max(1),
             epoch: AtomicU64::new(0),
         }
+    }
+
+    fn shard(&self, id: &LinkId) -> &RwLock<Shard> {
+        &self.shards[self.pick.hash_one(id) as usize % self.shards.len()]
     }
 
     /// The link stored under `id`; `Ok(None)` when there is none or its document is unusable.
     pub async fn get(&self, id: LinkId) -> Result<Found, Unavailable> {
         loop {
             let pending = {
-                let cache = self.cache.read().expect("cache lock");
-                match cache.slots.get(&id) {
-                    Some(Slot::Ready(found)) => {
-                        self.metrics.cache_hits.fetch_add(1, Relaxed);
-                        return Ok(found.clone());
-                    }
-                    Some(Slot::Loading(pending)) => Some(pending.clone()),
-                    None => None,
+                let shard = self.shard(&id).read().expect("cache lock");
+                if let Some(found) = shard.ready.get(&id) {
+                    self.metrics.cache_hits.fetch_add(1, Relaxed);
+                    return Ok(found.clone());
                 }
+                shard.loading.get(&id).cloned()
             };
             let outcome = match pending {
                 Some(pending) => Self::wait(pending).await,
@@ -96,12 +108,14 @@ impl LinkStore {
     async fn fill(&self, id: LinkId) -> Option<Result<Found, Unavailable>> {
         let (tx, rx) = watch::channel(None);
         let pending = {
-            let mut cache = self.cache.write().expect("cache lock");
-            match cache.slots.get(&id) {
-                Some(Slot::Ready(found)) => return Some(Ok(found.clone())),
-                Some(Slot::Loading(pending)) => Some(pending.clone()),
+            let mut shard = self.shard(&id).write().expect("cache lock");
+            if let Some(found) = shard.ready.get(&id) {
+                return Some(Ok(found.clone()));
+            }
+            match shard.loading.get(&id) {
+                Some(pending) => Some(pending.clone()),
                 None => {
-                    cache.slots.insert(id, Slot::Loading(rx.clone()));
+                    shard.loading.insert(id, rx.clone());
                     None
                 }
             }
@@ -113,19 +127,16 @@ impl LinkStore {
         let epoch = self.epoch.load(Acquire);
         // If this future is dropped mid-request, the guard clears the slot so that waiters
         // retry instead of hanging.
-        let mut guard = SlotGuard { store: self, id, rx, armed: true };
+        let mut guard = LoadingGuard { store: self, id, rx, armed: true };
         let result = self.fetch(id).await;
         let keep = result.is_ok() && epoch % 2 == 1 && self.epoch.load(Acquire) == epoch;
         {
-            let mut cache = self.cache.write().expect("cache lock");
-            let ours = matches!(cache.slots.get(&id), Some(Slot::Loading(p)) if p.same_channel(&guard.rx));
+            let mut shard = self.shard(&id).write().expect("cache lock");
             // Not ours any more: the feed replaced it with a newer state, which wins.
-            if ours {
-                match (&result, keep) {
-                    (Ok(found), true) => self.insert_ready(&mut cache, id, found.clone()),
-                    _ => {
-                        cache.slots.remove(&id);
-                    }
+            if shard.loading.get(&id).is_some_and(|p| p.same_channel(&guard.rx)) {
+                shard.loading.remove(&id);
+                if let (Ok(found), true) = (&result, keep) {
+                    self.insert_ready(&mut shard, id, found.clone());
                 }
             }
         }
@@ -144,14 +155,14 @@ impl LinkStore {
         })
     }
 
-    fn insert_ready(&self, cache: &mut Cache, id: LinkId, found: Found) {
-        if let Some(Slot::Ready(_)) = cache.slots.insert(id, Slot::Ready(found)) {
-            return; // already counted in `order`
+    fn insert_ready(&self, shard: &mut Shard, id: LinkId, found: Found) {
+        if shard.ready.insert(id, found).is_some() {
+            return; // already in `order`
         }
-        cache.order.push_back(id);
-        while cache.order.len() > self.capacity {
-            if let Some(old) = cache.order.pop_front() {
-                cache.slots.remove(&old);
+        shard.order.push_back(id);
+        while shard.order.len() > self.shard_capacity {
+            if let Some(old) = shard.order.pop_front() {
+                shard.ready.remove(&old);
             }
         }
     }
@@ -168,10 +179,10 @@ impl LinkStore {
                 None
             }
         });
-        let mut cache = self.cache.write().expect("cache lock");
-        match cache.slots.get(&id) {
-            Some(Slot::Ready(_)) | Some(Slot::Loading(_)) => self.insert_ready(&mut cache, id, found),
-            None => {}
+        let mut shard = self.shard(&id).write().expect("cache lock");
+        let known = shard.loading.remove(&id).is_some() || shard.ready.contains_key(&id);
+        if known {
+            self.insert_ready(&mut shard, id, found);
         }
     }
 
@@ -183,14 +194,16 @@ impl LinkStore {
     /// The feed lost its place (the database was deleted, say): forget everything.
     pub fn feed_lost(&self) {
         let _ = self.epoch.fetch_update(AcqRel, Acquire, |e| (e % 2 == 1).then_some(e + 1));
-        let mut cache = self.cache.write().expect("cache lock");
-        cache.slots.retain(|_, slot| matches!(slot, Slot::Loading(_)));
-        cache.order.clear();
+        for shard in self.shards.iter() {
+            let mut shard = shard.write().expect("cache lock");
+            shard.ready.clear();
+            shard.order.clear();
+        }
     }
 
     /// Entries held (links and known-missing IDs).
     pub fn len(&self) -> usize {
-        self.cache.read().expect("cache lock").order.len()
+        self.shards.iter().map(|s| s.read().expect("cache lock").order.len()).sum()
     }
 
     /// Whether nothing is cached.
@@ -214,22 +227,22 @@ fn parse(id: LinkId, doc: LinkDoc) -> Found {
     }
 }
 
-/// Clears a `Loading` slot whose fill was cancelled.
-struct SlotGuard<'a> {
+/// Clears a loading entry whose fill was cancelled.
+struct LoadingGuard<'a> {
     store: &'a LinkStore,
     id: LinkId,
     rx: Pending,
     armed: bool,
 }
 
-impl Drop for SlotGuard<'_> {
+impl Drop for LoadingGuard<'_> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        let mut cache = self.store.cache.write().expect("cache lock");
-        if matches!(cache.slots.get(&self.id), Some(Slot::Loading(p)) if p.same_channel(&self.rx)) {
-            cache.slots.remove(&self.id);
+        let mut shard = self.store.shard(&self.id).write().expect("cache lock");
+        if shard.loading.get(&self.id).is_some_and(|p| p.same_channel(&self.rx)) {
+            shard.loading.remove(&self.id);
         }
     }
 }
