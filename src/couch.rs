@@ -38,6 +38,9 @@ pub enum CouchError {
     /// CouchDB answered something couchlink cannot read.
     #[error("unexpected answer from CouchDB: {0}")]
     Protocol(String),
+    /// A feed sent nothing, not even a heartbeat, for this long.
+    #[error("no data or heartbeat for {0:?}")]
+    Stalled(Duration),
 }
 
 impl CouchError {
@@ -312,8 +315,9 @@ impl CouchClient {
 
 impl ChangesFeed {
     /// The next event; `Ok(None)` when the connection closed without a `last_seq` line.
-    /// Heartbeat blank lines are skipped, so the caller's read timeout sees them as life.
-    pub async fn next(&mut self) -> Result<Option<FeedEvent>, CouchError> {
+    /// Heartbeat blank lines are skipped, but count as life: only `idle` without a single byte
+    /// is [`CouchError::Stalled`].
+    pub async fn next(&mut self, idle: Duration) -> Result<Option<FeedEvent>, CouchError> {
         loop {
             if let Some(newline) = self.buffer.iter().position(|&b| b == b'\n') {
                 let line = self.buffer.split_to(newline + 1);
@@ -323,7 +327,9 @@ impl ChangesFeed {
                 }
                 return parse_feed_line(line).map(Some);
             }
-            match self.response.chunk().await {
+            let chunk =
+                tokio::time::timeout(idle, self.response.chunk()).await.map_err(|_| CouchError::Stalled(idle))?;
+            match chunk {
                 Ok(Some(chunk)) => self.buffer.extend_from_slice(chunk.chunk()),
                 Ok(None) if self.buffer.iter().all(u8::is_ascii_whitespace) => return Ok(None),
                 Ok(None) => {

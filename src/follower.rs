@@ -17,9 +17,9 @@ use crate::store::LinkStore;
 /// How often CouchDB sends a blank line on an idle feed (one byte a second).
 const HEARTBEAT: Duration = Duration::from_secs(1);
 /// Silence longer than this (no headers, data or heartbeat) means the connection is dead even if
-/// TCP has not noticed. Generous: a busy server delays heartbeats by seconds, and reconnecting
-/// then only adds load (a CouchDB that restarts or a closed connection is noticed at once).
-const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// TCP has not noticed. Generous: a busy server delays heartbeats, and reconnecting then only
+/// adds load (a CouchDB that restarts, or a closed connection, is noticed at once anyway).
+const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Reconnection backoff: short, since every second without the feed is a second in which
 /// edits are not served; capped so that a CouchDB back from an outage is noticed within 0.5 s.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
@@ -64,8 +64,6 @@ impl FeedStatus {
 pub enum FeedError {
     #[error(transparent)]
     Couch(#[from] CouchError),
-    #[error("no data or heartbeat for {0:?}")]
-    Stalled(Duration),
     #[error("the feed closed without a last_seq")]
     Cut,
 }
@@ -105,15 +103,13 @@ impl Follower {
         // CouchDB 3 answers with headers at once; pouchdb-server only with the first heartbeat.
         let mut feed = tokio::time::timeout(STALL_TIMEOUT, self.couch.changes(&since, HEARTBEAT))
             .await
-            .map_err(|_| FeedError::Stalled(STALL_TIMEOUT))??;
+            .map_err(|_| CouchError::Stalled(STALL_TIMEOUT))??;
         self.status.live.store(true, Relaxed);
         if std::mem::take(&mut self.reported_down) {
             eprintln!("couchlink: CouchDB _changes feed is back; catching up from where it stopped");
         }
         loop {
-            let event = tokio::time::timeout(STALL_TIMEOUT, feed.next())
-                .await
-                .map_err(|_| FeedError::Stalled(STALL_TIMEOUT))??;
+            let event = feed.next(STALL_TIMEOUT).await?;
             match event {
                 Some(FeedEvent::Change { seq, id, doc }) => {
                     self.store.apply_change(&id, doc);

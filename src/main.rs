@@ -22,7 +22,8 @@ fn main() -> ExitCode {
         )
         .init();
     // Single-threaded: `serve` adds one more such runtime per extra worker thread.
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("cannot start the tokio runtime");
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("cannot start the tokio runtime");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => {

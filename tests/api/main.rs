@@ -3,6 +3,7 @@
 mod access_log;
 mod admin_plane;
 mod cookies;
+mod feed;
 mod freshness;
 mod helpers;
 mod redirects;
