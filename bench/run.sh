@@ -16,6 +16,8 @@ seconds=${BENCH_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-3}
 connections=${BENCH_CONNECTIONS:-64}
 threads=${BENCH_THREADS:-1}
+# Serving processes/threads, the same for both servers.
+workers=${BENCH_WORKERS:-$(nproc)}
 export BENCH_THREADS=$threads
 
 if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
@@ -56,7 +58,7 @@ export BENCH_IDS=$work/ids.txt
 echo "== $(date -u +%H:%M:%S) starting couchlink and nginx"
 COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader \
   COUCHLINK_LISTEN=127.0.0.1:$proxy_port COUCHLINK_ADMIN_LISTEN=127.0.0.1:$admin_port \
-  COUCHLINK_LOG_DIR=$work/logs COUCHLINK_CACHE_CAPACITY=$((links * 2)) \
+  COUCHLINK_LOG_DIR=$work/logs COUCHLINK_CACHE_CAPACITY=$((links * 2)) COUCHLINK_WORKERS=$workers \
   target/release/couchlink serve 2>"$work/couchlink.err" &
 couchlink_pid=$!
 pids+=($couchlink_pid)
@@ -66,7 +68,7 @@ rss_start=$(python3 bench/helpers.py rss "$couchlink_pid")
 
 mkdir -p "$work/nginx"
 cat >"$work/nginx.conf" <<NGINX
-worker_processes 2;
+worker_processes $workers;
 pid $work/nginx.pid;
 error_log $work/nginx/error.log;
 events { worker_connections 4096; }
@@ -134,7 +136,7 @@ done
 
 cat <<REPORT
 
-couchlink benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, wrk -t$threads -c$connections, $links links, median of $rounds x ${seconds}s)
+couchlink benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, $workers workers each, wrk -t$threads -c$connections, $links links, median of $rounds x ${seconds}s)
                       couchlink      reference        ratio
 cached redirects/s    ${couchlink_rps}    nginx ${nginx_rps}    $(ratio "$couchlink_rps" "$nginx_rps")   (target >= 1.0)
 p50 latency (us)      ${couchlink_p50_us}    nginx ${nginx_p50_us}    $(ratio "$couchlink_p50_us" "$nginx_p50_us")

@@ -61,7 +61,22 @@ pub fn format_line(entry: &Entry<'_>, out: &mut Vec<u8>) {
     out.push(b'0' + (entry.time.nanosecond() / 100_000_000) as u8);
     out.push(b' ');
     // IPv4 clients on a dual-stack socket show up as ::ffff:a.b.c.d; log them as a.b.c.d.
-    let _ = write!(out, "{} {} ", entry.client.to_canonical(), entry.tracking);
+    match entry.client.to_canonical() {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                push_decimal(out, octet.into());
+            }
+        }
+        v6 => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+    out.push(b' ');
+    out.extend_from_slice(entry.tracking.as_str().as_bytes());
+    out.push(b' ');
     match entry.user_agent {
         Some(ua) if !ua.is_empty() => extend_encoded(out, ua, USER_AGENT_SET),
         _ => out.push(b'-'),
@@ -72,12 +87,27 @@ pub fn format_line(entry: &Entry<'_>, out: &mut Vec<u8>) {
     } else {
         extend_encoded(out, entry.target, VISIBLE_ASCII_SET);
     }
-    let _ = write!(out, " {}", entry.status);
+    out.push(b' ');
+    push_decimal(out, entry.status.into());
     if let (302, Some(location)) = (entry.status, entry.location) {
         out.push(b' ');
         extend_encoded(out, location.as_bytes(), VISIBLE_ASCII_SET);
     }
     out.push(b'\n');
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 fn extend_encoded(out: &mut Vec<u8>, bytes: &[u8], set: &'static AsciiSet) {

@@ -258,7 +258,12 @@ fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings,
         Outcome::Redirect { location, id } => {
             headers.insert(header::LOCATION, header_value(location.as_str().to_owned()));
             if let Some(id) = id {
-                let link = format!("<{}/{id}>; rel=\"shortlink\"", settings.public_url);
+                let mut link = String::with_capacity(settings.public_url.len() + 24);
+                link.push('<');
+                link.push_str(&settings.public_url);
+                link.push('/');
+                link.push_str(id.as_str());
+                link.push_str(">; rel=\"shortlink\"");
                 headers.insert(header::LINK, header_value(link));
             }
         }
@@ -295,16 +300,19 @@ fn redirect_body(location: &str) -> String {
 }
 
 fn html_escape_into(s: &str, out: &mut String) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
+    let mut rest = s;
+    while let Some(i) = rest.find(['&', '<', '>', '"', '\'']) {
+        out.push_str(&rest[..i]);
+        out.push_str(match rest.as_bytes()[i] {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            _ => "&#39;",
+        });
+        rest = &rest[i + 1..];
     }
+    out.push_str(rest);
 }
 
 #[cfg(test)]
