@@ -27,8 +27,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => {
-                let listener = TcpListener::bind(args.listen)
-                    .await
+                let listener = couchlink::server::bind_shareable(args.listen)
                     .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
                 let admin_listener = TcpListener::bind(args.admin_listen)
                     .await

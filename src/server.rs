@@ -17,7 +17,37 @@ use hyper::service::service_fn;
 use hyper::Response;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
+
+/// Binds a listener for `addr` that further sockets may share with [`bind_alongside`]
+/// (`SO_REUSEPORT`), so that each serving thread gets its own queue and the kernel spreads
+/// connections evenly (one shared socket left one thread at 100% and the other at 33%).
+pub fn bind_shareable(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    TcpListener::from_std(socket.into())
+}
+
+/// Another listener on `listener`'s address: a `SO_REUSEPORT` sibling when `listener` was made
+/// by [`bind_shareable`], or else a clone of the same socket (one queue, shared).
+pub fn bind_alongside(listener: &std::net::TcpListener) -> std::io::Result<std::net::TcpListener> {
+    let addr = listener.local_addr()?;
+    let sibling = (|| {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        Ok::<_, std::io::Error>(socket.into())
+    })();
+    sibling.or_else(|_| listener.try_clone())
+}
 
 /// What a listener serves: requests in, responses out, never an error.
 pub trait Service: Send + Sync + 'static {

@@ -292,7 +292,8 @@ pub async fn spawn_app() -> TestApp {
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let db = if options.bare_db { TestDb::bare().await } else { TestDb::new().await };
     ensure_user(READER, "reader").await;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // As `couchlink serve` binds it: extra workers get SO_REUSEPORT siblings of it.
+    let listener = couchlink::server::bind_shareable("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin_addr = admin_listener.local_addr().unwrap();
