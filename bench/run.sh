@@ -96,14 +96,23 @@ cold=$(wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/sequential.lua
 direct=$(BENCH_PREFIX=/links BENCH_AUTH=$couch_auth wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/sequential.lua "$couch" | field rps)
 
 echo "== $(date -u +%H:%M:%S) warming the cache with every link"
-# Walks the whole list again (the links seen above are quick hits) for as long as the cold rate
-# says it takes, and again until every link is held.
+# Walks the list (links already held are quick hits) for as long as the cold rate says it
+# takes, and again until the cache holds `want` entries. Half the links first, then all: RSS is
+# read at both points, and the difference per link is what each further link costs.
 cache_entries() { curl -fsS "http://127.0.0.1:$admin_port/metrics" | awk '/^couchlink_cache_entries /{print $2}'; }
-for _ in 1 2 3 4 5; do
-  [ "$(cache_entries)" -ge "$links" ] && break
-  wrk -t"$threads" -c"$connections" -d"$(python3 -c "print(int($links / max($cold, 50.0) * 1.2) + 5)")s" \
-    -s bench/sequential.lua "http://127.0.0.1:$proxy_port" >/dev/null
-done
+warm() {
+  local want=$1 ids=$2
+  for _ in 1 2 3 4 5; do
+    [ "$(cache_entries)" -ge "$want" ] && return 0
+    BENCH_IDS=$ids wrk -t"$threads" -c"$connections" -d"$(python3 -c "print(int($want / max($cold, 50.0) * 1.2) + 5)")s" \
+      -s bench/sequential.lua "http://127.0.0.1:$proxy_port" >/dev/null
+  done
+}
+head -n $((links / 2)) "$BENCH_IDS" >"$work/half.txt"
+warm $((links / 2)) "$work/half.txt"
+cached_half=$(cache_entries)
+rss_half=$(python3 bench/helpers.py rss "$couchlink_pid")
+warm "$links" "$BENCH_IDS"
 cached=$(cache_entries)
 rss_warm=$(python3 bench/helpers.py rss "$couchlink_pid")
 
@@ -144,7 +153,8 @@ p99 latency (us)      ${couchlink_p99_us}    nginx ${nginx_p99_us}    $(ratio "$
 cold misses/s         ${cold}    CouchDB GETs ${direct}    $(ratio "$cold" "$direct")
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})
-RSS per cached link   $(( (rss_warm - rss_start) * 1024 / cached )) bytes ($cached entries, RSS ${rss_start} -> ${rss_warm} KiB; 1M links ~ $(( (rss_warm - rss_start) * 1024 / cached * 1000000 / 1048576 + rss_start / 1024 )) MiB, target <= 300)
+RSS per cached link   $(( (rss_warm - rss_half) * 1024 / (cached - cached_half) )) bytes for each link past the first $cached_half (RSS ${rss_start} KiB empty, ${rss_half} at $cached_half links, ${rss_warm} at $cached)
+RSS at 1M links       ~$(( (rss_warm * 1024 + (1000000 - cached) * ((rss_warm - rss_half) * 1024 / (cached - cached_half))) / 1048576 )) MiB extrapolated from that slope (target <= 300)
 errors (wrk)          couchlink ${couchlink_errors}, nginx ${nginx_errors}
 feed                  $(grep -c "feed is down" "$work/couchlink.err" || true) outages reported on stderr$(grep -m1 "feed is down" "$work/couchlink.err" | sed 's/^couchlink: CouchDB _changes feed is down/, first:/' || true)
 access log            ${logged} lines for ${served} responses: $([ "$logged" -eq "$served" ] && echo "none lost" || echo "MISMATCH"); exit code on SIGTERM: ${couchlink_exit}

@@ -24,29 +24,23 @@ use tokio::net::TcpListener;
 /// (`SO_REUSEPORT`), so that each serving thread gets its own queue and the kernel spreads
 /// connections evenly (one shared socket left one thread at 100% and the other at 33%).
 pub fn bind_shareable(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::from_std(reuse_port_listener(addr)?)
+}
+
+/// Another listener on `listener`'s address: a `SO_REUSEPORT` sibling when `listener` was made
+/// by [`bind_shareable`], or else a clone of the same socket (one queue, shared).
+pub fn bind_alongside(listener: &std::net::TcpListener) -> std::io::Result<std::net::TcpListener> {
+    reuse_port_listener(listener.local_addr()?).or_else(|_| listener.try_clone())
+}
+
+fn reuse_port_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
-    TcpListener::from_std(socket.into())
-}
-
-/// Another listener on `listener`'s address: a `SO_REUSEPORT` sibling when `listener` was made
-/// by [`bind_shareable`], or else a clone of the same socket (one queue, shared).
-pub fn bind_alongside(listener: &std::net::TcpListener) -> std::io::Result<std::net::TcpListener> {
-    let addr = listener.local_addr()?;
-    let sibling = (|| {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(1024)?;
-        Ok::<_, std::io::Error>(socket.into())
-    })();
-    sibling.or_else(|_| listener.try_clone())
+    Ok(socket.into())
 }
 
 /// What a listener serves: requests in, responses out, never an error.

@@ -213,31 +213,30 @@ async fn create_shows_couchdbs_reason_for_a_bad_url() {
     }
 }
 
-#[tokio::test]
-async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
-    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie".into()), ..Default::default() }).await;
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
-        .args(["create", "https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"])
+/// Runs `couchlink create ...args` as the editor against `db`.
+fn create_with_the_binary(db: &TestDb, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
+        .arg("create")
+        .args(args)
         .env("COUCHLINK_COUCHDB_URL", &couch().url)
         .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
         .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
-        .env("COUCHLINK_DB", &app.db.name)
+        .env("COUCHLINK_DB", &db.name)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
+    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie".into()), ..Default::default() }).await;
+    let output = create_with_the_binary(&app.db, &["https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed = String::from_utf8(output.stdout).unwrap();
     let id = printed.trim().strip_prefix("https://0x1f.ie/").unwrap_or_else(|| panic!("printed {printed:?}"));
     assert!(LinkId::parse(id).is_ok(), "{id}");
     assert_redirects_to(&app.get(&format!("/{id}")).await, "https://example.com/campaign?x=1");
 
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
-        .args(["create", "javascript:alert(1)"])
-        .env("COUCHLINK_COUCHDB_URL", &couch().url)
-        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
-        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
-        .env("COUCHLINK_DB", &app.db.name)
-        .output()
-        .unwrap();
+    let refused = create_with_the_binary(&app.db, &["javascript:alert(1)"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8(refused.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
