@@ -229,7 +229,8 @@ fn create_with_the_binary(db: &TestDb, args: &[&str]) -> std::process::Output {
 #[tokio::test]
 async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
     let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie".into()), ..Default::default() }).await;
-    let output = create_with_the_binary(&app.db, &["https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"]);
+    let output =
+        create_with_the_binary(&app.db, &["https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let printed = String::from_utf8(output.stdout).unwrap();
     let id = printed.trim().strip_prefix("https://0x1f.ie/").unwrap_or_else(|| panic!("printed {printed:?}"));
