@@ -80,7 +80,7 @@ pub struct ServeArgs {
     /// Where /healthz and /metrics are served (keep it off the public network).
     #[arg(long, env = "COUCHLINK_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
     pub admin_listen: SocketAddr,
-    /// Most links (and known-missing IDs) kept in memory; about 200 bytes each.
+    /// Most links (and known-missing IDs) kept in memory (roughly 100 to 300 bytes each).
     #[arg(long, env = "COUCHLINK_CACHE_CAPACITY", default_value_t = 1_000_000)]
     pub cache_capacity: usize,
     /// Threads serving redirects (default: one per CPU core).

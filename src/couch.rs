@@ -168,11 +168,6 @@ impl CouchClient {
         CouchClient { user: Some(user.to_owned()), password: Some(password.to_owned()), ..self.clone() }
     }
 
-    /// The server's base URL.
-    pub fn base_url(&self) -> &str {
-        &self.base
-    }
-
     fn request(&self, client: &reqwest::Client, method: Method, url: &str) -> RequestBuilder {
         // pouchdb-server answers text/plain unless JSON is asked for; CouchDB ignores it.
         let req = client.request(method, url).header("Accept", "application/json");
@@ -223,17 +218,6 @@ impl CouchClient {
         let response = self.send(self.request(&self.http, Method::PUT, &url).json(body), &url).await?;
         if response.status().is_success() {
             Self::json(response).await
-        } else {
-            Err(Self::refused(response).await)
-        }
-    }
-
-    /// `DELETE {path}?rev=...` (relative to the server).
-    pub async fn delete(&self, path: &str, rev: &str) -> Result<(), CouchError> {
-        let url = format!("{}/{path}?rev={}", self.base, segment(rev));
-        let response = self.send(self.request(&self.http, Method::DELETE, &url), &url).await?;
-        if response.status().is_success() {
-            Ok(())
         } else {
             Err(Self::refused(response).await)
         }

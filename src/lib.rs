@@ -7,7 +7,7 @@
 //! - [`setup`]: `couchlink setup`, making CouchDB ready (database, `_security`, validation, reader).
 //! - [`create`]: `couchlink create`, storing a link under a fresh random ID.
 //! - [`serve`]: `couchlink serve`, wiring everything below and shutting it down in order.
-//! - [`server`]: the public listener, hyper's graceful accept loop.
+//! - [`server`]: the accept loop (hyper-util graceful shutdown) both listeners share.
 //! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
 //! - [`resolve`]: seed 002's resolution algorithm, and the checks that keep targets safe.
 //! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.

@@ -36,7 +36,8 @@ async fn access_matrix() {
     }
 
     // (who, read, _all_docs, create, update, delete, design doc, _security, _changes)
-    let matrix: [(&str, Option<(&str, &str)>, [u16; 8]); 4] = [
+    type Row<'a> = (&'a str, Option<(&'a str, &'a str)>, [u16; 8]);
+    let matrix: [Row; 4] = [
         ("anonymous", None, [401, 401, 401, 401, 401, 401, 401, 401]),
         ("reader", Some(READER), [200, 200, 403, 403, 403, not_admin, not_admin, 200]),
         ("editor", Some(EDITOR), [200, 200, 201, 201, 403, not_admin, not_admin, 200]),
