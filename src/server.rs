@@ -62,73 +62,93 @@ const LAME_DUCK: Duration = Duration::from_secs(1);
 /// Closing an idle keep-alive connection races with a client sending on it, and that request
 /// would fail. So the listener closes first (new connections are refused, which clients handle),
 /// then for up to [`LAME_DUCK`] every response carries `Connection: close` and connections end
-/// after their current request; only then are the idle ones closed.
+/// after their current request; only then are the idle ones closed. Connections the kernel had
+/// already completed when the listener closes are accepted and answered too: closing a listener
+/// resets whatever waits in its queue.
 pub async fn run<S: Service>(
     listener: TcpListener,
     service: Arc<S>,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
-    let graceful = GracefulShutdown::new();
-    let closing = Arc::new(AtomicBool::new(false));
+    let connections =
+        Connections { service, graceful: GracefulShutdown::new(), closing: Arc::new(AtomicBool::new(false)) };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(conn) => conn,
-                    Err(e) => {
-                        // Out of file descriptors and the like: back off instead of spinning.
-                        tracing::error!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let for_requests = service.clone();
-                let closing = closing.clone();
-                let svc = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let service = for_requests.clone();
-                    let closing = closing.clone();
-                    async move {
-                        let (parts, _body) = request.into_parts();
-                        let mut response = service.call(parts, peer).await;
-                        if closing.load(Ordering::Relaxed) {
-                            response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-                        }
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                let connection = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    // A client that sends its headers slower than this is dropped.
-                    .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(TokioIo::new(stream), svc);
-                let connection = graceful.watch(connection);
-                let service = service.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        if e.is_parse_too_large() {
-                            service.rejected(peer, 431);
-                        } else if e.is_parse() {
-                            service.rejected(peer, 400);
-                        } else {
-                            tracing::debug!(%peer, "connection ended with an error: {e}");
-                        }
-                    }
-                });
-            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => connections.serve(stream, peer),
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::error!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
             _ = &mut shutdown => break,
         }
     }
-    drop(listener);
-    closing.store(true, Ordering::Relaxed);
+    connections.closing.store(true, Ordering::Relaxed);
+    // Empty the accept queue with plain non-blocking accepts (tokio's readiness may lag behind
+    // the kernel's queue), then close the listener.
+    if let Ok(listener) = listener.into_std() {
+        while let Ok((stream, peer)) = listener.accept() {
+            match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
+                Ok(stream) => connections.serve(stream, peer),
+                Err(e) => tracing::error!(%peer, "cannot serve a queued connection: {e}"),
+            }
+        }
+    }
     let lame_duck_ends = tokio::time::Instant::now() + LAME_DUCK.min(drain);
-    while graceful.count() > 0 && tokio::time::Instant::now() < lame_duck_ends {
+    while connections.graceful.count() > 0 && tokio::time::Instant::now() < lame_duck_ends {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::select! {
-        _ = graceful.shutdown() => {}
+        _ = connections.graceful.shutdown() => {}
         _ = tokio::time::sleep(drain) => tracing::warn!("drain timed out after {drain:?}; closing the remaining connections"),
+    }
+}
+
+/// Everything a connection needs: the service, the shutdown watcher, and whether responses
+/// should now tell clients to close.
+struct Connections<S> {
+    service: Arc<S>,
+    graceful: GracefulShutdown,
+    closing: Arc<AtomicBool>,
+}
+
+impl<S: Service> Connections<S> {
+    /// Serves one accepted connection on its own task.
+    fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        let _ = stream.set_nodelay(true);
+        let (service, closing) = (self.service.clone(), self.closing.clone());
+        let svc = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let (service, closing) = (service.clone(), closing.clone());
+            async move {
+                let (parts, _body) = request.into_parts();
+                let mut response = service.call(parts, peer).await;
+                if closing.load(Ordering::Relaxed) {
+                    response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+                }
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            // A client that sends its headers slower than this is dropped.
+            .header_read_timeout(Duration::from_secs(30))
+            .serve_connection(TokioIo::new(stream), svc);
+        let connection = self.graceful.watch(connection);
+        let service = self.service.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                if e.is_parse_too_large() {
+                    service.rejected(peer, 431);
+                } else if e.is_parse() {
+                    service.rejected(peer, 400);
+                } else {
+                    tracing::debug!(%peer, "connection ended with an error: {e}");
+                }
+            }
+        });
     }
 }
