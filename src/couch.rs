@@ -110,6 +110,28 @@ pub struct ChangesFeed {
     buffer: BytesMut,
 }
 
+/// Who CouchDB takes the client's credentials for (`GET /_session`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Session {
+    /// The account name; `None` for anonymous.
+    pub name: Option<String>,
+    /// Its roles; server admins have `_admin`.
+    pub roles: Vec<String>,
+}
+
+impl Session {
+    /// Whether the account has `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
+}
+
+#[derive(Deserialize)]
+struct SessionBody {
+    #[serde(rename = "userCtx")]
+    user_ctx: Session,
+}
+
 #[derive(Deserialize)]
 struct ErrorBody {
     #[serde(default)]
@@ -221,6 +243,14 @@ impl CouchClient {
         } else {
             Err(Self::refused(response).await)
         }
+    }
+
+    /// Who CouchDB takes this client's credentials for (docs.couchdb.org, `GET /_session`).
+    pub async fn session(&self) -> Result<Session, CouchError> {
+        let body = self.get_json("_session").await?.unwrap_or_default();
+        serde_json::from_value::<SessionBody>(body)
+            .map(|b| b.user_ctx)
+            .map_err(|e| CouchError::Protocol(format!("bad _session answer: {e}")))
     }
 
     /// The path of the links database, relative to the server (for `get_json`/`put_json`).

@@ -179,10 +179,8 @@ async fn check_database(couch: &CouchClient, config: &CouchConfig) -> Result<(),
 /// The proxy needs only to read: running it as an account that can write links works, but
 /// a leaked proxy credential should not be able to change where printed codes lead.
 async fn warn_if_writer(couch: &CouchClient, who: &str) {
-    if let Ok(Some(session)) = couch.get_json("_session").await {
-        let roles = &session["userCtx"]["roles"];
-        let writes = roles.as_array().is_some_and(|r| r.iter().any(|role| role == "_admin" || role == "editor"));
-        if writes {
+    if let Ok(session) = couch.session().await {
+        if session.has_role("_admin") || session.has_role("editor") {
             eprintln!("couchlink: warning: serving as {who:?}, an account that can change links; use the read-only account `couchlink setup` creates");
         }
     }

@@ -103,12 +103,11 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>) -> Result<Report,
 }
 
 async fn ensure_admin(admin: &CouchClient) -> Result<(), SetupError> {
-    let session = admin.get_json("_session").await?.unwrap_or_default();
-    let roles = &session["userCtx"]["roles"];
-    if roles.as_array().is_some_and(|r| r.iter().any(|role| role == "_admin")) {
+    let session = admin.session().await?;
+    if session.has_role("_admin") {
         return Ok(());
     }
-    let name = session["userCtx"]["name"].as_str().unwrap_or("anonymous").to_owned();
+    let name = session.name.unwrap_or_else(|| "anonymous".into());
     Err(SetupError::NotAdmin(format!("CouchDB knows the given account as {name:?}, which is not a server admin")))
 }
 
@@ -154,8 +153,8 @@ async fn ensure_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, Set
 
 async fn write_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, SetupError> {
     let as_reader = admin.with_credentials(&reader.name, &reader.password);
-    if let Ok(Some(session)) = as_reader.get_json("_session").await {
-        if session["userCtx"]["name"] == reader.name.as_str() && session["userCtx"]["roles"] == json!([READER_ROLE]) {
+    if let Ok(session) = as_reader.session().await {
+        if session.name.as_deref() == Some(reader.name.as_str()) && session.roles == [READER_ROLE] {
             return Ok(Step::Unchanged);
         }
     }
