@@ -1,5 +1,5 @@
-//! The access log (contracts §5): one space-separated line per request, one file per UTC day,
-//! written off-thread by tracing-appender's non-blocking writer in lossless mode.
+//! The access log (README, "Access log"): one space-separated line per request, one file per
+//! UTC day, written off-thread by tracing-appender's non-blocking writer in lossless mode.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -16,7 +16,7 @@ use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuar
 use crate::domain::TrackingId;
 
 /// What the User-Agent keeps unescaped: JavaScript's `encodeURIComponent` set, so the
-/// contract's example `Mozilla%2F5.0%20(X11%3B%20Linux)` comes out exactly.
+/// documented example `Mozilla%2F5.0%20(X11%3B%20Linux)` comes out exactly.
 const USER_AGENT_SET: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'_')
@@ -262,7 +262,8 @@ impl Flusher {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
-                eprintln!("couchlink: access log flush timed out with lines still queued");
+                let queued = counts.sent.load(Ordering::Acquire) - done;
+                tracing::error!("the access log flush timed out with {queued} lines still queued");
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -312,12 +313,12 @@ impl Write for DailyFiles {
                 }
                 Err(e) if attempt == ATTEMPTS => {
                     self.counts.failed.fetch_add(lines, Ordering::AcqRel);
-                    eprintln!("couchlink: {lines} access log lines lost after {ATTEMPTS} attempts: {e}");
+                    tracing::error!("{lines} access log lines lost after {ATTEMPTS} attempts: {e}");
                     return Err(e);
                 }
                 Err(e) => {
                     if attempt == 1 {
-                        eprintln!("couchlink: cannot write the access log ({e}); retrying");
+                        tracing::warn!("cannot write the access log ({e}); retrying");
                     }
                     // Reopen next time: the file may have been moved or removed.
                     self.open = None;
@@ -349,7 +350,7 @@ mod tests {
     }
 
     #[test]
-    fn contract_example_line() {
+    fn documented_example_line() {
         let tid = tid();
         let entry = Entry {
             time: datetime!(2026-11-22 10:17:33.59 UTC),

@@ -12,6 +12,8 @@ use hyper::{Method, Response, StatusCode};
 use serde_json::json;
 
 use crate::access_log::AccessLog;
+use crate::couch::CouchClient;
+use crate::errors::Causes;
 use crate::follower::FeedStatus;
 use crate::metrics::{Gauges, Metrics};
 use crate::store::LinkStore;
@@ -21,13 +23,19 @@ const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the admin endpoints report on.
 pub struct Admin {
+    /// CouchDB, pinged by `/healthz`.
+    pub couch: CouchClient,
+    /// The link cache, for its size.
     pub store: Arc<LinkStore>,
+    /// The counters `/metrics` renders.
     pub metrics: Arc<Metrics>,
+    /// The `_changes` feed's state.
     pub feed: Arc<FeedStatus>,
+    /// The access log, for its line counts.
     pub log: AccessLog,
 }
 
-impl crate::server::Service for Admin {
+impl crate::accept::Service for Admin {
     async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
         match (&request.method, request.uri.path()) {
             (&Method::GET, "/healthz") => self.health().await,
@@ -49,10 +57,10 @@ impl Admin {
     /// 200 when CouchDB answers and the `_changes` feed is live; 503 otherwise. Either way a
     /// JSON body says which, with the feed's state and the cache size.
     async fn health(&self) -> Response<Full<Bytes>> {
-        let couch = tokio::time::timeout(PING_TIMEOUT, self.store.couch().get_json(""))
+        let couch = tokio::time::timeout(PING_TIMEOUT, self.couch.ping())
             .await
             .map_err(|_| "timed out".to_owned())
-            .and_then(|r| r.map_err(|e| e.to_string()));
+            .and_then(|r| r.map_err(|e| Causes(&e).to_string()));
         let feed_live = self.feed.is_live();
         let healthy = couch.is_ok() && feed_live;
         let body = json!({

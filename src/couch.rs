@@ -1,5 +1,5 @@
-//! A typed client for the CouchDB HTTP API: the few calls couchlink makes, with timeouts and
-//! CouchDB's JSON errors mapped to [`CouchError`].
+//! A typed client for the CouchDB HTTP API: every call couchlink makes, each URL built here and
+//! nowhere else, with timeouts and CouchDB's JSON errors mapped to [`CouchError`].
 //!
 //! Written for Apache CouchDB 3's documented API (docs.couchdb.org, "API Reference");
 //! pouchdb-server, used for local runs, speaks the same API with the quirks noted inline.
@@ -11,7 +11,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::domain::{LinkDoc, LinkId};
 
@@ -25,19 +25,57 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// What went wrong talking to CouchDB.
 #[derive(Debug, thiserror::Error)]
 pub enum CouchError {
-    /// No answer: connection refused, timed out, reset.
-    #[error("cannot reach CouchDB at {url}: {source}")]
-    Unreachable {
+    /// The configured server URL cannot be used.
+    #[error("bad CouchDB URL {url:?}")]
+    BadUrl {
+        /// The URL as configured.
         url: String,
+        /// Why it does not parse.
+        #[source]
+        source: url::ParseError,
+    },
+    /// The HTTP client could not be built (TLS backend, say).
+    #[error("cannot set up an HTTP client")]
+    Client(#[source] reqwest::Error),
+    /// No answer: connection refused, timed out, reset.
+    #[error("cannot reach CouchDB at {url}")]
+    Unreachable {
+        /// The server asked.
+        url: String,
+        /// What the connection did.
         #[source]
         source: reqwest::Error,
     },
     /// CouchDB answered with an error status and its JSON `{"error","reason"}` body.
     #[error("CouchDB refused ({status}): {error}: {reason}")]
-    Refused { status: u16, error: String, reason: String },
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// CouchDB's `error` word (`not_found`, `forbidden`...).
+        error: String,
+        /// CouchDB's `reason`, meant for people.
+        reason: String,
+    },
+    /// CouchDB's answer broke off while it was read.
+    #[error("CouchDB's answer from {url} broke off")]
+    Read {
+        /// The resource read.
+        url: String,
+        /// What the connection did.
+        #[source]
+        source: reqwest::Error,
+    },
     /// CouchDB answered something couchlink cannot read.
-    #[error("unexpected answer from CouchDB: {0}")]
-    Protocol(String),
+    #[error("unexpected answer from CouchDB at {url}: {body}")]
+    Decode {
+        /// The resource read.
+        url: String,
+        /// The start of what it said.
+        body: String,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A feed sent nothing, not even a heartbeat, for this long.
     #[error("no data or heartbeat for {0:?}")]
     Stalled(Duration),
@@ -59,6 +97,11 @@ impl CouchError {
             _ => None,
         }
     }
+
+    /// Whether CouchDB could not be asked at all (as opposed to saying no).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, CouchError::Unreachable { .. } | CouchError::Stalled(_))
+    }
 }
 
 /// Where CouchDB is and who to be there.
@@ -74,14 +117,15 @@ pub struct CouchConfig {
     pub db: String,
 }
 
-/// One CouchDB server and database, as one account.
+/// One CouchDB server and its links database, as one account.
 #[derive(Clone)]
 pub struct CouchClient {
     http: reqwest::Client,
     /// Without a total timeout: `_changes` feeds stay open indefinitely.
     feed_http: reqwest::Client,
+    /// The server URL, without a trailing `/`.
     base: String,
-    db_path: String,
+    db: String,
     user: Option<String>,
     password: Option<String>,
 }
@@ -99,14 +143,25 @@ pub enum Created {
 #[derive(Debug, Clone, PartialEq)]
 pub enum FeedEvent {
     /// A document changed; `doc` is its winning revision, `None` when deleted.
-    Change { seq: Value, id: String, doc: Option<Value> },
+    Change {
+        /// Where the feed stands after this change (opaque).
+        seq: Value,
+        /// The document's ID.
+        id: String,
+        /// The document, `None` when deleted.
+        doc: Option<Value>,
+    },
     /// The server closed the feed at this sequence (resume from it).
-    End { last_seq: Value },
+    End {
+        /// Where to resume (opaque).
+        last_seq: Value,
+    },
 }
 
 /// A continuous `_changes` feed being read.
 pub struct ChangesFeed {
     response: Response,
+    url: String,
     buffer: BytesMut,
 }
 
@@ -155,9 +210,33 @@ struct LastSeq {
     last_seq: Value,
 }
 
+#[derive(Deserialize)]
+struct Revision {
+    #[serde(default)]
+    rev: String,
+}
+
+#[derive(Deserialize)]
+struct AllDocs {
+    rows: Vec<AllDocsRow>,
+}
+
+/// A row of `_all_docs` with `keys`: `value` is present for documents that exist or existed
+/// (`{"rev":..., "deleted": true}`), absent (with `error: not_found`) for IDs never used.
+#[derive(Deserialize)]
+struct AllDocsRow {
+    #[serde(default)]
+    value: Option<Value>,
+}
+
 /// Percent-encodes one path segment (a database name may hold `/`, `+`, `$`...).
-pub fn segment(s: &str) -> String {
+fn segment(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
+}
+
+/// The `_users` document ID of an account.
+fn user_doc_id(name: &str) -> String {
+    format!("org.couchdb.user:{name}")
 }
 
 impl CouchClient {
@@ -171,15 +250,15 @@ impl CouchClient {
             if let Some(t) = timeout {
                 b = b.timeout(t);
             }
-            b.build().map_err(|e| CouchError::Protocol(format!("cannot build an HTTP client: {e}")))
+            b.build().map_err(CouchError::Client)
         };
         let base = config.url.trim_end_matches('/').to_owned();
-        reqwest::Url::parse(&base).map_err(|e| CouchError::Protocol(format!("bad CouchDB URL {base:?}: {e}")))?;
+        reqwest::Url::parse(&base).map_err(|source| CouchError::BadUrl { url: config.url.clone(), source })?;
         Ok(CouchClient {
             http: build(Some(REQUEST_TIMEOUT))?,
             feed_http: build(None)?,
-            db_path: format!("{base}/{}", segment(&config.db)),
             base,
+            db: config.db.clone(),
             user: config.user.clone(),
             password: config.password.clone(),
         })
@@ -190,6 +269,45 @@ impl CouchClient {
         CouchClient { user: Some(user.to_owned()), password: Some(password.to_owned()), ..self.clone() }
     }
 
+    /// The server URL, for messages.
+    pub fn server_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The links database's name.
+    pub fn database(&self) -> &str {
+        &self.db
+    }
+
+    /// The account this client speaks as, for messages.
+    pub fn user(&self) -> &str {
+        self.user.as_deref().unwrap_or("anonymous")
+    }
+
+    // URLs: the only place they are built.
+
+    fn server(&self, path: &str) -> String {
+        format!("{}/{path}", self.base)
+    }
+
+    fn in_db(&self, path: &str) -> String {
+        if path.is_empty() {
+            format!("{}/{}", self.base, segment(&self.db))
+        } else {
+            format!("{}/{}/{path}", self.base, segment(&self.db))
+        }
+    }
+
+    fn design_doc_url(&self, name: &str) -> String {
+        self.in_db(&format!("_design/{}", segment(name)))
+    }
+
+    fn user_url(&self, name: &str) -> String {
+        self.server(&format!("_users/{}", segment(&user_doc_id(name))))
+    }
+
+    // Requests.
+
     fn request(&self, client: &reqwest::Client, method: Method, url: &str) -> RequestBuilder {
         // pouchdb-server answers text/plain unless JSON is asked for; CouchDB ignores it.
         let req = client.request(method, url).header("Accept", "application/json");
@@ -199,8 +317,10 @@ impl CouchClient {
         }
     }
 
-    async fn send(&self, req: RequestBuilder, url: &str) -> Result<Response, CouchError> {
-        req.send().await.map_err(|source| CouchError::Unreachable { url: url.to_owned(), source })
+    async fn send(&self, req: RequestBuilder) -> Result<Response, CouchError> {
+        req.send()
+            .await
+            .map_err(|source| CouchError::Unreachable { url: self.base.clone(), source: source.without_url() })
     }
 
     /// Turns an error status into [`CouchError::Refused`] with CouchDB's own words.
@@ -217,59 +337,126 @@ impl CouchClient {
         }
     }
 
-    async fn json<T: DeserializeOwned>(response: Response) -> Result<T, CouchError> {
-        let body = response.bytes().await.map_err(|e| CouchError::Protocol(e.to_string()))?;
-        serde_json::from_slice(&body)
-            .map_err(|e| CouchError::Protocol(format!("{e} in {}", String::from_utf8_lossy(&body))))
+    async fn json<T: DeserializeOwned>(response: Response, url: &str) -> Result<T, CouchError> {
+        let body = response.bytes().await.map_err(|source| CouchError::Read { url: url.to_owned(), source })?;
+        serde_json::from_slice(&body).map_err(|source| CouchError::Decode {
+            url: url.to_owned(),
+            body: String::from_utf8_lossy(&body).chars().take(200).collect(),
+            source,
+        })
     }
 
-    /// `GET {path}` (relative to the server) as JSON; `Ok(None)` on 404.
-    pub async fn get_json(&self, path: &str) -> Result<Option<Value>, CouchError> {
-        let url = format!("{}/{path}", self.base);
-        let response = self.send(self.request(&self.http, Method::GET, &url), &url).await?;
+    /// `GET url` as JSON; `Ok(None)` on 404.
+    async fn get_optional<T: DeserializeOwned>(&self, url: &str) -> Result<Option<T>, CouchError> {
+        let response = self.send(self.request(&self.http, Method::GET, url)).await?;
         match response.status() {
             StatusCode::NOT_FOUND => Ok(None),
-            s if s.is_success() => Self::json(response).await.map(Some),
+            s if s.is_success() => Self::json(response, url).await.map(Some),
             _ => Err(Self::refused(response).await),
         }
     }
 
-    /// `PUT {path}` (relative to the server) with a JSON body; the answer's JSON on success.
-    pub async fn put_json(&self, path: &str, body: &Value) -> Result<Value, CouchError> {
-        let url = format!("{}/{path}", self.base);
-        let response = self.send(self.request(&self.http, Method::PUT, &url).json(body), &url).await?;
+    /// `GET url` as JSON; a 404 is an error like any other refusal.
+    async fn get<T: DeserializeOwned>(&self, url: &str) -> Result<T, CouchError> {
+        let response = self.send(self.request(&self.http, Method::GET, url)).await?;
         if response.status().is_success() {
-            Self::json(response).await
+            Self::json(response, url).await
         } else {
             Err(Self::refused(response).await)
         }
     }
 
-    /// Who CouchDB takes this client's credentials for (docs.couchdb.org, `GET /_session`).
-    pub async fn session(&self) -> Result<Session, CouchError> {
-        let body = self.get_json("_session").await?.unwrap_or_default();
-        serde_json::from_value::<SessionBody>(body)
-            .map(|b| b.user_ctx)
-            .map_err(|e| CouchError::Protocol(format!("bad _session answer: {e}")))
+    /// `PUT url` with a JSON body; the new revision, if the answer names one.
+    async fn put(&self, url: &str, body: &Value) -> Result<String, CouchError> {
+        let response = self.send(self.request(&self.http, Method::PUT, url).json(body)).await?;
+        if response.status().is_success() {
+            Ok(Self::json::<Revision>(response, url).await.map(|r| r.rev).unwrap_or_default())
+        } else {
+            Err(Self::refused(response).await)
+        }
     }
 
-    /// The path of the links database, relative to the server (for `get_json`/`put_json`).
-    pub fn db_relative(&self, rest: &str) -> String {
-        let db = &self.db_path[self.base.len() + 1..];
-        if rest.is_empty() {
-            db.to_owned()
-        } else {
-            format!("{db}/{rest}")
+    // Server.
+
+    /// The server's welcome (`GET /`): whether it answers at all.
+    pub async fn ping(&self) -> Result<(), CouchError> {
+        self.get::<Value>(&self.server("")).await.map(drop)
+    }
+
+    /// Who CouchDB takes this client's credentials for (docs.couchdb.org, `GET /_session`).
+    pub async fn session(&self) -> Result<Session, CouchError> {
+        Ok(self.get::<SessionBody>(&self.server("_session")).await?.user_ctx)
+    }
+
+    /// Creates database `name` unless it exists; `true` when this call created it.
+    pub async fn ensure_database(&self, name: &str) -> Result<bool, CouchError> {
+        let url = self.server(&segment(name));
+        if self.get_optional::<Value>(&url).await?.is_some() {
+            return Ok(false);
         }
+        match self.put(&url, &json!({})).await {
+            Ok(_) => Ok(true),
+            // Created by someone else meanwhile.
+            Err(CouchError::Refused { status: 412, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The `_users` document of account `name`, if there is one (admin only).
+    pub async fn user_doc(&self, name: &str) -> Result<Option<Value>, CouchError> {
+        self.get_optional(&self.user_url(name)).await
+    }
+
+    /// Creates or replaces (with `rev`) the account `name` with exactly `roles`.
+    pub async fn put_user(
+        &self,
+        name: &str,
+        password: &str,
+        roles: &[&str],
+        rev: Option<&Value>,
+    ) -> Result<(), CouchError> {
+        let mut doc =
+            json!({"_id": user_doc_id(name), "name": name, "type": "user", "roles": roles, "password": password});
+        if let Some(rev) = rev {
+            doc["_rev"] = rev.clone();
+        }
+        self.put(&self.user_url(name), &doc).await.map(drop)
+    }
+
+    // The links database.
+
+    /// The links database's information; `Ok(None)` when it does not exist.
+    pub async fn database_info(&self) -> Result<Option<Value>, CouchError> {
+        self.get_optional(&self.in_db("")).await
+    }
+
+    /// The database's `_security` object.
+    pub async fn security(&self) -> Result<Value, CouchError> {
+        self.get(&self.in_db("_security")).await
+    }
+
+    /// Replaces the database's `_security` object.
+    pub async fn put_security(&self, security: &Value) -> Result<(), CouchError> {
+        self.put(&self.in_db("_security"), security).await.map(drop)
+    }
+
+    /// Design document `_design/{name}`, if it exists.
+    pub async fn design_doc(&self, name: &str) -> Result<Option<Value>, CouchError> {
+        self.get_optional(&self.design_doc_url(name)).await
+    }
+
+    /// Creates or replaces design document `_design/{name}` (`doc` carries `_rev` to replace).
+    pub async fn put_design_doc(&self, name: &str, doc: &Value) -> Result<(), CouchError> {
+        self.put(&self.design_doc_url(name), doc).await.map(drop)
     }
 
     /// Reads link `id`. `Ok(None)` when there is no such document (or it was deleted).
     /// A 404 for a missing *database* is an error, not "no such link".
     pub async fn get_link(&self, id: &LinkId) -> Result<Option<LinkDoc>, CouchError> {
-        let url = format!("{}/{}", self.db_path, id);
-        let response = self.send(self.request(&self.http, Method::GET, &url), &url).await?;
+        let url = self.in_db(id.as_str());
+        let response = self.send(self.request(&self.http, Method::GET, &url)).await?;
         match response.status() {
-            s if s.is_success() => Self::json(response).await.map(Some),
+            s if s.is_success() => Self::json(response, &url).await.map(Some),
             StatusCode::NOT_FOUND => match Self::refused(response).await {
                 // {"error":"not_found","reason":"missing"|"deleted"}; a missing database says
                 // "Database does not exist." (CouchDB 3) or "no_db_file".
@@ -280,28 +467,37 @@ impl CouchClient {
         }
     }
 
+    /// Whether `id` exists or existed: `_all_docs` lists deleted documents with `deleted: true`
+    /// where a plain GET says only "not found" (docs.couchdb.org, `POST /{db}/_all_docs`).
+    pub async fn ever_used(&self, id: &LinkId) -> Result<bool, CouchError> {
+        let url = self.in_db("_all_docs");
+        let req = self.request(&self.http, Method::POST, &url).json(&json!({"keys": [id.as_str()]}));
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(Self::refused(response).await);
+        }
+        let listing: AllDocs = Self::json(response, &url).await?;
+        Ok(listing.rows.first().is_some_and(|row| row.value.is_some()))
+    }
+
     /// `PUT` a new document under `id`: [`Created::Conflict`] when the ID is taken.
-    pub async fn create_doc(&self, id: &str, doc: &Value) -> Result<Created, CouchError> {
-        let url = format!("{}/{}", self.db_path, segment(id));
-        let response = self.send(self.request(&self.http, Method::PUT, &url).json(doc), &url).await?;
-        match response.status() {
-            StatusCode::CONFLICT => Ok(Created::Conflict),
-            s if s.is_success() => {
-                let v: Value = Self::json(response).await?;
-                Ok(Created::Stored(v.get("rev").and_then(Value::as_str).unwrap_or_default().to_owned()))
-            }
-            _ => Err(Self::refused(response).await),
+    pub async fn create_doc(&self, id: &LinkId, doc: &Value) -> Result<Created, CouchError> {
+        self.create_doc_raw(id.as_str(), doc).await
+    }
+
+    /// [`CouchClient::create_doc`] under any ID, even one couchlink would never pick (to check
+    /// that CouchDB's validation refuses it).
+    pub async fn create_doc_raw(&self, id: &str, doc: &Value) -> Result<Created, CouchError> {
+        match self.put(&self.in_db(&segment(id)), doc).await {
+            Ok(rev) => Ok(Created::Stored(rev)),
+            Err(CouchError::Refused { status: 409, .. }) => Ok(Created::Conflict),
+            Err(e) => Err(e),
         }
     }
 
     /// The current end of the database's `_changes` (an opaque sequence to resume from).
     pub async fn current_seq(&self) -> Result<Value, CouchError> {
-        let url = format!("{}/_changes?since=now&limit=0", self.db_path);
-        let response = self.send(self.request(&self.http, Method::GET, &url), &url).await?;
-        if !response.status().is_success() {
-            return Err(Self::refused(response).await);
-        }
-        Ok(Self::json::<LastSeq>(response).await?.last_seq)
+        Ok(self.get::<LastSeq>(&self.in_db("_changes?since=now&limit=0")).await?.last_seq)
     }
 
     /// Opens a continuous `_changes` feed with documents, from `since` (an opaque sequence as
@@ -313,17 +509,16 @@ impl CouchClient {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let url = format!(
-            "{}/_changes?feed=continuous&include_docs=true&heartbeat={}&since={}",
-            self.db_path,
+        let url = self.in_db(&format!(
+            "_changes?feed=continuous&include_docs=true&heartbeat={}&since={}",
             heartbeat.as_millis(),
             segment(&since)
-        );
-        let response = self.send(self.request(&self.feed_http, Method::GET, &url), &url).await?;
+        ));
+        let response = self.send(self.request(&self.feed_http, Method::GET, &url)).await?;
         if !response.status().is_success() {
             return Err(Self::refused(response).await);
         }
-        Ok(ChangesFeed { response, buffer: BytesMut::new() })
+        Ok(ChangesFeed { response, url, buffer: BytesMut::new() })
     }
 }
 
@@ -339,7 +534,7 @@ impl ChangesFeed {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return parse_feed_line(line).map(Some);
+                return parse_feed_line(line, &self.url).map(Some);
             }
             let chunk =
                 tokio::time::timeout(idle, self.response.chunk()).await.map_err(|_| CouchError::Stalled(idle))?;
@@ -348,17 +543,19 @@ impl ChangesFeed {
                 Ok(None) if self.buffer.iter().all(u8::is_ascii_whitespace) => return Ok(None),
                 Ok(None) => {
                     let rest = std::mem::take(&mut self.buffer);
-                    return parse_feed_line(&rest).map(Some);
+                    return parse_feed_line(&rest, &self.url).map(Some);
                 }
-                Err(e) => return Err(CouchError::Protocol(format!("changes feed broke: {e}"))),
+                Err(source) => return Err(CouchError::Read { url: self.url.clone(), source }),
             }
         }
     }
 }
 
-fn parse_feed_line(line: &[u8]) -> Result<FeedEvent, CouchError> {
-    let bad = |e: serde_json::Error| {
-        CouchError::Protocol(format!("bad _changes line ({e}): {}", String::from_utf8_lossy(line)))
+fn parse_feed_line(line: &[u8], url: &str) -> Result<FeedEvent, CouchError> {
+    let bad = |source: serde_json::Error| CouchError::Decode {
+        url: url.to_owned(),
+        body: String::from_utf8_lossy(line).chars().take(200).collect(),
+        source,
     };
     let value: Value = serde_json::from_slice(line).map_err(bad)?;
     if value.get("last_seq").is_some() && value.get("id").is_none() {
@@ -385,9 +582,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn parse(line: &[u8]) -> Result<FeedEvent, CouchError> {
+        parse_feed_line(line, "http://couch/links/_changes")
+    }
+
     #[test]
     fn change_rows_deletions_and_the_end_line_parse() {
-        let change = parse_feed_line(br#"{"seq":"12-g1AAAA","id":"H83if","changes":[{"rev":"2-a"}],"doc":{"_id":"H83if","url":"https://a.example"}}"#).unwrap();
+        let change = parse(br#"{"seq":"12-g1AAAA","id":"H83if","changes":[{"rev":"2-a"}],"doc":{"_id":"H83if","url":"https://a.example"}}"#).unwrap();
         assert_eq!(
             change,
             FeedEvent::Change {
@@ -396,15 +597,28 @@ mod tests {
                 doc: Some(json!({"_id":"H83if","url":"https://a.example"}))
             }
         );
-        let deleted = parse_feed_line(br#"{"seq":7,"id":"H83if","changes":[{"rev":"3-b"}],"deleted":true,"doc":{"_id":"H83if","_rev":"3-b","_deleted":true}}"#).unwrap();
+        let deleted = parse(br#"{"seq":7,"id":"H83if","changes":[{"rev":"3-b"}],"deleted":true,"doc":{"_id":"H83if","_rev":"3-b","_deleted":true}}"#).unwrap();
         assert_eq!(deleted, FeedEvent::Change { seq: json!(7), id: "H83if".into(), doc: None });
-        let end = parse_feed_line(br#"{"last_seq":"99-xyz","pending":0}"#).unwrap();
+        let end = parse(br#"{"last_seq":"99-xyz","pending":0}"#).unwrap();
         assert_eq!(end, FeedEvent::End { last_seq: json!("99-xyz") });
-        assert!(parse_feed_line(b"{not json").is_err());
+        assert!(matches!(parse(b"{not json"), Err(CouchError::Decode { .. })));
     }
 
     #[test]
-    fn database_names_are_encoded_as_one_segment() {
-        assert_eq!(segment("links/test+1"), "links%2Ftest%2B1");
+    fn urls_encode_each_segment_once() {
+        let config =
+            CouchConfig { url: "http://127.0.0.1:5984/".into(), user: None, password: None, db: "links/test+1".into() };
+        let client = CouchClient::new(&config).unwrap();
+        assert_eq!(client.in_db("_security"), "http://127.0.0.1:5984/links%2Ftest%2B1/_security");
+        assert_eq!(client.design_doc_url("couchlink"), "http://127.0.0.1:5984/links%2Ftest%2B1/_design/couchlink");
+        assert_eq!(client.user_url("maria"), "http://127.0.0.1:5984/_users/org%2Ecouchdb%2Euser%3Amaria");
+    }
+
+    #[test]
+    fn a_bad_server_url_is_refused_with_its_cause() {
+        let config = CouchConfig { url: "not a url".into(), user: None, password: None, db: "links".into() };
+        let err = CouchClient::new(&config).err().expect("refused");
+        assert!(matches!(err, CouchError::BadUrl { .. }));
+        assert!(std::error::Error::source(&err).is_some(), "the parse error is kept");
     }
 }

@@ -1,5 +1,5 @@
 //! The `_changes` follower: keeps the link cache current, so an edit made in CouchDB is served
-//! within milliseconds, and catches up by itself after an outage (contracts §6).
+//! within milliseconds, and catches up by itself after an outage.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -10,7 +10,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use crate::couch::{CouchClient, CouchError, FeedEvent};
+use crate::couch::{ChangesFeed, CouchClient, CouchError, FeedEvent};
+use crate::errors::Causes;
 use crate::metrics::Metrics;
 use crate::store::LinkStore;
 
@@ -59,13 +60,29 @@ impl FeedStatus {
     }
 }
 
-/// Why a feed session ended.
+/// Why the feed is not being read.
 #[derive(Debug, thiserror::Error)]
 pub enum FeedError {
-    #[error(transparent)]
+    /// CouchDB did not answer, refused, or sent something unreadable.
+    #[error("the _changes feed failed")]
     Couch(#[from] CouchError),
-    #[error("the feed closed without a last_seq")]
+    /// The connection closed without CouchDB's closing `last_seq` line.
+    #[error("the _changes feed closed without a last_seq")]
     Cut,
+}
+
+/// What one [`Follower::step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A feed was opened (from the current end of the database on the first step).
+    Connected,
+    /// One change was applied to the cache.
+    Applied {
+        /// The changed document's ID.
+        id: String,
+    },
+    /// CouchDB closed the feed cleanly; the next step reopens it where it ended.
+    Ended,
 }
 
 /// Follows the links database's `_changes` into the [`LinkStore`].
@@ -76,19 +93,61 @@ pub struct Follower {
     status: Arc<FeedStatus>,
     /// Where to resume: an opaque sequence, handed back to CouchDB exactly as received.
     since: Option<Value>,
-    /// Whether stderr was told the feed is down (and so must be told when it is back).
-    reported_down: bool,
+    /// The open feed, between steps.
+    feed: Option<ChangesFeed>,
 }
 
 impl Follower {
-    /// A follower for `store`'s database.
-    pub fn new(store: Arc<LinkStore>, metrics: Arc<Metrics>, status: Arc<FeedStatus>) -> Self {
-        Follower { couch: store.couch().clone(), store, metrics, status, since: None, reported_down: false }
+    /// A follower reading `couch`'s database into `store`.
+    pub fn new(couch: CouchClient, store: Arc<LinkStore>, metrics: Arc<Metrics>, status: Arc<FeedStatus>) -> Self {
+        Follower { couch, store, metrics, status, since: None, feed: None }
     }
 
-    /// One session: find the starting point if there is none yet, connect from it, and apply
-    /// changes until the feed ends. `Ok` when CouchDB closed the feed cleanly (reconnect at once).
-    pub async fn step(&mut self) -> Result<(), FeedError> {
+    /// One unit of work: open the feed if none is open, else apply its next change. After an
+    /// error the feed is closed and the next step reopens it from the last change applied.
+    pub async fn step(&mut self) -> Result<Step, FeedError> {
+        let result = self.try_step().await;
+        if !matches!(result, Ok(Step::Connected | Step::Applied { .. })) {
+            self.feed = None;
+            self.status.live.store(false, Relaxed);
+        }
+        if let Err(FeedError::Couch(CouchError::Refused { status: 404, .. })) = &result {
+            // The database is gone: nothing cached can be trusted, and a re-created database
+            // starts a new sequence.
+            self.store.feed_lost();
+            self.since = None;
+        }
+        result
+    }
+
+    async fn try_step(&mut self) -> Result<Step, FeedError> {
+        let Some(feed) = &mut self.feed else {
+            self.feed = Some(self.open().await?);
+            self.status.live.store(true, Relaxed);
+            return Ok(Step::Connected);
+        };
+        match feed.next(STALL_TIMEOUT).await? {
+            Some(FeedEvent::Change { seq, id, doc }) => {
+                self.store.apply_change(&id, doc);
+                self.metrics.feed_change();
+                self.status.changes_applied.fetch_add(1, Relaxed);
+                let mut detail = self.status.detail.lock().expect("feed status lock");
+                detail.last_seq = Some(seq.clone());
+                detail.last_change_at = Some(OffsetDateTime::now_utc());
+                self.since = Some(seq);
+                Ok(Step::Applied { id })
+            }
+            Some(FeedEvent::End { last_seq }) => {
+                self.status.detail.lock().expect("feed status lock").last_seq = Some(last_seq.clone());
+                self.since = Some(last_seq);
+                Ok(Step::Ended)
+            }
+            None => Err(FeedError::Cut),
+        }
+    }
+
+    /// Opens the feed where the last one stopped, or at the current end of the database.
+    async fn open(&mut self) -> Result<ChangesFeed, CouchError> {
         let since = match &self.since {
             Some(since) => since.clone(),
             None => {
@@ -101,60 +160,38 @@ impl Follower {
             }
         };
         // CouchDB 3 answers with headers at once; pouchdb-server only with the first heartbeat.
-        let mut feed = tokio::time::timeout(STALL_TIMEOUT, self.couch.changes(&since, HEARTBEAT))
+        tokio::time::timeout(STALL_TIMEOUT, self.couch.changes(&since, HEARTBEAT))
             .await
-            .map_err(|_| CouchError::Stalled(STALL_TIMEOUT))??;
-        self.status.live.store(true, Relaxed);
-        if std::mem::take(&mut self.reported_down) {
-            eprintln!("couchlink: CouchDB _changes feed is back; catching up from where it stopped");
-        }
-        loop {
-            let event = feed.next(STALL_TIMEOUT).await?;
-            match event {
-                Some(FeedEvent::Change { seq, id, doc }) => {
-                    self.store.apply_change(&id, doc);
-                    self.metrics.feed_changes.fetch_add(1, Relaxed);
-                    self.status.changes_applied.fetch_add(1, Relaxed);
-                    let mut detail = self.status.detail.lock().expect("feed status lock");
-                    detail.last_seq = Some(seq.clone());
-                    detail.last_change_at = Some(OffsetDateTime::now_utc());
-                    self.since = Some(seq);
-                }
-                Some(FeedEvent::End { last_seq }) => {
-                    self.status.detail.lock().expect("feed status lock").last_seq = Some(last_seq.clone());
-                    self.since = Some(last_seq);
-                    return Ok(());
-                }
-                None => return Err(FeedError::Cut),
-            }
-        }
+            .map_err(|_| CouchError::Stalled(STALL_TIMEOUT))?
     }
 
-    /// Runs sessions until `stop` turns true, reconnecting with backoff and saying on stderr
-    /// when the feed goes down and when it is back.
+    /// Runs steps until `stop` turns true, reconnecting with backoff, and warning once when the
+    /// feed goes down and once when it is back.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut backoff = MIN_BACKOFF;
+        let mut down = false;
         while !*stop.borrow() {
             let result = tokio::select! {
                 result = self.step() => result,
                 _ = stop.changed() => break,
             };
-            if self.status.live.swap(false, Relaxed) {
-                backoff = MIN_BACKOFF;
+            let error = match result {
+                Ok(Step::Connected) => {
+                    backoff = MIN_BACKOFF;
+                    if std::mem::take(&mut down) {
+                        tracing::info!("the CouchDB _changes feed is back; catching up from where it stopped");
+                    }
+                    continue;
+                }
+                Ok(_) => continue,
+                Err(error) => error,
+            };
+            self.metrics.feed_reconnect();
+            let message = Causes(&error).to_string();
+            if !std::mem::replace(&mut down, true) {
+                tracing::warn!("{message}; serving cached links, retrying");
             }
-            let Err(error) = result else { continue };
-            self.metrics.feed_reconnects.fetch_add(1, Relaxed);
-            if let FeedError::Couch(CouchError::Refused { status: 404, .. }) = &error {
-                // The database is gone: nothing cached can be trusted, and a re-created database
-                // starts a new sequence.
-                self.store.feed_lost();
-                self.since = None;
-            }
-            if !self.reported_down {
-                eprintln!("couchlink: CouchDB _changes feed is down ({error}); serving cached links, retrying");
-                self.reported_down = true;
-            }
-            self.status.detail.lock().expect("feed status lock").last_error = Some(error.to_string());
+            self.status.detail.lock().expect("feed status lock").last_error = Some(message);
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stop.changed() => break,

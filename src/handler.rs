@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 
 use crate::access_log::{AccessLog, Entry};
 use crate::client_ip::TrustedProxies;
-use crate::domain::{Link, LinkId, TrackingId};
+use crate::domain::{Link, LinkId, PublicUrl, TrackingId};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
 use crate::store::{LinkStore, Unavailable};
@@ -43,8 +43,8 @@ pub struct App {
 /// How responses are shaped.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The short links' base URL, without a trailing `/`.
-    pub public_url: String,
+    /// The short links' base URL.
+    pub public_url: PublicUrl,
     /// The tracking cookie's name.
     pub cookie_name: String,
     /// `; Path=/; Max-Age=...` and the rest, computed once.
@@ -55,9 +55,8 @@ pub struct Settings {
 
 impl Settings {
     /// Settings for `public_url` (its scheme decides the cookie's `Secure`).
-    pub fn new(public_url: &str, cookie_name: &str, trusted_proxies: TrustedProxies) -> Self {
-        let public_url = public_url.trim_end_matches('/').to_owned();
-        let secure = if public_url.starts_with("https://") { "; Secure" } else { "" };
+    pub fn new(public_url: PublicUrl, cookie_name: &str, trusted_proxies: TrustedProxies) -> Self {
+        let secure = if public_url.is_https() { "; Secure" } else { "" };
         Settings {
             cookie_attributes: format!("; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax{secure}"),
             public_url,
@@ -109,7 +108,7 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
     response
 }
 
-impl crate::server::Service for App {
+impl crate::accept::Service for App {
     async fn call(&self, request: Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
         handle(self, &request, peer).await
     }
@@ -180,7 +179,8 @@ impl Ruleset for LiveLinks<'_> {
     }
 }
 
-/// Resolves a request path (seed 002) to a redirect, a 404, or a 503.
+/// Resolves a request path (the shortlink resolution draft, see [`crate::resolve`]) to a
+/// redirect, a 404, or a 503.
 async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetDateTime) -> Outcome {
     // The common case, `GET /{id}` alone: the answer was worked out when the link was read.
     if query.is_none() {
@@ -192,10 +192,8 @@ async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetD
                 // An internal redirect, or a target to refuse: the full resolution decides.
                 Ok(Some(link)) if link.live_target(now).is_some() => {}
                 Ok(_) => return Outcome::NotFound,
-                Err(Unavailable(reason)) => {
-                    tracing::warn!(path, "answering 503: {reason}");
-                    return Outcome::Unavailable;
-                }
+                // Counted in the metrics; the feed's state change is what gets a warning.
+                Err(_) => return Outcome::Unavailable,
             }
         }
     }
@@ -208,18 +206,15 @@ async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetD
                 Outcome::Redirect { location: Location::Resolved(location), id }
             }
             None => {
-                tracing::warn!(path, "refusing to redirect to an unsafe target {url:?}");
+                tracing::debug!(path, "refusing to redirect to an unsafe target {url:?}");
                 Outcome::NotFound
             }
         },
         Ok(_) => Outcome::NotFound,
-        Err(ResolveError::Lookup(Unavailable(reason))) => {
-            tracing::warn!(path, "answering 503: {reason}");
-            Outcome::Unavailable
-        }
+        Err(ResolveError::Lookup(_)) => Outcome::Unavailable,
         Err(ResolveError::TooManyRedirects) => Outcome::NotFound,
         Err(ResolveError::BadValue(value)) => {
-            tracing::warn!(path, "a link document holds an unusable url {value:?}");
+            tracing::debug!(path, "a link document holds an unusable url {value:?}");
             Outcome::NotFound
         }
     }
@@ -258,11 +253,10 @@ fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings,
         Outcome::Redirect { location, id } => {
             headers.insert(header::LOCATION, header_value(location.as_str().to_owned()));
             if let Some(id) = id {
-                let mut link = String::with_capacity(settings.public_url.len() + 24);
+                let short = settings.public_url.short_url(id);
+                let mut link = String::with_capacity(short.len() + 20);
                 link.push('<');
-                link.push_str(&settings.public_url);
-                link.push('/');
-                link.push_str(id.as_str());
+                link.push_str(&short);
                 link.push_str(">; rel=\"shortlink\"");
                 headers.insert(header::LINK, header_value(link));
             }
@@ -283,7 +277,7 @@ fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings,
 }
 
 /// A header value from text couchlink built: visible ASCII only (the `Location` is checked by
-/// `safe_location`, the public URL by the config, IDs and cookie values by their types).
+/// `safe_location`; the public URL, IDs and cookie values by their types' `parse`).
 fn header_value(text: String) -> HeaderValue {
     HeaderValue::try_from(text).expect("couchlink's header values are visible ASCII")
 }
@@ -336,13 +330,13 @@ mod tests {
     #[test]
     fn set_cookie_has_every_attribute_and_secure_only_for_https() {
         let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e6012f").unwrap();
-        let plain = Settings::new("http://0x1f.ie", "tid", TrustedProxies::default());
+        let plain = Settings::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid", TrustedProxies::default());
         let r = build_response(&Outcome::NotFound, &tid, &plain, false);
         assert_eq!(
             r.headers()[header::SET_COOKIE],
             "tid=20261122101733a3f9c1e2b7d4e6012f; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax"
         );
-        let secure = Settings::new("https://0x1f.ie/", "tid", TrustedProxies::default());
+        let secure = Settings::new(PublicUrl::parse("HTTPS://0x1f.ie/").unwrap(), "tid", TrustedProxies::default());
         let r = build_response(&Outcome::NotFound, &tid, &secure, false);
         assert!(r.headers()[header::SET_COOKIE].to_str().unwrap().ends_with("; SameSite=Lax; Secure"));
     }

@@ -9,18 +9,19 @@ const STATUSES: [u16; 4] = [302, 404, 501, 503];
 /// Upper bounds (seconds) of the CouchDB latency histogram's buckets.
 const LATENCY_BUCKETS: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0];
 
-/// Process-wide counters, shared by the handler, the link store and the feed follower.
+/// Process-wide counters, shared by the handler, the link store and the feed follower; other
+/// modules count through its methods.
 #[derive(Default)]
 pub struct Metrics {
     responses: [AtomicU64; STATUSES.len() + 1],
-    pub(crate) cache_hits: AtomicU64,
-    pub(crate) cache_misses: AtomicU64,
-    pub(crate) couch_errors: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+    couch_errors: AtomicU64,
     couch_latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     couch_latency_count: AtomicU64,
     couch_latency_micros: AtomicU64,
-    pub(crate) feed_reconnects: AtomicU64,
-    pub(crate) feed_changes: AtomicU64,
+    feed_reconnects: AtomicU64,
+    feed_changes: AtomicU64,
 }
 
 /// Values read elsewhere at render time (gauges owned by other parts).
@@ -35,6 +36,34 @@ pub struct Gauges {
     pub log_lines_failed: u64,
 }
 
+/// One plain (unlabelled) sample: name, type, help, and where its value comes from.
+type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
+
+/// Every unlabelled sample, in exposition order.
+const PLAIN: [Plain; 9] = [
+    ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
+    ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
+        m.cache_misses.load(Relaxed)
+    }),
+    ("couchlink_cache_entries", "gauge", "Links (and known-missing IDs) held in memory.", |_, g| {
+        g.cache_entries as u64
+    }),
+    ("couchlink_couchdb_errors_total", "counter", "CouchDB document requests that failed.", |m, _| {
+        m.couch_errors.load(Relaxed)
+    }),
+    ("couchlink_feed_up", "gauge", "1 while the _changes feed is connected.", |_, g| g.feed_up.into()),
+    ("couchlink_feed_reconnects_total", "counter", "Times the _changes feed was reopened after a failure.", |m, _| {
+        m.feed_reconnects.load(Relaxed)
+    }),
+    ("couchlink_feed_changes_total", "counter", "Changes applied from the _changes feed.", |m, _| {
+        m.feed_changes.load(Relaxed)
+    }),
+    ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log_lines_written),
+    ("couchlink_access_log_lines_failed_total", "counter", "Access log lines the disk refused.", |_, g| {
+        g.log_lines_failed
+    }),
+];
+
 impl Metrics {
     /// Counts one response.
     pub fn response(&self, status: u16) {
@@ -42,8 +71,18 @@ impl Metrics {
         self.responses[i].fetch_add(1, Relaxed);
     }
 
-    /// Records how long one CouchDB document request took.
-    pub fn couch_latency(&self, took: Duration) {
+    /// Counts a lookup answered from memory.
+    pub fn cache_hit(&self) {
+        self.cache_hits.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a lookup that had to ask CouchDB.
+    pub fn cache_miss(&self) {
+        self.cache_misses.fetch_add(1, Relaxed);
+    }
+
+    /// Records one CouchDB document request: how long it took, and whether it failed.
+    pub fn couch_request(&self, took: Duration, failed: bool) {
         let secs = took.as_secs_f64();
         for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.couch_latency_buckets) {
             if secs <= *bound {
@@ -52,89 +91,48 @@ impl Metrics {
         }
         self.couch_latency_count.fetch_add(1, Relaxed);
         self.couch_latency_micros.fetch_add(took.as_micros() as u64, Relaxed);
+        if failed {
+            self.couch_errors.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Counts a reopening of the `_changes` feed after a failure.
+    pub fn feed_reconnect(&self) {
+        self.feed_reconnects.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one change applied from the feed.
+    pub fn feed_change(&self) {
+        self.feed_changes.fetch_add(1, Relaxed);
     }
 
     /// The whole exposition.
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+        let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, value) in samples {
-                let _ = writeln!(out, "{name}{labels} {value}");
-            }
         };
-        let plain = |v: u64| vec![(String::new(), v.to_string())];
-        let mut responses: Vec<_> = STATUSES
-            .iter()
-            .zip(&self.responses)
-            .map(|(s, c)| (format!("{{status=\"{s}\"}}"), c.load(Relaxed).to_string()))
-            .collect();
-        responses.push(("{status=\"other\"}".into(), self.responses[STATUSES.len()].load(Relaxed).to_string()));
-        metric("couchlink_responses_total", "counter", "Responses sent, by status code.", &responses);
-        metric(
-            "couchlink_cache_hits_total",
-            "counter",
-            "Link lookups answered from memory.",
-            &plain(self.cache_hits.load(Relaxed)),
-        );
-        metric(
-            "couchlink_cache_misses_total",
-            "counter",
-            "Link lookups that went to CouchDB.",
-            &plain(self.cache_misses.load(Relaxed)),
-        );
-        metric(
-            "couchlink_cache_entries",
-            "gauge",
-            "Links (and known-missing IDs) held in memory.",
-            &plain(gauges.cache_entries as u64),
-        );
-        metric(
-            "couchlink_couchdb_errors_total",
-            "counter",
-            "CouchDB document requests that failed.",
-            &plain(self.couch_errors.load(Relaxed)),
-        );
-        let mut latency: Vec<_> = LATENCY_BUCKETS
-            .iter()
-            .zip(&self.couch_latency_buckets)
-            .map(|(b, c)| (format!("_bucket{{le=\"{b}\"}}"), c.load(Relaxed).to_string()))
-            .collect();
+
+        head(&mut out, "couchlink_responses_total", "counter", "Responses sent, by status code.");
+        let labels = STATUSES.iter().map(|s| s.to_string()).chain(["other".to_owned()]);
+        for (label, count) in labels.zip(&self.responses) {
+            let _ = writeln!(out, "couchlink_responses_total{{status=\"{label}\"}} {}", count.load(Relaxed));
+        }
+
+        for (name, kind, help, value) in PLAIN {
+            head(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name} {}", value(self, gauges));
+        }
+
+        let name = "couchlink_couchdb_request_duration_seconds";
+        head(&mut out, name, "histogram", "CouchDB document request latency.");
+        for (bound, count) in LATENCY_BUCKETS.iter().zip(&self.couch_latency_buckets) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {}", count.load(Relaxed));
+        }
         let count = self.couch_latency_count.load(Relaxed);
-        latency.push(("_bucket{le=\"+Inf\"}".into(), count.to_string()));
-        latency.push(("_sum".into(), format!("{}", self.couch_latency_micros.load(Relaxed) as f64 / 1e6)));
-        latency.push(("_count".into(), count.to_string()));
-        metric(
-            "couchlink_couchdb_request_duration_seconds",
-            "histogram",
-            "CouchDB document request latency.",
-            &latency,
-        );
-        metric("couchlink_feed_up", "gauge", "1 while the _changes feed is connected.", &plain(gauges.feed_up as u64));
-        metric(
-            "couchlink_feed_reconnects_total",
-            "counter",
-            "Times the _changes feed was reopened after a failure.",
-            &plain(self.feed_reconnects.load(Relaxed)),
-        );
-        metric(
-            "couchlink_feed_changes_total",
-            "counter",
-            "Changes applied from the _changes feed.",
-            &plain(self.feed_changes.load(Relaxed)),
-        );
-        metric(
-            "couchlink_access_log_lines_total",
-            "counter",
-            "Access log lines written to disk.",
-            &plain(gauges.log_lines_written),
-        );
-        metric(
-            "couchlink_access_log_lines_failed_total",
-            "counter",
-            "Access log lines the disk refused.",
-            &plain(gauges.log_lines_failed),
-        );
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {}", self.couch_latency_micros.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {count}");
         out
     }
 }
@@ -149,14 +147,34 @@ mod tests {
         m.response(302);
         m.response(302);
         m.response(418);
-        m.couch_latency(Duration::from_millis(3));
+        m.couch_request(Duration::from_millis(3), true);
+        m.cache_hit();
         let text = m.render(&Gauges { cache_entries: 7, feed_up: true, log_lines_written: 3, log_lines_failed: 0 });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.002\"} 0\n"));
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_count 1\n"));
+        assert!(text.contains("couchlink_couchdb_errors_total 1\n"));
+        assert!(text.contains("couchlink_cache_hits_total 1\n"));
         assert!(text.contains("couchlink_cache_entries 7\n"));
         assert!(text.contains("couchlink_feed_up 1\n"));
+        assert!(text.contains("couchlink_access_log_lines_total 3\n"));
+    }
+
+    #[test]
+    fn every_sample_has_help_and_type() {
+        let text = Metrics::default().render(&Gauges {
+            cache_entries: 0,
+            feed_up: false,
+            log_lines_written: 0,
+            log_lines_failed: 0,
+        });
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let family = line.split(['{', ' ']).next().unwrap();
+            let family = ["_bucket", "_sum", "_count"].iter().fold(family, |f, s| f.strip_suffix(s).unwrap_or(f));
+            assert!(text.contains(&format!("# TYPE {family} ")), "{family} has no TYPE line");
+            assert!(text.contains(&format!("# HELP {family} ")), "{family} has no HELP line");
+        }
     }
 }

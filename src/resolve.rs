@@ -1,7 +1,8 @@
-//! Seed 002's deterministic shortlink resolution, as a pure algorithm over any ruleset.
+//! Shortlink resolution as the Internet-Draft "A Deterministic Algorithm for Resolving Shortlinks
+//! with Internal Redirects" specifies it, as a pure algorithm over any ruleset.
 //!
 //! [`resolve`] is the draft's algorithm step by step (embedded `#`/`?` extraction, longest-prefix
-//! match, remaining path, internal redirects with the 256 limit, query and fragment precedence).
+//! match, remaining path, internal redirects with a loop limit, query and fragment precedence).
 //! [`resolve_url`] wraps it for a whole request URL, as the draft's examples are written.
 //! [`safe_location`] and [`climbs_out`] are couchlink's own checks on the result (the draft's
 //! "Path Traversal" and "Input Validation" considerations).
@@ -11,8 +12,9 @@ use std::future::Future;
 use percent_encoding::percent_decode_str;
 use url::Url;
 
-/// The draft's loop limit: at most 255 internal redirects are followed.
-pub const MAX_INTERNAL_REDIRECTS: usize = 256;
+/// The draft's loop limit: at most this many internal redirects are followed in a row; one
+/// more is refused ([`ResolveError::TooManyRedirects`]).
+pub const MAX_INTERNAL_REDIRECTS: usize = 255;
 
 /// A source of shortlink values (the draft's "Ruleset").
 pub trait Ruleset {
@@ -29,10 +31,22 @@ pub trait Ruleset {
 pub enum Resolved {
     /// An absolute destination was found: the assembled destination URL, and the remaining
     /// path that was appended to it (for the caller's traversal check).
-    Absolute { url: String, appended: String },
+    Absolute {
+        /// The destination URL.
+        url: String,
+        /// The remaining path appended to it.
+        appended: String,
+    },
     /// No key matched: the origin-relative path, query and fragment the draft would send the
     /// client to on the request's own origin.
-    NoMatch { path: String, query: String, fragment: String },
+    NoMatch {
+        /// The path, with the remaining path of any internal redirects followed.
+        path: String,
+        /// The combined query, with its `?` (or empty).
+        query: String,
+        /// The selected fragment, with its `#` (or empty).
+        fragment: String,
+    },
 }
 
 /// Why resolution failed.
@@ -50,10 +64,10 @@ pub enum ResolveError<E> {
 }
 
 /// Resolves a request's `pathname` (starting with `/`), `request_query` and `request_fragment`
-/// (each with its leading `?`/`#`, or empty) against `rules`, exactly as seed 002 specifies,
-/// except for two points the contract fixes: the remaining path is joined to the destination's
-/// path with exactly one `/` (the draft's examples), and a destination query is kept verbatim
-/// when no other query is merged into it.
+/// (each with its leading `?`/`#`, or empty) against `rules`, exactly as the draft specifies,
+/// except for two points where couchlink follows the draft's worked examples over its prose:
+/// the remaining path is joined to the destination's path with exactly one `/`, and a
+/// destination query is kept verbatim when no other query is merged into it.
 pub async fn resolve<R: Ruleset>(
     pathname: &str,
     request_query: &str,
@@ -103,7 +117,7 @@ pub async fn resolve<R: Ruleset>(
         }
         pathname = value.to_owned();
         redirects += 1;
-        if redirects >= MAX_INTERNAL_REDIRECTS {
+        if redirects > MAX_INTERNAL_REDIRECTS {
             return Err(ResolveError::TooManyRedirects);
         }
     }
@@ -401,10 +415,14 @@ mod tests {
 
     #[test]
     fn a_chain_of_255_internal_redirects_resolves_and_256_does_not() {
+        assert_eq!(MAX_INTERNAL_REDIRECTS, 255);
         let as_refs = |v: &Vec<(String, String)>| Rules(v.iter().cloned().collect());
-        assert_eq!(run(resolve_url("https://s.example/k0", &as_refs(&chain(255)))).unwrap(), "https://end.example/");
         assert_eq!(
-            run(resolve_url("https://s.example/k0", &as_refs(&chain(256)))),
+            run(resolve_url("https://s.example/k0", &as_refs(&chain(MAX_INTERNAL_REDIRECTS)))).unwrap(),
+            "https://end.example/"
+        );
+        assert_eq!(
+            run(resolve_url("https://s.example/k0", &as_refs(&chain(MAX_INTERNAL_REDIRECTS + 1)))),
             Err(ResolveError::TooManyRedirects)
         );
     }

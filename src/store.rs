@@ -8,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -19,10 +19,11 @@ use crate::couch::{CouchClient, CouchError};
 use crate::domain::{Link, LinkDoc, LinkId};
 use crate::metrics::Metrics;
 
-/// CouchDB could not answer for a link the store does not know.
+/// CouchDB could not answer for a link the store does not know (shared by every request that
+/// waited on the same read).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("CouchDB is unavailable: {0}")]
-pub struct Unavailable(pub String);
+#[error("CouchDB could not be asked")]
+pub struct Unavailable(#[source] pub Arc<CouchError>);
 
 /// What a lookup found: the link, or that there is none (missing, deleted or unusable).
 pub type Found = Option<Arc<Link>>;
@@ -34,7 +35,7 @@ type Pending = watch::Receiver<Option<Result<Found, Unavailable>>>;
 /// process so that clients cannot aim IDs at one bucket.
 type Map<V> = HashMap<LinkId, V, foldhash::fast::RandomState>;
 
-/// Shards keep the two serving threads off each other's lock cache line.
+/// Shards keep the serving threads (one per core) off each other's lock cache line.
 const SHARDS: usize = 32;
 
 /// One part of the cache. Entries being filled live apart from ready ones, so that the big map
@@ -84,7 +85,7 @@ impl LinkStore {
             let pending = {
                 let shard = self.shard(&id).read().expect("cache lock");
                 if let Some(found) = shard.ready.get(&id) {
-                    self.metrics.cache_hits.fetch_add(1, Relaxed);
+                    self.metrics.cache_hit();
                     return Ok(found.clone());
                 }
                 shard.loading.get(&id).cloned()
@@ -123,7 +124,7 @@ impl LinkStore {
         if let Some(pending) = pending {
             return Self::wait(pending).await;
         }
-        self.metrics.cache_misses.fetch_add(1, Relaxed);
+        self.metrics.cache_miss();
         let epoch = self.epoch.load(Acquire);
         // If this future is dropped mid-request, the guard clears the slot so that waiters
         // retry instead of hanging.
@@ -148,11 +149,8 @@ impl LinkStore {
     async fn fetch(&self, id: LinkId) -> Result<Found, Unavailable> {
         let started = Instant::now();
         let result = self.couch.get_link(&id).await;
-        self.metrics.couch_latency(started.elapsed());
-        result.map(|doc| doc.and_then(|doc| parse(id, doc))).map_err(|e: CouchError| {
-            self.metrics.couch_errors.fetch_add(1, Relaxed);
-            Unavailable(e.to_string())
-        })
+        self.metrics.couch_request(started.elapsed(), result.is_err());
+        result.map(|doc| doc.and_then(|doc| parse(id, doc))).map_err(|e| Unavailable(Arc::new(e)))
     }
 
     fn insert_ready(&self, shard: &mut Shard, id: LinkId, found: Found) {
@@ -175,7 +173,7 @@ impl LinkStore {
         let found = doc.and_then(|doc| match serde_json::from_value::<LinkDoc>(doc) {
             Ok(doc) => parse(id, doc),
             Err(e) => {
-                tracing::warn!(%id, "link document cannot be served: {e}");
+                tracing::warn!("link document {id} cannot be served: {e}");
                 None
             }
         });
@@ -210,18 +208,13 @@ impl LinkStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// The CouchDB client the store reads through.
-    pub fn couch(&self) -> &CouchClient {
-        &self.couch
-    }
 }
 
 fn parse(id: LinkId, doc: LinkDoc) -> Found {
     match Link::from_doc(doc) {
         Ok(link) => Some(Arc::new(link)),
         Err(reason) => {
-            tracing::warn!(%id, "link document cannot be served: {reason}");
+            tracing::warn!("link document {id} cannot be served: {reason}");
             None
         }
     }

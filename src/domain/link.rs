@@ -1,4 +1,4 @@
-//! `Link`: a link document as the proxy uses it (contracts §1).
+//! `Link`: a link document as the proxy uses it (README, "Link documents").
 
 use serde::Deserialize;
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
@@ -15,6 +15,17 @@ pub struct LinkDoc {
     /// RFC 3339 instant from which the link answers 404.
     #[serde(default)]
     pub expires: Option<String>,
+}
+
+/// Why a link document cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableLink {
+    /// No `url`, or not a string.
+    #[error("the document has no string \"url\"")]
+    NoUrl,
+    /// `expires` is not an RFC 3339 timestamp.
+    #[error("\"expires\" is not an RFC 3339 timestamp: {0:?}")]
+    BadExpires(String),
 }
 
 /// A link the proxy can serve, parsed from its document.
@@ -46,14 +57,11 @@ enum Plain {
 impl Link {
     /// Reads a document; `Err` says why it cannot be served. CouchDB's validation keeps such
     /// documents out, but the proxy does not trust the database to have always had it.
-    pub fn from_doc(doc: LinkDoc) -> Result<Link, String> {
-        let url = doc.url.ok_or("the document has no string \"url\"")?;
+    pub fn from_doc(doc: LinkDoc) -> Result<Link, UnusableLink> {
+        let url = doc.url.ok_or(UnusableLink::NoUrl)?;
         let expires = match doc.expires {
             None => None,
-            Some(text) => Some(
-                OffsetDateTime::parse(&text, &Rfc3339)
-                    .map_err(|_| format!("\"expires\" is not an RFC 3339 timestamp: {text:?}"))?,
-            ),
+            Some(text) => Some(OffsetDateTime::parse(&text, &Rfc3339).map_err(|_| UnusableLink::BadExpires(text))?),
         };
         let plain = match crate::resolve::plain_location(&url) {
             Some(location) if location == url => Plain::SameAsUrl,
@@ -77,7 +85,8 @@ impl Link {
     }
 
     /// The target to redirect to at `now`, or `None` when the link is inactive or expired.
-    /// Checked on every request, so a cached link expires on time (seed 000).
+    /// Checked on every request, so a cached link expires on time (the DIDComm Shorten URL
+    /// protocol: a link must stop working once its validity ends).
     pub fn live_target(&self, now: OffsetDateTime) -> Option<&str> {
         let expired = now.unix_timestamp_nanos() >= self.expires_ns as i128;
         (!self.inactive && !expired).then_some(&*self.url)
@@ -89,8 +98,8 @@ mod tests {
     use super::*;
     use time::macros::datetime;
 
-    fn parse(json: &str) -> Result<Link, String> {
-        Link::from_doc(serde_json::from_str(json).map_err(|e| e.to_string())?)
+    fn parse(json: &str) -> Result<Link, UnusableLink> {
+        Link::from_doc(serde_json::from_str(json).expect("a link document's shape"))
     }
 
     #[test]
@@ -127,9 +136,14 @@ mod tests {
 
     #[test]
     fn malformed_documents_are_refused_with_a_reason() {
-        assert!(parse(r#"{"inactive":false}"#).unwrap_err().contains("url"));
-        assert!(parse(r#"{"url":"https://a.example","expires":"tomorrow"}"#).unwrap_err().contains("expires"));
-        assert!(parse(r#"{"url":42}"#).is_err());
-        assert!(parse(r#"{"url":"https://a.example","inactive":"no"}"#).is_err());
+        assert_eq!(parse(r#"{"inactive":false}"#), Err(UnusableLink::NoUrl));
+        assert_eq!(
+            parse(r#"{"url":"https://a.example","expires":"tomorrow"}"#),
+            Err(UnusableLink::BadExpires("tomorrow".into()))
+        );
+        assert!(UnusableLink::NoUrl.to_string().contains("url"));
+        // Wrong JSON types do not even deserialise into a `LinkDoc`.
+        assert!(serde_json::from_str::<LinkDoc>(r#"{"url":42}"#).is_err());
+        assert!(serde_json::from_str::<LinkDoc>(r#"{"url":"https://a.example","inactive":"no"}"#).is_err());
     }
 }

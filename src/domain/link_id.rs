@@ -1,10 +1,10 @@
-//! `LinkId`: the 5-character base-62 document ID of a short link (seed 003).
+//! `LinkId`: the 5-character base-62 document ID of a short link (the README's "Link documents").
 
 use std::fmt;
 
 use rand::Rng;
 
-/// The 62 characters an ID is made of, as seed 003 lists them.
+/// The 62 characters an ID is made of.
 const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /// A short link's ID: exactly 5 characters of `[A-Za-z0-9]`, case-sensitive.

@@ -2,9 +2,11 @@
 
 mod link;
 mod link_id;
+mod public_url;
 mod tracking_id;
 
-pub use link::{Link, LinkDoc};
+pub use link::{Link, LinkDoc, UnusableLink};
 pub use link_id::{InvalidLinkId, LinkId};
+pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub(crate) use tracking_id::write_compact_timestamp;
 pub use tracking_id::TrackingId;

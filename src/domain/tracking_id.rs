@@ -1,4 +1,4 @@
-//! `TrackingId`: the value of the tracking cookie (contracts §4).
+//! `TrackingId`: the value of the tracking cookie (README, "Tracking cookie").
 
 use std::fmt;
 

@@ -1,10 +1,10 @@
-//! Contracts §5: one well-formed log line per request, none lost.
+//! The access log: one well-formed log line per request, none lost.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::helpers::*;
+use crate::support::*;
 
 /// Splits a line into its fields, checking the contract's shape: 6 or 7 non-empty fields.
 fn fields(line: &str) -> Vec<&str> {
@@ -115,7 +115,7 @@ async fn shutdown_flushes_every_line_before_returning() {
 
 #[tokio::test]
 async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
-    let trusting = spawn_app_with(AppOptions { trusted_proxies: "127.0.0.1/32", ..Default::default() }).await;
+    let trusting = spawn_app_with(AppOptions::args(&[("--trusted-proxies", "127.0.0.1/32")])).await;
     trusting
         .http
         .get(format!("{}/Nopee", trusting.base))

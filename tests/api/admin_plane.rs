@@ -1,26 +1,17 @@
-//! Contracts §1 and §2: CouchDB itself keeps bad links and unauthorised people out;
-//! `couchlink setup` and `couchlink create`.
+//! Link documents and who may do what: CouchDB itself keeps bad links and unauthorised people
+//! out; `couchlink setup` and `couchlink create`.
 
-use couchlink::create::CreateError;
+use couchlink::cmd::create::CreateError;
+use couchlink::cmd::setup::{Report, Step};
 use couchlink::domain::LinkId;
-use couchlink::setup::{Report, Step};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::*;
+use crate::support::*;
 
 /// One request to the links database as `who` (anonymous when `None`); the status.
 async fn status_as(db: &TestDb, who: Option<(&str, &str)>, method: Method, path: &str, body: Option<Value>) -> u16 {
-    let c = couch();
-    let url = if path.is_empty() { format!("{}/{}", c.url, db.name) } else { format!("{}/{}/{path}", c.url, db.name) };
-    let mut req = http().request(method, url).header("Accept", "application/json");
-    if let Some((user, password)) = who {
-        req = req.basic_auth(user, Some(password));
-    }
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    req.send().await.unwrap().status().as_u16()
+    db.request_as(who, method, path, body.as_ref()).await.status().as_u16()
 }
 
 #[tokio::test]
@@ -54,7 +45,7 @@ async fn access_matrix() {
             status_as(&db, who, Method::PUT, id, Some(json!({"_rev": rev, "url": "https://example.com/edited"}))).await,
             status_as(&db, who, Method::DELETE, &format!("{id}?rev={}", db.rev(id).await.unwrap()), None).await,
             status_as(&db, who, Method::PUT, &format!("_design/by_{n}"), Some(json!({"views": {}}))).await,
-            status_as(&db, who, Method::PUT, "_security", Some(couchlink::setup::security_object())).await,
+            status_as(&db, who, Method::PUT, "_security", Some(couchlink::cmd::setup::security_object())).await,
             status_as(&db, who, Method::GET, "_changes?limit=1", None).await,
         ];
         assert_eq!(got, expected, "{name}: read, _all_docs, create, update, delete, design doc, _security, _changes");
@@ -96,7 +87,7 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
         ),
     ];
     for (id, doc, reason) in cases {
-        let err = editor.create_doc(id, &doc).await.expect_err(id);
+        let err = editor.create_doc_raw(id, &doc).await.expect_err(id);
         assert_eq!(err.status(), Some(403), "{id}: {err}");
         assert!(err.reason().unwrap().contains(reason), "{id}: {:?} should mention {reason:?}", err.reason());
     }
@@ -111,7 +102,7 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
         ),
         ("Good5", json!({"url": format!("https://example.com/{}", "a".repeat(2048 - 20))})),
     ] {
-        editor.create_doc(id, &doc).await.unwrap_or_else(|e| panic!("{id} refused: {e}"));
+        editor.create_doc_raw(id, &doc).await.unwrap_or_else(|e| panic!("{id} refused: {e}"));
     }
 }
 
@@ -121,13 +112,13 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
     let other_security = json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": ["staff"]}});
     db.admin(Method::PUT, "_security", Some(&other_security)).await;
     let admin = db.client_as(None);
-    let reader = couchlink::setup::Reader { name: READER.0.into(), password: READER.1.into() };
+    let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
 
-    let first = couchlink::setup::run(&admin, Some(&reader)).await.unwrap();
+    let first = couchlink::cmd::setup::run(&admin, Some(&reader)).await.unwrap();
     assert_eq!((first.database, first.security, first.design), (Step::Unchanged, Step::Updated, Step::Created));
     let design_rev = db.rev("_design/couchlink").await.unwrap();
 
-    let second = couchlink::setup::run(&admin, Some(&reader)).await.unwrap();
+    let second = couchlink::cmd::setup::run(&admin, Some(&reader)).await.unwrap();
     assert_eq!(
         second,
         Report {
@@ -146,11 +137,11 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
         Some(&json!({"_rev": design_rev, "validate_doc_update": "function(){}"})),
     )
     .await;
-    let third = couchlink::setup::run(&admin, Some(&reader)).await.unwrap();
+    let third = couchlink::cmd::setup::run(&admin, Some(&reader)).await.unwrap();
     assert_eq!(third.design, Step::Updated);
     assert_eq!(
         db.client_as(Some(EDITOR))
-            .create_doc("Badid!", &json!({"url": "https://example.com/"}))
+            .create_doc_raw("Badid!", &json!({"url": "https://example.com/"}))
             .await
             .unwrap_err()
             .status(),
@@ -163,14 +154,14 @@ async fn setup_on_a_new_database_creates_it_and_refuses_non_admins() {
     let mut config = TestDb::bare().await.couch_config();
     config.db = format!("test_{}", random_lowercase(12));
     let admin = couchlink::couch::CouchClient::new(&config).unwrap();
-    let report = couchlink::setup::run(&admin, None).await.unwrap();
+    let report = couchlink::cmd::setup::run(&admin, None).await.unwrap();
     assert_eq!(
         (report.database, report.security, report.design, report.reader),
         (Step::Created, Step::Created, Step::Created, Step::Skipped)
     );
 
     let as_editor = admin.with_credentials(EDITOR.0, EDITOR.1);
-    let err = couchlink::setup::run(&as_editor, None).await.unwrap_err();
+    let err = couchlink::cmd::setup::run(&as_editor, None).await.unwrap_err();
     assert!(err.to_string().contains("admin credentials"), "{err}");
 }
 
@@ -183,7 +174,8 @@ async fn create_stores_a_fresh_link_and_never_overwrites_or_reuses_an_id() {
     let editor = db.client_as(Some(EDITOR));
 
     let ids = ["Taken", "Gone1", "Fresh"].map(|s| LinkId::parse(s).unwrap());
-    let id = couchlink::create::run(&editor, "https://new.example/", Some("2030-01-01T00:00:00Z"), ids).await.unwrap();
+    let id =
+        couchlink::cmd::create::run(&editor, "https://new.example/", Some("2030-01-01T00:00:00Z"), ids).await.unwrap();
     assert_eq!(id.as_str(), "Fresh");
     let fresh: Value = db.admin(Method::GET, "Fresh", None).await.json().await.unwrap();
     assert_eq!(
@@ -198,7 +190,7 @@ async fn create_stores_a_fresh_link_and_never_overwrites_or_reuses_an_id() {
 #[tokio::test]
 async fn create_shows_couchdbs_reason_for_a_bad_url() {
     let db = TestDb::new().await;
-    let err = couchlink::create::run(
+    let err = couchlink::cmd::create::run(
         &db.client_as(Some(EDITOR)),
         "ftp://example.com/",
         None,
@@ -229,7 +221,7 @@ fn create_with_the_binary(db: &TestDb, args: &[&str]) -> std::process::Output {
 
 #[tokio::test]
 async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
-    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie".into()), ..Default::default() }).await;
+    let app = spawn_app_with(AppOptions::args(&[("--public-url", "https://0x1f.ie")])).await;
     let output =
         create_with_the_binary(&app.db, &["https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

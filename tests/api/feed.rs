@@ -1,11 +1,16 @@
 //! The `_changes` feed as couchlink reads it, against the real server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use couchlink::couch::{CouchError, FeedEvent};
+use couchlink::domain::LinkId;
+use couchlink::follower::{FeedStatus, Follower, Step};
+use couchlink::metrics::{Gauges, Metrics};
+use couchlink::store::LinkStore;
 use serde_json::json;
 
-use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn heartbeats_keep_an_idle_feed_alive_and_changes_come_through() {
@@ -38,4 +43,36 @@ async fn a_silent_feed_is_reported_as_stalled() {
     // answers at once.)
     let mut feed = reader.changes(&since, Duration::from_secs(3)).await.unwrap();
     assert!(matches!(feed.next(Duration::from_millis(500)).await, Err(CouchError::Stalled(_))));
+}
+
+#[tokio::test]
+async fn each_follower_step_applies_one_change_to_the_cache() {
+    let db = TestDb::new().await;
+    let reader = db.client_as(Some(READER));
+    let metrics = Arc::new(Metrics::default());
+    let store = Arc::new(LinkStore::new(reader.clone(), metrics.clone(), 100));
+    let status = Arc::new(FeedStatus::default());
+    let mut follower = Follower::new(reader, store.clone(), metrics.clone(), status.clone());
+    assert_eq!(follower.step().await.unwrap(), Step::Connected);
+    assert!(status.is_live());
+
+    db.put_link("Step1", json!({"url": "https://one.example/"})).await;
+    let id = LinkId::parse("Step1").unwrap();
+    let link = store.get(id).await.unwrap().expect("read from CouchDB");
+    assert_eq!(&*link.url, "https://one.example/");
+    // The creation comes through the feed too (the cache already agrees).
+    assert_eq!(follower.step().await.unwrap(), Step::Applied { id: "Step1".into() });
+
+    db.put_link("Step1", json!({"url": "https://two.example/"})).await;
+    db.put_link("Othr1", json!({"url": "https://other.example/"})).await;
+    assert_eq!(follower.step().await.unwrap(), Step::Applied { id: "Step1".into() });
+    let link = store.get(id).await.unwrap().expect("still cached");
+    assert_eq!(&*link.url, "https://two.example/", "the edit is in the cache after one step");
+    assert_eq!(follower.step().await.unwrap(), Step::Applied { id: "Othr1".into() });
+
+    let gauges = Gauges { cache_entries: store.len(), feed_up: true, log_lines_written: 0, log_lines_failed: 0 };
+    let text = metrics.render(&gauges);
+    assert!(text.contains("couchlink_cache_misses_total 1\n"), "one CouchDB read in all: {text}");
+    assert!(text.contains("couchlink_feed_changes_total 3\n"), "{text}");
+    assert_eq!(store.len(), 1, "a change to a link nobody asked for is not cached");
 }

@@ -1,11 +1,13 @@
 //! couchlink end to end: a real CouchDB API, couchlink on port 0, one database per test.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod access_log;
 mod admin_plane;
 mod cookies;
 mod feed;
 mod freshness;
-mod helpers;
 mod redirects;
 mod resolution;
 mod startup;

@@ -1,9 +1,9 @@
-//! Contracts §3: what each request gets.
+//! Responses: what each request gets.
 
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn live_link_redirects_with_the_contract_headers() {
@@ -19,11 +19,15 @@ async fn live_link_redirects_with_the_contract_headers() {
 }
 
 #[tokio::test]
-async fn shortlink_header_uses_the_public_url() {
-    let app = spawn_app_with(AppOptions { public_url: Some("https://0x1f.ie/".into()), ..Default::default() }).await;
-    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
-    let response = app.get("/H83if").await;
-    assert_eq!(response.headers()["link"], "<https://0x1f.ie/H83if>; rel=\"shortlink\"");
+async fn shortlink_header_and_cookie_come_from_the_normalised_public_url() {
+    for (public_url, expected) in [("https://0x1f.ie/", "https://0x1f.ie"), ("HTTPS://0x1F.IE", "https://0x1f.ie")] {
+        let app = spawn_app_with(AppOptions::args(&[("--public-url", public_url)])).await;
+        app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+        let response = app.get("/H83if").await;
+        assert_eq!(response.headers()["link"], format!("<{expected}/H83if>; rel=\"shortlink\""), "{public_url}");
+        let cookie = response.headers()["set-cookie"].to_str().unwrap();
+        assert!(cookie.ends_with("; Secure"), "{public_url}: {cookie}");
+    }
 }
 
 #[tokio::test]

@@ -1,11 +1,12 @@
-//! Seed 002 through the proxy: extra paths, queries, aliases, expiry, safe targets.
+//! Resolution through the proxy (the shortlink resolution draft): extra paths, queries, aliases,
+//! expiry, safe targets.
 
 use std::time::Duration;
 
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 
-use crate::helpers::*;
+use crate::support::*;
 
 #[tokio::test]
 async fn the_remaining_path_is_appended_with_one_slash() {

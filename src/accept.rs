@@ -1,5 +1,5 @@
-//! The accept loop shared by the public and admin listeners: hyper HTTP/1 connections under
-//! hyper-util's graceful shutdown.
+//! The accept loop shared by the public and admin listeners: binding, hyper HTTP/1 connections
+//! under hyper-util's graceful shutdown, and a bounded drain.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,8 +23,8 @@ use tokio::net::TcpListener;
 /// Binds a listener for `addr` that further sockets may share with [`bind_alongside`]
 /// (`SO_REUSEPORT`), so that each serving thread gets its own queue and the kernel spreads
 /// connections evenly (one shared socket left one thread at 100% and the other at 33%).
-pub fn bind_shareable(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::from_std(reuse_port_listener(addr)?)
+pub fn bind_shareable(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    reuse_port_listener(addr)
 }
 
 /// Another listener on `listener`'s address: a `SO_REUSEPORT` sibling when `listener` was made
@@ -74,13 +74,22 @@ pub async fn run<S: Service>(
     let connections =
         Connections { service, graceful: GracefulShutdown::new(), closing: Arc::new(AtomicBool::new(false)) };
     tokio::pin!(shutdown);
+    let mut failing = false;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => connections.serve(stream, peer),
+                Ok((stream, peer)) => {
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("accepting connections again");
+                    }
+                    connections.serve(stream, peer)
+                }
                 Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::error!("accept failed: {e}");
+                    // Out of file descriptors and the like: say so once, and back off instead
+                    // of spinning.
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::error!("cannot accept connections: {e}; retrying every 50 ms");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

@@ -1,0 +1,112 @@
+//! `couchlink create`: stores a link under a fresh random ID and prints its short URL.
+
+use std::net::SocketAddr;
+
+use clap::Args;
+use serde_json::json;
+
+use super::CouchArgs;
+use crate::couch::{CouchClient, CouchError, Created};
+use crate::domain::{LinkId, PublicUrl};
+
+/// How many random IDs to try before giving up (each collision is a 1 in 62^5/n event).
+pub const MAX_ATTEMPTS: usize = 20;
+
+/// Flags of `couchlink create`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account with the editor role (it writes the link)")))]
+pub struct CreateArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+    /// The target: an http(s) URL, or an internal redirect such as /H83if/spring.
+    pub url: String,
+    /// RFC 3339 instant from which the link answers 404, e.g. 2026-12-31T23:59:59Z.
+    #[arg(long)]
+    pub expires: Option<String>,
+    /// Address redirects are served on (the base of the printed URL when no public URL is set).
+    #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// The short links' base URL, e.g. https://0x1f.ie.
+    #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
+    pub public_url: Option<PublicUrl>,
+}
+
+impl CreateArgs {
+    /// Creates the link and prints its short URL on stdout.
+    pub fn execute(self) -> Result<(), CreateError> {
+        let editor = CouchClient::new(&self.couch.into())?;
+        let ids = std::iter::repeat_with(LinkId::random);
+        let id = super::current_thread_runtime().map_err(CreateError::Runtime)?.block_on(run(
+            &editor,
+            &self.url,
+            self.expires.as_deref(),
+            ids,
+        ))?;
+        let public_url = self.public_url.unwrap_or_else(|| {
+            let local = PublicUrl::from_listen(self.listen);
+            tracing::warn!(
+                "COUCHLINK_PUBLIC_URL is not set, so this is a URL on this machine; set it (or --public-url) to the address people reach, e.g. https://0x1f.ie"
+            );
+            local
+        });
+        println!("{}", public_url.short_url(&id));
+        Ok(())
+    }
+}
+
+/// Why no link was created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// CouchDB refused the document; `reason` is its own words (the validation's, for a bad URL).
+    #[error("CouchDB refused the link: {reason}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// CouchDB's reason, meant for people.
+        reason: String,
+    },
+    /// CouchDB could not be asked, or answered something unreadable.
+    #[error("cannot create the link")]
+    Couch(#[source] CouchError),
+    /// Every ID tried was taken.
+    #[error("no free ID found after {MAX_ATTEMPTS} attempts")]
+    NoFreeId,
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl From<CouchError> for CreateError {
+    fn from(e: CouchError) -> Self {
+        match e {
+            CouchError::Refused { status, reason, .. } => CreateError::Refused { status, reason },
+            e => CreateError::Couch(e),
+        }
+    }
+}
+
+/// Stores `{url, inactive: false, expires?}` under the first ID from `ids` that has never been
+/// used, and returns it. An existing ID is never overwritten (a `PUT` without `_rev` gets 409),
+/// and a deleted one is skipped: its short URL may be printed somewhere.
+pub async fn run(
+    editor: &CouchClient,
+    url: &str,
+    expires: Option<&str>,
+    ids: impl IntoIterator<Item = LinkId>,
+) -> Result<LinkId, CreateError> {
+    let mut doc = json!({"url": url, "inactive": false});
+    if let Some(expires) = expires {
+        doc["expires"] = json!(expires);
+    }
+    for id in ids.into_iter().take(MAX_ATTEMPTS) {
+        if editor.ever_used(&id).await? {
+            continue;
+        }
+        match editor.create_doc(&id, &doc).await? {
+            Created::Stored(_) => return Ok(id),
+            Created::Conflict => continue,
+        }
+    }
+    Err(CreateError::NoFreeId)
+}

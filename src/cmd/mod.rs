@@ -1,0 +1,102 @@
+//! The subcommands, one file each, owning its flags and how it runs (its runtime included).
+//! Every flag is also an environment variable.
+
+use std::error::Error;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::couch::CouchConfig;
+
+pub mod create;
+pub mod serve;
+pub mod setup;
+
+/// couchlink: short links from CouchDB documents, redirected fast, every request logged.
+#[derive(Debug, Parser)]
+#[command(name = "couchlink", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// couchlink's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve redirects (with the proxy's read-only CouchDB account).
+    Serve(serve::ServeArgs),
+    /// Prepare CouchDB (with admin credentials): database, _security, validation, reader account.
+    Setup(setup::SetupArgs),
+    /// Store a link under a fresh random ID (with editor credentials) and print its short URL.
+    Create(create::CreateArgs),
+}
+
+/// What any command can fail with, for `main` to print with its causes.
+pub type CommandError = Box<dyn Error + Send + Sync + 'static>;
+
+impl Command {
+    /// Runs the command to its end.
+    pub fn execute(self) -> Result<(), CommandError> {
+        match self {
+            Command::Serve(args) => Ok(args.execute()?),
+            Command::Setup(args) => Ok(args.execute()?),
+            Command::Create(args) => Ok(args.execute()?),
+        }
+    }
+
+    /// Whether the command runs for long (its log lines then carry timestamps).
+    pub fn is_long_running(&self) -> bool {
+        matches!(self, Command::Serve(_))
+    }
+}
+
+/// Where CouchDB is, and as whom to talk to it. Each command says in its own help which
+/// account it needs (see their `mut_arg`s).
+#[derive(Debug, Clone, Args)]
+pub struct CouchArgs {
+    /// CouchDB server URL.
+    #[arg(long, env = "COUCHLINK_COUCHDB_URL", default_value = "http://127.0.0.1:5984")]
+    pub couchdb_url: String,
+    /// CouchDB account this command uses.
+    #[arg(long, env = "COUCHLINK_COUCHDB_USER")]
+    pub couchdb_user: Option<String>,
+    /// Password of that account.
+    #[arg(long, env = "COUCHLINK_COUCHDB_PASSWORD", hide_env_values = true)]
+    pub couchdb_password: Option<String>,
+    /// The links database.
+    #[arg(long, env = "COUCHLINK_DB", default_value = "links")]
+    pub db: String,
+}
+
+impl From<CouchArgs> for CouchConfig {
+    fn from(a: CouchArgs) -> Self {
+        CouchConfig { url: a.couchdb_url, user: a.couchdb_user, password: a.couchdb_password, db: a.db }
+    }
+}
+
+/// A single-threaded runtime, for the commands that wait on CouchDB one request at a time.
+pub(crate) fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_flag_has_help_and_the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn each_command_names_the_account_it_needs() {
+        let mut cli = Cli::command();
+        for (command, account) in [("serve", "read-only"), ("setup", "admin"), ("create", "editor")] {
+            let help = cli.find_subcommand_mut(command).unwrap().render_long_help().to_string();
+            let line = help.lines().skip_while(|l| !l.contains("--couchdb-user")).nth(1).unwrap_or_default();
+            assert!(line.contains(account), "{command}: {line:?}");
+        }
+    }
+}

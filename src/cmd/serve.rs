@@ -1,0 +1,360 @@
+//! `couchlink serve`: wires the access log, CouchDB, the link store, the feed and the listeners
+//! together, and shuts them down in order.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::CouchArgs;
+use crate::access_log::{AccessLog, OpenError};
+use crate::admin::Admin;
+use crate::client_ip::TrustedProxies;
+use crate::couch::{CouchClient, CouchError};
+use crate::domain::PublicUrl;
+use crate::errors::Causes;
+use crate::follower::{FeedStatus, Follower};
+use crate::handler::{App, Settings};
+use crate::metrics::Metrics;
+use crate::store::LinkStore;
+
+/// How long the access log may take to write its backlog at shutdown.
+const LOG_FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Flags of `couchlink serve`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("The proxy's read-only CouchDB account (the one `couchlink setup` creates)")))]
+pub struct ServeArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+    /// Address redirects are served on.
+    #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// The short links' base URL (default: http://<listen address>), for `Link: rel=shortlink`
+    /// and `Secure` cookies.
+    #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
+    pub public_url: Option<PublicUrl>,
+    /// Access log directory.
+    #[arg(long, env = "COUCHLINK_LOG_DIR", default_value = "logs")]
+    pub log_dir: PathBuf,
+    /// Comma-separated IPs/CIDRs of proxies whose X-Forwarded-For/Forwarded is believed.
+    #[arg(long, env = "COUCHLINK_TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: TrustedProxies,
+    /// Name of the tracking cookie.
+    #[arg(long, env = "COUCHLINK_COOKIE_NAME", default_value = "tid", value_parser = parse_cookie_name)]
+    pub cookie_name: String,
+    /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
+    #[arg(long, env = "COUCHLINK_DRAIN_SECS", default_value_t = 10)]
+    pub drain_secs: u64,
+    /// Where /healthz and /metrics are served (keep it off the public network).
+    #[arg(long, env = "COUCHLINK_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
+    pub admin_listen: SocketAddr,
+    /// Most links (and known-missing IDs) kept in memory (roughly 100 to 300 bytes each).
+    #[arg(long, env = "COUCHLINK_CACHE_CAPACITY", default_value_t = 1_000_000)]
+    pub cache_capacity: usize,
+    /// Threads serving redirects, at least 1 (default: one per CPU core).
+    #[arg(long, env = "COUCHLINK_WORKERS")]
+    pub workers: Option<NonZeroUsize>,
+}
+
+/// A cookie name is an RFC 6265 token.
+fn parse_cookie_name(s: &str) -> Result<String, String> {
+    let token = !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    token.then(|| s.to_owned()).ok_or_else(|| "a cookie name is letters, digits and !#$%&'*+-.^_`|~".into())
+}
+
+impl ServeArgs {
+    /// Binds both listeners and serves until SIGTERM or SIGINT, on a single-threaded runtime
+    /// of its own (plus one more such thread per extra worker).
+    pub fn execute(self) -> Result<(), StartError> {
+        let runtime = super::current_thread_runtime().map_err(StartError::Runtime)?;
+        runtime.block_on(async {
+            let listener = crate::accept::bind_shareable(self.listen).map_err(|source| StartError::Bind {
+                addr: self.listen,
+                what: "redirects",
+                source,
+            })?;
+            let admin_listener = TcpListener::bind(self.admin_listen).await.map_err(|source| StartError::Bind {
+                addr: self.admin_listen,
+                what: "health and metrics",
+                source,
+            })?;
+            run(self, listener, admin_listener, shutdown_signal()).await
+        })
+    }
+
+    /// Serving threads: as asked, or one per CPU core.
+    fn worker_count(&self) -> usize {
+        self.workers
+            .map_or_else(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get), NonZeroUsize::get)
+    }
+}
+
+/// A misconfiguration that stops `serve` before it answers anything.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The access log directory is not writable.
+    #[error(transparent)]
+    Log(#[from] OpenError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({what})")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Which listener.
+        what: &'static str,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CouchDB client could not be set up (a bad URL, say).
+    #[error("cannot use CouchDB")]
+    Client(#[source] Box<CouchError>),
+    /// The links database does not exist.
+    #[error("database {db:?} does not exist on {url} (run `couchlink setup` with admin credentials)")]
+    NoDatabase {
+        /// The database.
+        db: String,
+        /// The server.
+        url: String,
+    },
+    /// CouchDB refused the account.
+    #[error("CouchDB at {url} refused user {user:?} on database {db:?}")]
+    Refused {
+        /// The server.
+        url: String,
+        /// The account.
+        user: String,
+        /// The database.
+        db: String,
+        /// CouchDB's answer.
+        #[source]
+        source: Box<CouchError>,
+    },
+    /// CouchDB answered, but not as expected.
+    #[error("CouchDB at {url} answered unexpectedly")]
+    Couch {
+        /// The server.
+        url: String,
+        /// What it said.
+        #[source]
+        source: Box<CouchError>,
+    },
+    /// A serving thread could not start.
+    #[error("cannot start serving thread {0}")]
+    Worker(usize, #[source] std::io::Error),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// Serves redirects on `listener` (made by [`crate::accept::bind_shareable`]) and health and
+/// metrics on `admin_listener` until `shutdown` completes; then stops accepting, lets in-flight
+/// requests finish, stops the admin listener and the feed, and writes every access log line
+/// before returning. Listeners are passed in so that tests can bind port 0.
+pub async fn run(
+    args: ServeArgs,
+    listener: std::net::TcpListener,
+    admin_listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    let workers = args.worker_count();
+    let bound = listener.local_addr().map_err(StartError::Runtime)?;
+    let public_url = match args.public_url {
+        Some(url) => url,
+        None => {
+            let local = PublicUrl::from_listen(bound);
+            if bound.ip().is_unspecified() {
+                tracing::warn!(
+                    "COUCHLINK_PUBLIC_URL is not set: Link headers name {local}; set it to the address people reach"
+                );
+            }
+            local
+        }
+    };
+    let (log, flusher) = AccessLog::open(&args.log_dir)?;
+    let couch = CouchClient::new(&args.couch.into()).map_err(|e| StartError::Client(Box::new(e)))?;
+    check_database(&couch).await?;
+
+    let metrics = Arc::new(Metrics::default());
+    let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), args.cache_capacity));
+    let feed = Arc::new(FeedStatus::default());
+    let (stop, stopped) = watch::channel(false);
+    let follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
+    let follower = tokio::spawn(follower.run(stopped.clone()));
+    let admin = Arc::new(Admin { couch, store: store.clone(), metrics: metrics.clone(), feed, log: log.clone() });
+    let admin_addr = admin_listener.local_addr().map_err(StartError::Runtime)?;
+    let mut admin_stop = stopped;
+    let admin_server = tokio::spawn(crate::accept::run(
+        admin_listener,
+        admin,
+        async move {
+            let _ = admin_stop.wait_for(|stop| *stop).await;
+        },
+        Duration::from_secs(1),
+    ));
+
+    let settings = Settings::new(public_url.clone(), &args.cookie_name, args.trusted_proxies);
+    let app = Arc::new(App { store, log, metrics, settings });
+    let drain = Duration::from_secs(args.drain_secs);
+    let result = serve_on_workers(listener, app, shutdown, drain, workers, || {
+        tracing::info!(
+            "serving redirects on {public_url} ({workers} threads; health and metrics on http://{admin_addr})"
+        );
+    })
+    .await;
+    let _ = stop.send(true);
+    let _ = tokio::join!(follower, admin_server);
+    flusher.finish(LOG_FLUSH_TIMEOUT).await;
+    result
+}
+
+/// Serves `app` on `listener` from `workers` threads until `shutdown` completes, calling
+/// `serving` once every thread accepts.
+///
+/// Each extra thread runs its own single-threaded runtime accepting on its own `SO_REUSEPORT`
+/// sibling of the socket (see [`crate::accept::bind_shareable`]), nginx-style: a connection
+/// lives on one thread, so serving it never wakes another (on 2 cores that is worth about 15%
+/// of throughput over one multi-threaded runtime). A thread that cannot start stops the whole
+/// start-up at once.
+async fn serve_on_workers(
+    listener: std::net::TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+    workers: usize,
+    serving: impl FnOnce(),
+) -> Result<(), StartError> {
+    let (close, closed) = watch::channel(false);
+    let mut threads = Vec::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, std::io::Result<()>)>();
+    for n in 1..workers {
+        let (app, mut closed, ready) = (app.clone(), closed.clone(), ready_tx.clone());
+        let socket = crate::accept::bind_alongside(&listener);
+        let thread = std::thread::Builder::new().name(format!("couchlink-worker-{n}")).spawn(move || {
+            let started = socket.and_then(|socket| {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let listener = runtime.block_on(async { TcpListener::from_std(socket) })?;
+                Ok((runtime, listener))
+            });
+            let (runtime, listener) = match started {
+                Ok(started) => {
+                    let _ = ready.send((n, Ok(())));
+                    started
+                }
+                Err(e) => {
+                    let _ = ready.send((n, Err(e)));
+                    return;
+                }
+            };
+            // Dropped, so that the start-up waiting for every thread's report can go on.
+            drop(ready);
+            runtime.block_on(async move {
+                let stop = async move {
+                    let _ = closed.wait_for(|closed| *closed).await;
+                };
+                crate::accept::run(listener, app, stop, drain).await;
+            });
+        });
+        match thread {
+            Ok(thread) => threads.push(thread),
+            Err(e) => {
+                let _ = ready_tx.send((n, Err(e)));
+            }
+        }
+    }
+    drop(ready_tx);
+    // Every thread reports once, started or not, before the proxy says it serves.
+    let mut failed = None;
+    while let Some((n, started)) = ready_rx.recv().await {
+        if let Err(e) = started {
+            failed.get_or_insert(StartError::Worker(n, e));
+        }
+    }
+    if let Some(error) = failed {
+        let _ = close.send(true);
+        join(threads).await;
+        return Err(error);
+    }
+    let listener = TcpListener::from_std(listener).map_err(|e| StartError::Worker(0, e))?;
+    serving();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = close.send(true);
+    };
+    crate::accept::run(listener, app, shutdown, drain).await;
+    join(threads).await;
+    Ok(())
+}
+
+async fn join(threads: Vec<std::thread::JoinHandle<()>>) {
+    let _ = tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join()))).await;
+}
+
+/// Fails on a CouchDB that answers "no" (credentials, database); only warns when it does not
+/// answer at all, since the proxy can serve (503s, then cached links) and catch up later.
+async fn check_database(couch: &CouchClient) -> Result<(), StartError> {
+    let (url, user, db) = (couch.server_url().to_owned(), couch.user().to_owned(), couch.database().to_owned());
+    match couch.database_info().await {
+        Ok(Some(_)) => {
+            warn_if_writer(couch).await;
+            Ok(())
+        }
+        Ok(None) => Err(StartError::NoDatabase { db, url }),
+        Err(e) if e.is_unreachable() => {
+            tracing::warn!("{}; serving anyway: 503 for links not known yet, until it answers", Causes(&e));
+            Ok(())
+        }
+        Err(source @ CouchError::Refused { status: 401 | 403, .. }) => {
+            Err(StartError::Refused { url, user, db, source: Box::new(source) })
+        }
+        Err(source) => Err(StartError::Couch { url, source: Box::new(source) }),
+    }
+}
+
+/// The proxy needs only to read: running it as an account that can write links works, but
+/// a leaked proxy credential should not be able to change where printed codes lead.
+async fn warn_if_writer(couch: &CouchClient) {
+    if let Ok(session) = couch.session().await {
+        if session.has_role("_admin") || session.has_role("editor") {
+            tracing::warn!(
+                "serving as {:?}, an account that can change links; use the read-only account `couchlink setup` creates",
+                couch.user()
+            );
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let Ok(mut term) = term else {
+        // Without a SIGTERM handler, Ctrl-C still works.
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_name_must_be_a_token() {
+        assert!(parse_cookie_name("tid").is_ok());
+        assert!(parse_cookie_name("t id").is_err());
+        assert!(parse_cookie_name("t;id").is_err());
+        assert!(parse_cookie_name("").is_err());
+    }
+}
