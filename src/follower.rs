@@ -128,6 +128,7 @@ impl Follower {
         };
         match feed.next(STALL_TIMEOUT).await? {
             Some(FeedEvent::Change { seq, id, doc }) => {
+                tracing::debug!(id, "change applied");
                 self.store.apply_change(&id, doc);
                 self.metrics.feed_change();
                 self.status.changes_applied.fetch_add(1, Relaxed);
@@ -159,6 +160,7 @@ impl Follower {
                 since
             }
         };
+        tracing::debug!(%since, "opening the _changes feed");
         // CouchDB 3 answers with headers at once; pouchdb-server only with the first heartbeat.
         tokio::time::timeout(STALL_TIMEOUT, self.couch.changes(&since, HEARTBEAT))
             .await

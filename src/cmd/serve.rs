@@ -205,8 +205,9 @@ pub async fn run(
     let app = Arc::new(App { store, log, metrics, settings });
     let drain = Duration::from_secs(args.drain_secs);
     let result = serve_on_workers(listener, app, shutdown, drain, workers, || {
+        let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
         tracing::info!(
-            "serving redirects on {public_url} ({workers} threads; health and metrics on http://{admin_addr})"
+            "serving redirects on http://{bound} (public URL {public_url}, {threads}; health and metrics on http://{admin_addr})"
         );
     })
     .await;

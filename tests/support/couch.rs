@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -67,13 +66,7 @@ fn start_local_couchdb() -> Couch {
                 .args(["--port", &port.to_string(), "--admin", "admin:admin"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null());
-            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
+            super::dies_with_its_spawner(&mut command);
             let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
             let status = child.wait();
             let _ = tx.send(status);

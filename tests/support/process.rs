@@ -1,0 +1,155 @@
+//! The `couchlink` binary as a separate process, as operators run it: started with environment
+//! variables only, its addresses read from its start-up message, stopped with SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// A running `couchlink serve`.
+pub struct ServeProcess {
+    child: Child,
+    /// Where it serves redirects.
+    pub addr: SocketAddr,
+    /// Where it serves `/healthz` and `/metrics`.
+    pub admin_addr: SocketAddr,
+    /// Its access log directory.
+    pub log_dir: TempDir,
+    /// Responses received from it through [`ServeProcess::get`] (each must be logged).
+    pub responses: Arc<AtomicU64>,
+    http: reqwest::Client,
+    name: String,
+}
+
+/// The `couchlink` binary with a clean environment: only what a test sets reaches it.
+pub fn couchlink_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_couchlink"));
+    command.env_clear();
+    if let Ok(filter) = std::env::var("RUST_LOG") {
+        command.env("RUST_LOG", filter);
+    }
+    command
+}
+
+impl ServeProcess {
+    /// Starts `couchlink serve` on loopback ports chosen by the kernel, with the variables
+    /// `env` (`COUCHLINK_COUCHDB_URL` and the rest), and waits until it says it serves. Its
+    /// stderr is copied to the test's, each line prefixed with `name`.
+    pub fn start(name: &str, env: &[(&str, &str)]) -> ServeProcess {
+        let log_dir = tempfile::tempdir().unwrap();
+        let mut command = couchlink_command();
+        command
+            .arg("serve")
+            .env("COUCHLINK_LISTEN", "127.0.0.1:0")
+            .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
+            .env("COUCHLINK_LOG_DIR", log_dir.path())
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // The process dies with the test's, even when the test is killed.
+        super::dies_with_its_spawner(&mut command);
+        let mut child = command.spawn().expect("couchlink starts");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let prefix = name.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[{prefix}] {line}");
+                if let Some(addrs) = serving_addresses(&line) {
+                    let _ = tx.send(addrs);
+                }
+            }
+        });
+        let (addr, admin_addr) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{name} never said it serves (see its stderr above)"));
+        ServeProcess {
+            child,
+            addr,
+            admin_addr,
+            log_dir,
+            responses: Arc::default(),
+            http: super::couch::http(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// `GET path`, counted; `None` when no response came (a failed request).
+    pub async fn get(&self, path: &str) -> Option<reqwest::Response> {
+        let response = self.http.get(format!("http://{}{path}", self.addr)).send().await.ok()?;
+        self.responses.fetch_add(1, Relaxed);
+        Some(response)
+    }
+
+    /// `GET path` on the admin listener: its status.
+    pub async fn admin_status(&self, path: &str) -> u16 {
+        let url = format!("http://{}{path}", self.admin_addr);
+        self.http.get(url).send().await.map_or(0, |r| r.status().as_u16())
+    }
+
+    /// Polls `path` until it answers `status` with `location` (for a 302); how long it took.
+    /// Panics after `limit`.
+    pub async fn wait_until_served(
+        &self,
+        path: &str,
+        status: u16,
+        location: Option<&str>,
+        limit: Duration,
+    ) -> Duration {
+        let started = Instant::now();
+        loop {
+            if let Some(r) = self.get(path).await {
+                let got = r.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
+                if r.status() == status && got.as_deref() == location {
+                    return started.elapsed();
+                }
+                assert!(started.elapsed() < limit, "{}: {path} still answers {} {got:?}", self.name, r.status());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Sends SIGTERM and waits (at most 30 s) for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "{} ignored SIGTERM", self.name);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Lines in its access log files.
+    pub fn log_line_count(&self) -> usize {
+        std::fs::read_dir(self.log_dir.path())
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .map(|text| text.lines().count())
+            .sum()
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The redirect and admin addresses in `couchlink serve`'s start-up message.
+fn serving_addresses(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let rest = line.split("serving redirects on http://").nth(1)?;
+    let addr = rest.split([' ', '/']).next()?.parse().ok()?;
+    let admin = rest.split("health and metrics on http://").nth(1)?;
+    let admin = admin.trim_end_matches(')').parse().ok()?;
+    Some((addr, admin))
+}
