@@ -30,6 +30,14 @@ node -e '
   require("fs").writeFileSync(process.argv[2] + "/config.json", JSON.stringify(config));
 ' "$admin" "$work"
 
+# pouchdb-server reads (and rewrites) its config at start only: once it answers, its folder goes,
+# so that nothing is left in $TMPDIR however it ends (exec below leaves no shell to clean up).
+(for _ in $(seq 1 300); do
+   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+   sleep 0.1
+ done
+ rm -rf "$work") &
+
 mode=(--in-memory)
 if [ -n "$data" ]; then
   mkdir -p "$data"

@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,7 +24,25 @@ use tokio::net::TcpListener;
 /// Binds a listener for `addr` that further sockets may share with [`bind_alongside`]
 /// (`SO_REUSEPORT`), so that each serving thread gets its own queue and the kernel spreads
 /// connections evenly (one shared socket left one thread at 100% and the other at 33%).
+///
+/// `SO_REUSEPORT` would also let any other process of the same user join the group and take
+/// a share of the traffic (a second couchlink started by mistake took 12 of 20 requests). So
+/// the port is first bound alone, without it: that fails if anyone listens there, with or
+/// without `SO_REUSEPORT`, and the port is refused rather than shared.
 pub fn bind_shareable(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    if addr.port() != 0 {
+        let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        // SO_REUSEADDR only passes over connections of an earlier run still in TIME_WAIT; on
+        // Linux it never lets two sockets listen on one port.
+        probe.set_reuse_address(true)?;
+        probe.bind(&addr.into()).map_err(|e| match e.kind() {
+            ErrorKind::AddrInUse => std::io::Error::new(
+                ErrorKind::AddrInUse,
+                "the port is in use by another program (or another couchlink); couchlink does not share its port",
+            ),
+            _ => e,
+        })?;
+    }
     reuse_port_listener(addr)
 }
 

@@ -12,6 +12,7 @@
 //! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
 //! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
+//! - [`log_retention`]: finished days of the access log gzipped, old ones deleted.
 //! - [`client_ip`]: the client address, believing only trusted proxies.
 //! - [`metrics`]: counters in Prometheus text format.
 //! - [`errors`]: an error and its causes on one line, for operators.
@@ -30,6 +31,7 @@ pub mod domain;
 pub mod errors;
 pub mod follower;
 pub mod handler;
+pub mod log_retention;
 pub mod metrics;
 pub mod resolve;
 pub mod store;

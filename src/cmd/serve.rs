@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +21,7 @@ use crate::domain::PublicUrl;
 use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Settings};
+use crate::log_retention::Retention;
 use crate::metrics::Metrics;
 use crate::store::LinkStore;
 
@@ -44,6 +45,12 @@ pub struct ServeArgs {
     /// Access log directory.
     #[arg(long, env = "COUCHLINK_LOG_DIR", default_value = "logs")]
     pub log_dir: PathBuf,
+    /// Days of access logs to keep, today included; older files are deleted (0: keep all).
+    #[arg(long, env = "COUCHLINK_LOG_KEEP_DAYS", default_value_t = 0)]
+    pub log_keep_days: u32,
+    /// Gzip each day's access log once the day is over (`access.YYYY-MM-DD.log.gz`).
+    #[arg(long, env = "COUCHLINK_LOG_COMPRESS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub log_compress: bool,
     /// Comma-separated IPs/CIDRs of proxies whose X-Forwarded-For/Forwarded is believed.
     #[arg(long, env = "COUCHLINK_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
@@ -189,6 +196,12 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
     let follower = tokio::spawn(follower.run(stopped.clone()));
+    let retention = Retention {
+        dir: args.log_dir.clone(),
+        keep_days: NonZeroU32::new(args.log_keep_days),
+        compress: args.log_compress,
+    };
+    let retention = tokio::spawn(retention.run(stopped.clone()));
     let admin = Arc::new(Admin { couch, store: store.clone(), metrics: metrics.clone(), feed, log: log.clone() });
     let admin_addr = admin_listener.local_addr().map_err(StartError::Runtime)?;
     let mut admin_stop = stopped;
@@ -212,7 +225,7 @@ pub async fn run(
     })
     .await;
     let _ = stop.send(true);
-    let _ = tokio::join!(follower, admin_server);
+    let _ = tokio::join!(follower, admin_server, retention);
     flusher.finish(LOG_FLUSH_TIMEOUT).await;
     result
 }

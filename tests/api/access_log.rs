@@ -138,3 +138,35 @@ async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
     wary.http.get(format!("{}/Nopee", wary.base)).header("x-forwarded-for", "203.0.113.7").send().await.unwrap();
     assert_eq!(fields(&wary.wait_for_log_lines(1).await[0])[1], "127.0.0.1");
 }
+
+#[tokio::test]
+async fn finished_days_are_gzipped_and_days_past_retention_deleted_while_the_live_file_is_written() {
+    let logs = tempfile::tempdir().unwrap();
+    let today = time::OffsetDateTime::now_utc().date();
+    let day = |d: time::Date| format!("access.{d}.log");
+    let two_days_ago = day(today - time::Duration::days(2));
+    std::fs::write(logs.path().join("access.2020-01-01.log"), "long ago\n").unwrap();
+    std::fs::write(logs.path().join(&two_days_ago), "two days ago\n").unwrap();
+    let dir = logs.path().display().to_string();
+    let mut app = spawn_app_with(AppOptions::args(&[("--log-dir", &dir), ("--log-keep-days", "30")])).await;
+    app.db.put_link("Keep1", json!({"url": "https://kept.example/"})).await;
+    assert_eq!(app.get("/Keep1").await.status(), 302);
+
+    let gz = logs.path().join(format!("{two_days_ago}.gz"));
+    let started = std::time::Instant::now();
+    while !gz.exists() || logs.path().join("access.2020-01-01.log").exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "retention never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    app.stop().await.unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap()), &mut text)
+        .unwrap();
+    assert_eq!(text, "two days ago\n");
+    let mut names: Vec<String> =
+        std::fs::read_dir(logs.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, [format!("{two_days_ago}.gz"), day(today)], "the live file stays as it is");
+    let live = std::fs::read_to_string(logs.path().join(day(today))).unwrap();
+    assert_eq!(live.lines().count(), 1, "{live}");
+}

@@ -1,7 +1,12 @@
 //! Start-up: misconfiguration is a clear error, an unreachable CouchDB is not.
 
-use couchlink::errors::Causes;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
+use couchlink::errors::Causes;
+use serde_json::json;
+
+use crate::support::process::ServeProcess;
 use crate::support::*;
 
 /// The CouchDB flags of `db`'s admin, with `password` and `db_name` in place of theirs.
@@ -62,12 +67,91 @@ async fn an_unreachable_couchdb_is_not_fatal_and_unknown_links_get_503() {
 }
 
 /// Runs the `couchlink` binary with `args` and the environment variables `env`; its exit
-/// status and stderr.
+/// status and stderr. Panics if it is still running after 20 s (a start that should have
+/// failed and serves instead).
 fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"));
-    command.args(args).envs(env.iter().copied());
-    let output = command.output().expect("the binary runs");
-    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
+    command.args(args).envs(env.iter().copied()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("the binary runs");
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("couchlink {args:?} still runs after 20 s: {}", reader.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (status, reader.join().unwrap())
+}
+
+/// [`run_binary`] for `couchlink serve` with `env`, off the async runtime.
+async fn run_serve(env: Vec<(&'static str, String)>) -> (std::process::ExitStatus, String) {
+    tokio::task::spawn_blocking(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run_binary(&["serve"], &env)
+    })
+    .await
+    .unwrap()
+}
+
+/// The environment for `couchlink serve` as the test reader on `db`.
+fn reader_env(db: &TestDb) -> Vec<(&'static str, String)> {
+    vec![
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.clone()),
+        ("COUCHLINK_COUCHDB_USER", READER.0.to_owned()),
+        ("COUCHLINK_COUCHDB_PASSWORD", READER.1.to_owned()),
+        ("COUCHLINK_DB", db.name.clone()),
+    ]
+}
+
+#[tokio::test]
+async fn a_second_couchlink_on_a_port_in_use_is_refused_and_every_request_stays_with_the_first() {
+    let db = TestDb::new().await;
+    db.put_link("Port1", json!({"url": "https://first.example/"})).await;
+    let env = reader_env(&db);
+    let first_env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut first = ServeProcess::start("first", &[&first_env[..], &[("COUCHLINK_WORKERS", "2")]].concat());
+    let taken = first.addr.to_string();
+
+    let second_logs = tempfile::tempdir().unwrap();
+    let mut second = env.clone();
+    second.push(("COUCHLINK_LISTEN", taken.clone()));
+    second.push(("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0".into()));
+    second.push(("COUCHLINK_LOG_DIR", second_logs.path().display().to_string()));
+    let (status, stderr) = run_serve(second).await;
+    assert!(!status.success(), "a second couchlink joined {taken}: {stderr}");
+    assert!(stderr.contains(&taken) && stderr.contains("in use by another program"), "{stderr}");
+    assert!(!stderr.contains("serving redirects"), "it said it serves: {stderr}");
+
+    for _ in 0..20 {
+        let r = first.get("/Port1").await.expect("the first couchlink answers");
+        assert_eq!(r.status(), 302);
+    }
+    assert!(first.terminate().success());
+    assert_eq!(first.log_line_count(), 20, "every request reached the first couchlink and its log");
+    assert_eq!(std::fs::read_dir(second_logs.path()).unwrap().count(), 0, "the second logged nothing");
+}
+
+#[tokio::test]
+async fn a_start_that_fails_never_says_it_serves() {
+    let db = TestDb::new().await;
+    let mut env = reader_env(&db);
+    env.retain(|(k, _)| *k != "COUCHLINK_DB");
+    env.push(("COUCHLINK_DB", "no_such_db_here".into()));
+    let logs = tempfile::tempdir().unwrap();
+    env.push(("COUCHLINK_LOG_DIR", logs.path().display().to_string()));
+    env.push(("COUCHLINK_LISTEN", "127.0.0.1:0".into()));
+    env.push(("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0".into()));
+    let (status, stderr) = run_serve(env).await;
+    assert!(!status.success());
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!stderr.contains("serving"), "said it serves before failing: {stderr}");
 }
 
 #[test]

@@ -1,0 +1,133 @@
+//! The README's first command, `couchdb/quickstart.sh`, as a newcomer meets it: a port already
+//! taken is named before anything is built, and one SIGTERM stops everything it started.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::apache::free_port;
+use crate::support::*;
+
+/// The quick start with `args`; its stderr lines arrive on the receiver.
+fn quickstart(args: &[String], env: &[(&str, &Path)]) -> (Child, mpsc::Receiver<String>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("couchdb/quickstart.sh");
+    let mut command = Command::new(script);
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("the quick start runs");
+    let (tx, rx) = mpsc::channel();
+    for stream in [
+        Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stdout.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                eprintln!("[quickstart] {line}");
+                let _ = tx.send(line);
+            }
+        });
+    }
+    (child, rx)
+}
+
+/// Waits (at most `limit`) for `child` to exit; its exit code.
+fn exit_code_within(child: &mut Child, limit: Duration) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the quick start still runs after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ports_args(couchdb: u16, port: u16, admin: u16) -> Vec<String> {
+    ["--couchdb-port", &couchdb.to_string(), "--port", &port.to_string(), "--admin-port", &admin.to_string()]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+#[tokio::test]
+async fn a_port_already_in_use_is_named_before_anything_is_built() {
+    // The test's own CouchDB API plays the one a user already runs on 5984.
+    let db = TestDb::new().await;
+    let taken: u16 = db.couch.url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap();
+    let (mut child, lines) = quickstart(&ports_args(taken, free_port(), free_port()), &[]);
+    // Building would take far longer (and block on the test's own build directory).
+    let code =
+        tokio::task::spawn_blocking(move || exit_code_within(&mut child, Duration::from_secs(20))).await.unwrap();
+    let output: Vec<String> = lines.try_iter().collect();
+    let output = output.join("\n");
+    assert_eq!(code, Some(1), "{output}");
+    assert!(output.contains(&format!("port {taken} (the local CouchDB) is already in use")), "{output}");
+    assert!(output.contains("A CouchDB API answers there") && output.contains("--couchdb-port"), "{output}");
+    assert!(!output.contains("Compiling") && !output.contains("Finished"), "it built first: {output}");
+}
+
+#[tokio::test]
+async fn one_sigterm_stops_everything_the_quick_start_started_and_leaves_nothing_behind() {
+    let (couchdb, port, admin) = (free_port(), free_port(), free_port());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut args = ports_args(couchdb, port, admin);
+    args.extend(["--data".to_owned(), data.path().display().to_string()]);
+    let bin = Path::new(env!("CARGO_BIN_EXE_couchlink"));
+    let (mut child, lines) =
+        quickstart(&args, &[("COUCHLINK_BIN", bin), ("TMPDIR", tmp.path()), ("COUCHLINK_LOG_DIR", logs.path())]);
+    let mut output = Vec::new();
+    let serving = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60) {
+            if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
+                let done = line.contains("serving redirects on");
+                output.push(line);
+                if done {
+                    return (true, output, lines);
+                }
+            }
+        }
+        (false, output, lines)
+    });
+    let (served, mut output, lines) = serving.await.unwrap();
+    assert!(served, "the quick start never served: {output:?}");
+
+    // The README's example works against it.
+    let created = http()
+        .put(format!("http://127.0.0.1:{couchdb}/links/H83if"))
+        .basic_auth("editor", Some("editor"))
+        .json(&json!({"url": "https://example.com/"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let r = http().get(format!("http://127.0.0.1:{port}/H83if")).send().await.unwrap();
+    assert_eq!(r.status(), 302);
+
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let code =
+        tokio::task::spawn_blocking(move || exit_code_within(&mut child, Duration::from_secs(30))).await.unwrap();
+    output.extend(lines.try_iter());
+    assert_eq!(code, Some(143), "stopped by SIGTERM: {output:?}");
+    for p in [couchdb, port, admin] {
+        assert!(std::net::TcpStream::connect(("127.0.0.1", p)).is_err(), "port {p} still answers: {output:?}");
+    }
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "litter left in TMPDIR");
+    let log: String =
+        std::fs::read_dir(logs.path()).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    assert_eq!(log.lines().count(), 1, "the redirect was logged before the exit");
+    // The stand-in's own output goes to its file, not to the newcomer's terminal.
+    assert!(data.path().join("couchdb.log").exists());
+    assert!(!output.iter().any(|l| l.contains("(node:") || l.contains("pouchdb")), "{output:?}");
+}
