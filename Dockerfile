@@ -17,5 +17,10 @@ USER couchlink
 ENV COUCHLINK_LOG_DIR=/var/log/couchlink \
     COUCHLINK_LISTEN=0.0.0.0:8080
 EXPOSE 8080
+# Healthy while /healthz answers 200 on the admin listener (port 9090, as the compose files set
+# it; CouchDB reachable and the feed live).
+# The image has bash but no HTTP client, hence /dev/tcp.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9090 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
 ENTRYPOINT ["couchlink"]
 CMD ["serve"]

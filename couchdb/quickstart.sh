@@ -93,7 +93,7 @@ curl -sS -o /dev/null -u admin:admin -X PUT "$couch/_users/org.couchdb.user:edit
 
 cat >&2 <<EOF
 quickstart: CouchDB API on $couch (admin admin:admin, editor editor:editor). Try, in another terminal:
-  curl -u editor:editor -X PUT $couch/links/H83if -H 'Content-Type: application/json' -d '{"url": "https://example.com/"}'
+  curl -u editor:editor -X PUT $couch/links/H83if -H 'Content-Type: application/json' -d '{"url": "https://example.com/wp/?p=14"}'
   curl -i http://127.0.0.1:$port/H83if
 Ctrl-C stops couchlink and the local CouchDB.
 EOF

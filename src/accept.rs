@@ -69,6 +69,9 @@ pub trait Service: Send + Sync + 'static {
 
     /// Told about a request hyper answered itself (400/431) because it could not parse it.
     fn rejected(&self, _peer: SocketAddr, _status: u16) {}
+
+    /// Told about each connection accepted.
+    fn accepted(&self) {}
 }
 
 /// At shutdown, how long connections still in use may go on, each next response telling the
@@ -147,6 +150,7 @@ struct Connections<S> {
 impl<S: Service> Connections<S> {
     /// Serves one accepted connection on its own task.
     fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        self.service.accepted();
         let _ = stream.set_nodelay(true);
         let (service, closing) = (self.service.clone(), self.closing.clone());
         let svc = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {

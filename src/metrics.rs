@@ -1,11 +1,13 @@
 //! Counters for `/metrics`, in the Prometheus text exposition format.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The statuses the proxy answers with; anything else is counted as "other".
 const STATUSES: [u16; 4] = [302, 404, 501, 503];
+/// Serving threads counted apart; any beyond these share the last count.
+const WORKER_SLOTS: usize = 32;
 /// Upper bounds (seconds) of the CouchDB latency histogram's buckets.
 const LATENCY_BUCKETS: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0];
 
@@ -22,6 +24,8 @@ pub struct Metrics {
     couch_latency_micros: AtomicU64,
     feed_reconnects: AtomicU64,
     feed_changes: AtomicU64,
+    workers: AtomicUsize,
+    connections: [AtomicU64; WORKER_SLOTS],
 }
 
 /// Values read elsewhere at render time (gauges owned by other parts).
@@ -106,6 +110,16 @@ impl Metrics {
         self.feed_changes.fetch_add(1, Relaxed);
     }
 
+    /// How many threads serve redirects (each gets its connection count).
+    pub fn set_workers(&self, workers: usize) {
+        self.workers.store(workers.min(WORKER_SLOTS), Relaxed);
+    }
+
+    /// Counts a connection accepted by serving thread `worker` (0-based).
+    pub fn connection_accepted(&self, worker: usize) {
+        self.connections[worker.min(WORKER_SLOTS - 1)].fetch_add(1, Relaxed);
+    }
+
     /// The whole exposition.
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::new();
@@ -122,6 +136,12 @@ impl Metrics {
         for (name, kind, help, value) in PLAIN {
             head(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {}", value(self, gauges));
+        }
+
+        let name = "couchlink_connections_accepted_total";
+        head(&mut out, name, "counter", "Connections accepted, by serving thread (the kernel spreads them).");
+        for (worker, count) in self.connections.iter().take(self.workers.load(Relaxed)).enumerate() {
+            let _ = writeln!(out, "{name}{{worker=\"{worker}\"}} {}", count.load(Relaxed));
         }
 
         let name = "couchlink_couchdb_request_duration_seconds";

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use clap::Args;
+use http_body_util::Full;
+use hyper::http::request::Parts;
+use hyper::Response;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -249,8 +253,10 @@ async fn serve_on_workers(
     let (close, closed) = watch::channel(false);
     let mut threads = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, std::io::Result<()>)>();
+    app.metrics.set_workers(workers);
     for n in 1..workers {
-        let (app, mut closed, ready) = (app.clone(), closed.clone(), ready_tx.clone());
+        let (app, mut closed, ready) =
+            (Arc::new(Worker { app: app.clone(), index: n }), closed.clone(), ready_tx.clone());
         let socket = crate::accept::bind_alongside(&listener);
         let thread = std::thread::Builder::new().name(format!("couchlink-worker-{n}")).spawn(move || {
             let started = socket.and_then(|socket| {
@@ -303,9 +309,30 @@ async fn serve_on_workers(
         shutdown.await;
         let _ = close.send(true);
     };
-    crate::accept::run(listener, app, shutdown, drain).await;
+    crate::accept::run(listener, Arc::new(Worker { app, index: 0 }), shutdown, drain).await;
     join(threads).await;
     Ok(())
+}
+
+/// The redirect service as one serving thread runs it: the same [`App`], with the thread's
+/// connections counted apart (so that an uneven spread shows in `/metrics`).
+struct Worker {
+    app: Arc<App>,
+    index: usize,
+}
+
+impl crate::accept::Service for Worker {
+    async fn call(&self, request: Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
+        self.app.call(request, peer).await
+    }
+
+    fn rejected(&self, peer: SocketAddr, status: u16) {
+        self.app.rejected(peer, status);
+    }
+
+    fn accepted(&self) {
+        self.app.metrics.connection_accepted(self.index);
+    }
 }
 
 async fn join(threads: Vec<std::thread::JoinHandle<()>>) {

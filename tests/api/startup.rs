@@ -173,3 +173,27 @@ fn zero_workers_is_refused_not_silently_one() {
     assert!(!status.success());
     assert!(stderr.contains("--workers"), "{stderr}");
 }
+
+#[tokio::test]
+async fn connections_are_spread_over_every_serving_thread() {
+    let app = spawn_app_with(AppOptions::args(&[("--workers", "2")])).await;
+    app.db.put_link("Sprd1", json!({"url": "https://spread.example/"})).await;
+    // A new connection for each request: the kernel picks a thread's socket per connection.
+    for _ in 0..40 {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let r = client.get(format!("{}/Sprd1", app.base)).send().await.unwrap();
+        assert_eq!(r.status(), 302);
+    }
+    let (first, second) = (
+        app.metric("couchlink_connections_accepted_total{worker=\"0\"}").await,
+        app.metric("couchlink_connections_accepted_total{worker=\"1\"}").await,
+    );
+    assert_eq!(first + second, 40.0);
+    // Each thread's share of 40 connections hashed at random falls below 5 about once in ten
+    // million runs; one thread taking all (one shared socket, or a stranger in the group) never.
+    assert!(first >= 5.0 && second >= 5.0, "uneven: {first} and {second} of 40");
+}
