@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use clap::Args;
 use serde_json::json;
 
-use super::CouchArgs;
+use super::{BadCredentials, CouchArgs};
 use crate::couch::{CouchClient, CouchError, Created};
 use crate::domain::{LinkId, PublicUrl};
 
@@ -37,12 +37,15 @@ impl CreateArgs {
     pub fn execute(self) -> Result<(), CreateError> {
         let editor = CouchClient::new(&self.couch.into())?;
         let ids = std::iter::repeat_with(LinkId::random);
-        let id = super::current_thread_runtime().map_err(CreateError::Runtime)?.block_on(run(
-            &editor,
-            &self.url,
-            self.expires.as_deref(),
-            ids,
-        ))?;
+        let id = super::current_thread_runtime()
+            .map_err(CreateError::Runtime)?
+            .block_on(run(&editor, &self.url, self.expires.as_deref(), ids))
+            .map_err(|e| match &e {
+                CreateError::Refused { status, reason } => {
+                    BadCredentials::of(&editor, *status, reason).map_or(e, CreateError::Credentials)
+                }
+                _ => e,
+            })?;
         let public_url = self.public_url.unwrap_or_else(|| {
             let local = PublicUrl::from_listen(self.listen);
             tracing::warn!(
@@ -66,6 +69,9 @@ pub enum CreateError {
         /// CouchDB's reason, meant for people.
         reason: String,
     },
+    /// CouchDB refused the account.
+    #[error(transparent)]
+    Credentials(BadCredentials),
     /// CouchDB could not be asked, or answered something unreadable.
     #[error("cannot create the link")]
     Couch(#[source] CouchError),

@@ -5,7 +5,7 @@ use std::error::Error;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::couch::CouchConfig;
+use crate::couch::{CouchClient, CouchConfig};
 
 pub mod create;
 pub mod serve;
@@ -98,5 +98,29 @@ mod tests {
             let line = help.lines().skip_while(|l| !l.contains("--couchdb-user")).nth(1).unwrap_or_default();
             assert!(line.contains(account), "{command}: {line:?}");
         }
+    }
+}
+
+/// CouchDB turned the command's account away: a wrong name or password, said with the server
+/// and the account, since a user may have more than one of each.
+#[derive(Debug, thiserror::Error)]
+#[error("CouchDB at {url} refused user {user:?}: {reason}")]
+pub struct BadCredentials {
+    /// The server.
+    pub url: String,
+    /// The account.
+    pub user: String,
+    /// CouchDB's words.
+    pub reason: String,
+}
+
+impl BadCredentials {
+    /// `Some` when `status` and `reason` are CouchDB's 401 to `couch`'s account.
+    fn of(couch: &CouchClient, status: u16, reason: &str) -> Option<Self> {
+        (status == 401).then(|| BadCredentials {
+            url: couch.server_url().to_owned(),
+            user: couch.user().to_owned(),
+            reason: reason.to_owned(),
+        })
     }
 }

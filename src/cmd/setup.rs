@@ -6,7 +6,7 @@ use std::fmt;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::CouchArgs;
+use super::{BadCredentials, CouchArgs};
 use crate::couch::{CouchClient, CouchError};
 
 /// The design document's name in the links database (`_design/couchlink`).
@@ -38,8 +38,15 @@ impl SetupArgs {
     pub fn execute(self) -> Result<(), SetupError> {
         let admin = CouchClient::new(&self.couch.into())?;
         let reader = self.reader_password.map(|password| Reader { name: self.reader_user, password });
-        let report =
-            super::current_thread_runtime().map_err(SetupError::Runtime)?.block_on(run(&admin, reader.as_ref()))?;
+        let report = super::current_thread_runtime()
+            .map_err(SetupError::Runtime)?
+            .block_on(run(&admin, reader.as_ref()))
+            .map_err(|e| match &e {
+                SetupError::Couch(CouchError::Refused { status, reason, .. }) => {
+                    BadCredentials::of(&admin, *status, reason).map_or(e, SetupError::Credentials)
+                }
+                _ => e,
+            })?;
         println!("{report}");
         Ok(())
     }
@@ -109,6 +116,9 @@ pub enum SetupError {
         "setup needs CouchDB admin credentials; CouchDB knows the given account as {0:?}, which is not a server admin"
     )]
     NotAdmin(String),
+    /// CouchDB refused the account.
+    #[error(transparent)]
+    Credentials(BadCredentials),
     /// CouchDB refused or could not be reached.
     #[error("setup failed")]
     Couch(#[from] CouchError),

@@ -70,11 +70,18 @@ async fn an_unreachable_couchdb_is_not_fatal_and_unknown_links_get_503() {
 /// status and stderr. Panics if it is still running after 20 s (a start that should have
 /// failed and serves instead).
 fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
+    let (status, _stdout, stderr) = run_binary_output(args, env);
+    (status, stderr)
+}
+
+/// [`run_binary`], with standard output too.
+fn run_binary_output(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus, String, String) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"));
-    command.args(args).envs(env.iter().copied()).stdout(Stdio::null()).stderr(Stdio::piped());
+    command.args(args).envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().expect("the binary runs");
-    let stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let (stdout, stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let stdout = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
+    let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -83,11 +90,11 @@ fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus,
         if started.elapsed() > Duration::from_secs(20) {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("couchlink {args:?} still runs after 20 s: {}", reader.join().unwrap());
+            panic!("couchlink {args:?} still runs after 20 s: {}", stderr.join().unwrap());
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    (status, reader.join().unwrap())
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
 }
 
 /// [`run_binary`] for `couchlink serve` with `env`, off the async runtime.
@@ -196,4 +203,44 @@ async fn connections_are_spread_over_every_serving_thread() {
     // Each thread's share of 40 connections hashed at random falls below 5 about once in ten
     // million runs; one thread taking all (one shared socket, or a stranger in the group) never.
     assert!(first >= 5.0 && second >= 5.0, "uneven: {first} and {second} of 40");
+}
+
+#[tokio::test]
+async fn setup_and_create_with_a_wrong_password_name_the_server_and_the_account() {
+    let db = TestDb::new().await;
+    // The URL without credentials in it (CouchDB 3 runs take them from the URL).
+    let url = reqwest::Url::parse(&db.couch.url).unwrap();
+    let server = format!("{}://{}:{}", url.scheme(), url.host_str().unwrap(), url.port().unwrap());
+    for (command, user) in
+        [(&["setup"][..], "admin-or-not"), (&["create", "https://example.com/"][..], "editor-or-not")]
+    {
+        let env = [
+            ("COUCHLINK_COUCHDB_URL", server.as_str()),
+            ("COUCHLINK_COUCHDB_USER", user),
+            ("COUCHLINK_COUCHDB_PASSWORD", "wrong"),
+            ("COUCHLINK_DB", db.name.as_str()),
+        ];
+        let (status, stderr) = run_binary(command, &env);
+        assert!(!status.success());
+        assert!(stderr.contains(&format!("CouchDB at {server} refused user \"{user}\"")), "{command:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn create_without_a_public_url_prints_one_a_person_can_open_and_says_how_to_set_it() {
+    let db = TestDb::new().await;
+    let env = [
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
+        ("COUCHLINK_COUCHDB_USER", EDITOR.0),
+        ("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1),
+        ("COUCHLINK_DB", db.name.as_str()),
+        ("COUCHLINK_LISTEN", "0.0.0.0:8080"),
+    ];
+    let (status, stdout, stderr) = run_binary_output(&["create", "https://example.com/wp/?p=14"], &env);
+    assert!(status.success(), "{stderr}");
+    let url = stdout.trim();
+    assert!(url.starts_with("http://127.0.0.1:8080/") && url.len() == "http://127.0.0.1:8080/".len() + 5, "{url}");
+    assert!(stderr.contains("COUCHLINK_PUBLIC_URL is not set"), "{stderr}");
+    // stderr is a pipe here: plain text, no terminal colour codes.
+    assert!(!stderr.contains('\x1b'), "colour codes in a pipe: {stderr:?}");
 }
