@@ -3,7 +3,7 @@
 //! `GET /H83if` reads the CouchDB document `H83if` and answers `302` to its `url`, logging every
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
-//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`), each with its flags and its run.
+//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`), each with its flags and its run.
 //! - [`accept`]: binding and the graceful accept loop both listeners share (hyper-util).
 //! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
 //! - [`resolve`]: the shortlink resolution draft's algorithm, and the checks that keep targets safe.
@@ -16,6 +16,7 @@
 //! - [`client_ip`]: the client address, believing only trusted proxies.
 //! - [`metrics`]: counters in Prometheus text format.
 //! - [`errors`]: an error and its causes on one line, for operators.
+//! - [`qr`]: QR tags of short links, in the smallest symbol (offline; not on the redirect path).
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
 
 #![forbid(unsafe_code)]
@@ -33,5 +34,6 @@ pub mod follower;
 pub mod handler;
 pub mod log_retention;
 pub mod metrics;
+pub mod qr;
 pub mod resolve;
 pub mod store;

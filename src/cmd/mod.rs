@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::couch::{CouchClient, CouchConfig};
 
 pub mod create;
+pub mod qr;
 pub mod serve;
 pub mod setup;
 
@@ -29,6 +30,8 @@ pub enum Command {
     Setup(setup::SetupArgs),
     /// Store a link under a fresh random ID (with editor credentials) and print its short URL.
     Create(create::CreateArgs),
+    /// Make the smallest QR tag of each short link (PNG, SVG or text; offline unless --check).
+    Qr(qr::QrArgs),
 }
 
 /// What any command can fail with, for `main` to print with its causes.
@@ -41,6 +44,7 @@ impl Command {
             Command::Serve(args) => Ok(args.execute()?),
             Command::Setup(args) => Ok(args.execute()?),
             Command::Create(args) => Ok(args.execute()?),
+            Command::Qr(args) => Ok(args.execute()?),
         }
     }
 

@@ -8,6 +8,7 @@ mod admin_plane;
 mod cookies;
 mod feed;
 mod freshness;
+mod qr;
 mod quickstart;
 mod redirects;
 mod resolution;

@@ -1,0 +1,211 @@
+//! `couchlink qr`: the smallest QR tag each short link allows, as PNG, SVG or text.
+
+use std::io::{IsTerminal, Write};
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use time::OffsetDateTime;
+
+use super::CouchArgs;
+use crate::couch::{CouchClient, CouchError};
+use crate::domain::{Link, LinkId, PublicUrl};
+use crate::qr::render::{self, Look};
+use crate::qr::{self as tags, Level, Tag, TooLong};
+
+/// Flags of `couchlink qr`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account that may read links (only with --check)")))]
+pub struct QrArgs {
+    /// Link IDs (5 characters of A-Z, a-z, 0-9).
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    /// The short links' base URL, e.g. http://0x1f.ie (the tag encodes {base}/{id}).
+    #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
+    pub public_url: Option<PublicUrl>,
+    /// Image format; `terminal` draws the tag with Unicode half blocks.
+    #[arg(long, value_enum, default_value_t = Format::Png)]
+    pub format: Format,
+    /// Pixels per module (PNG and SVG).
+    #[arg(long, default_value = "8")]
+    pub scale: NonZeroU32,
+    /// Light modules around the symbol (QR readers want 4).
+    #[arg(long, default_value_t = 4)]
+    pub border: u32,
+    /// Error correction level; default: the highest that fits the smallest symbol.
+    #[arg(long, value_enum)]
+    pub ec: Option<Level>,
+    /// Output file (one ID), or folder (one file per ID, named ID.png/.svg/.txt); default: stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Warn when a link is missing, inactive or expired in CouchDB before its tag is made.
+    #[arg(long)]
+    pub check: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+}
+
+/// The picture formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// PNG, 1 bit per pixel.
+    Png,
+    /// SVG, one path.
+    Svg,
+    /// Unicode half blocks, for a terminal.
+    Terminal,
+}
+
+impl Format {
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Png => "png",
+            Format::Svg => "svg",
+            Format::Terminal => "txt",
+        }
+    }
+
+    fn draw(self, tag: &Tag, look: Look) -> Vec<u8> {
+        match self {
+            Format::Png => render::png(&tag.code, look),
+            Format::Svg => render::svg(&tag.code, look).into_bytes(),
+            Format::Terminal => render::terminal(&tag.code, look).into_bytes(),
+        }
+    }
+}
+
+/// Why no tag was made.
+#[derive(Debug, thiserror::Error)]
+pub enum QrError {
+    /// An ID is not a link ID.
+    #[error("{0:?} is not a link ID (5 characters of A-Z, a-z, 0-9)")]
+    BadId(String),
+    /// No base URL to encode.
+    #[error("set COUCHLINK_PUBLIC_URL (or --public-url) to the base people reach, e.g. http://0x1f.ie")]
+    NoPublicUrl,
+    /// The URL fits no QR version.
+    #[error("the short URL of {id} cannot be a QR code")]
+    TooLong {
+        /// The link.
+        id: String,
+        /// Why.
+        #[source]
+        source: TooLong,
+    },
+    /// Several tags, one output stream.
+    #[error("{0} IDs make {0} files: name a folder with --out")]
+    NeedsFolder(usize),
+    /// A binary picture would go to the terminal.
+    #[error("a PNG would garble the terminal: write it with --out FILE, redirect stdout, or use --format terminal")]
+    BinaryToTerminal,
+    /// A file or folder could not be written.
+    #[error("cannot write {path}")]
+    Write {
+        /// Where.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--check` could not ask CouchDB.
+    #[error("--check could not read the links")]
+    Couch(#[source] CouchError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl QrArgs {
+    /// Makes every tag (after `--check`, if asked), then writes them.
+    pub fn execute(self) -> Result<(), QrError> {
+        let ids = self
+            .ids
+            .iter()
+            .map(|id| LinkId::parse(id).map_err(|_| QrError::BadId(id.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let base = self.public_url.clone().ok_or(QrError::NoPublicUrl)?;
+        let tags = ids
+            .iter()
+            .map(|id| {
+                tags::encode(&tags::tag_text(&base, id), self.ec)
+                    .map_err(|source| QrError::TooLong { id: id.to_string(), source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.check {
+            let reader = CouchClient::new(&self.couch.clone().into()).map_err(QrError::Couch)?;
+            let runtime = super::current_thread_runtime().map_err(QrError::Runtime)?;
+            runtime.block_on(check(&reader, &ids))?;
+        }
+        let look = Look { scale: self.scale.get(), border: self.border };
+        for (id, tag) in ids.iter().zip(&tags) {
+            let size = tag.code.size();
+            tracing::info!(
+                "{id}: {} in a version {} symbol ({size}×{size} modules), error correction {:?} ({}% may be damaged)",
+                tag.text,
+                tag.version(),
+                tag.level(),
+                tag.level().tolerance()
+            );
+        }
+        self.write(&ids, &tags, look)
+    }
+
+    fn write(&self, ids: &[LinkId], tags: &[Tag], look: Look) -> Result<(), QrError> {
+        let folder = match &self.out {
+            Some(out) if ids.len() > 1 || out.is_dir() => Some(out.as_path()),
+            _ => None,
+        };
+        if let Some(folder) = folder {
+            std::fs::create_dir_all(folder).map_err(|source| write_error(folder, source))?;
+            for (id, tag) in ids.iter().zip(tags) {
+                let path = folder.join(format!("{id}.{}", self.format.extension()));
+                std::fs::write(&path, self.format.draw(tag, look)).map_err(|source| write_error(&path, source))?;
+            }
+            return Ok(());
+        }
+        if let Some(file) = &self.out {
+            return std::fs::write(file, self.format.draw(&tags[0], look)).map_err(|source| write_error(file, source));
+        }
+        if ids.len() > 1 && self.format != Format::Terminal {
+            return Err(QrError::NeedsFolder(ids.len()));
+        }
+        let mut stdout = std::io::stdout().lock();
+        if self.format == Format::Png && stdout.is_terminal() {
+            return Err(QrError::BinaryToTerminal);
+        }
+        for (id, tag) in ids.iter().zip(tags) {
+            if ids.len() > 1 {
+                let _ = writeln!(stdout, "{id}");
+            }
+            stdout
+                .write_all(&self.format.draw(tag, look))
+                .map_err(|source| write_error(Path::new("stdout"), source))?;
+        }
+        stdout.flush().map_err(|source| write_error(Path::new("stdout"), source))
+    }
+}
+
+fn write_error(path: &Path, source: std::io::Error) -> QrError {
+    QrError::Write { path: path.display().to_string(), source }
+}
+
+/// Warns about each link a tag would not lead anywhere today.
+async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<(), QrError> {
+    let now = OffsetDateTime::now_utc();
+    for id in ids {
+        let problem = match reader.get_link(id).await.map_err(QrError::Couch)? {
+            None => Some("there is no such link in CouchDB".to_owned()),
+            Some(doc) => match Link::from_doc(doc) {
+                Err(e) => Some(format!("its document cannot be served ({e})")),
+                Ok(link) if link.inactive => Some("the link is inactive".to_owned()),
+                Ok(link) if link.live_target(now).is_none() => Some("the link has expired".to_owned()),
+                Ok(_) => None,
+            },
+        };
+        if let Some(problem) = problem {
+            tracing::warn!("{id}: {problem}; its tag answers 404 until the document is fixed");
+        }
+    }
+    Ok(())
+}
