@@ -13,6 +13,9 @@ use crate::domain::{Link, LinkId, PublicUrl};
 use crate::qr::render::{self, Look};
 use crate::qr::{self as tags, Level, Tag, TooLong};
 
+/// The widest picture drawn (a version 40 symbol at scale 100 is 18,500 pixels).
+const MAX_PIXELS: u64 = 20_000;
+
 /// Flags of `couchlink qr`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account that may read links (only with --check)")))]
@@ -99,6 +102,12 @@ pub enum QrError {
     /// A binary picture would go to the terminal.
     #[error("a PNG would garble the terminal: write it with --out FILE, redirect stdout, or use --format terminal")]
     BinaryToTerminal,
+    /// The picture asked for would be huge.
+    #[error("a picture {pixels} pixels wide is more than {MAX_PIXELS}: lower --scale or --border")]
+    TooLarge {
+        /// Its width.
+        pixels: u64,
+    },
     /// A file or folder could not be written.
     #[error("cannot write {path}")]
     Write {
@@ -138,6 +147,11 @@ impl QrArgs {
             runtime.block_on(check(&reader, &ids))?;
         }
         let look = Look { scale: self.scale.get(), border: self.border };
+        let widest = tags.iter().map(|t| t.code.size() as u64).max().unwrap_or(0);
+        let pixels = (widest + 2 * u64::from(look.border)) * u64::from(look.scale);
+        if pixels > MAX_PIXELS {
+            return Err(QrError::TooLarge { pixels });
+        }
         for (id, tag) in ids.iter().zip(&tags) {
             let size = tag.code.size();
             tracing::info!(

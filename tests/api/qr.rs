@@ -142,6 +142,8 @@ fn bad_input_is_refused_with_a_clear_message() {
         (vec!["H83if", "--public-url", long_base.as_str()], "do not fit a QR code of any version"),
         (vec!["H83if", "Promo", "--public-url", "http://0x1f.ie"], "name a folder with --out"),
         (vec!["H83if", "--public-url", "http://0x1f.ie", "--scale", "0"], "--scale"),
+        (vec!["H83if", "--public-url", "http://0x1f.ie", "--scale", "4000000000"], "lower --scale or --border"),
+        (vec!["H83if", "--public-url", "http://0x1f.ie", "--border", "4000000000"], "lower --scale or --border"),
     ] {
         let output = qr(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);
