@@ -126,7 +126,12 @@ impl TestDb {
 
     /// [`TestDb::new`] on a server of the test's own.
     pub async fn new_on(couch: &Couch) -> TestDb {
-        let db = TestDb { name: format!("test_{}", random_lowercase(12)), couch: couch.clone() };
+        TestDb::named_on(couch, &format!("test_{}", random_lowercase(12))).await
+    }
+
+    /// [`TestDb::new_on`], named `name` (a server of the test's own can use the real name).
+    pub async fn named_on(couch: &Couch, name: &str) -> TestDb {
+        let db = TestDb { name: name.to_owned(), couch: couch.clone() };
         let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
         couchlink::cmd::setup::run(&db.client_as(None), Some(&reader)).await.expect("couchlink setup works");
         ensure_user(couch, EDITOR, "editor").await;

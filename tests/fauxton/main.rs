@@ -1,0 +1,263 @@
+//! The admins' path in a real browser: an editor uses Fauxton on Apache CouchDB 3.5 (headless
+//! Chromium driven over WebDriver) while couchlink serves the same database, and every step is
+//! checked where users see it: in Fauxton, in CouchDB, and at the proxy.
+//!
+//! Not part of the plain `cargo test` (it needs `couchdb.sh`, Chromium and chromedriver);
+//! `.ci/run` runs it with `cargo test --test fauxton -- --nocapture`. Without them it fails,
+//! naming what is missing. Screenshots of every step go to `target/fauxton-screenshots/`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::{json, Value};
+
+use support::apache::{free_port, ApacheCouchDb};
+use support::process::ServeProcess;
+use support::{TestDb, EDITOR, READER};
+
+/// The freshness couchlink promises an edit.
+const FRESH: Duration = Duration::from_secs(1);
+
+/// Headless Chromium behind chromedriver, with a screenshot folder.
+struct Browser {
+    driver: Child,
+    client: Client,
+    shots: PathBuf,
+    taken: usize,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("this test needs chromedriver and Chromium (apt-get install chromium chromium-driver): {e}")
+            });
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,800"]}),
+        );
+        let client = ClientBuilder::new(HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .unwrap_or_else(|e| panic!("chromedriver could not start Chromium (apt-get install chromium): {e}"));
+        let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fauxton-screenshots");
+        std::fs::create_dir_all(&shots).unwrap();
+        Browser { driver, client, shots, taken: 0 }
+    }
+
+    /// Saves what the browser shows as `NN-name.png`.
+    async fn shot(&mut self, name: &str) {
+        self.taken += 1;
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.taken)), png).unwrap();
+    }
+
+    /// Polls `css` until it is there (at most 10 s).
+    async fn find(&self, css: &str) -> fantoccini::elements::Element {
+        let started = Instant::now();
+        loop {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                return element;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "{css} never appeared");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn click(&self, css: &str) {
+        self.find(css).await.click().await.unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+    }
+
+    /// Clicks Fauxton's notifications away (they cover the toolbar's buttons).
+    async fn dismiss_notifications(&self) {
+        let started = Instant::now();
+        loop {
+            let toasts = self.client.find_all(Locator::Css(".Toastify__toast")).await.unwrap();
+            if toasts.is_empty() {
+                return;
+            }
+            for toast in toasts {
+                let _ = toast.click().await;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "notifications never went away");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits (at most 10 s) for a notification saying `text`; all of its text.
+    async fn notification(&self, text: &str) -> String {
+        let started = Instant::now();
+        loop {
+            for toast in self.client.find_all(Locator::Css(".Toastify__toast")).await.unwrap() {
+                if let Ok(said) = toast.text().await {
+                    if said.contains(text) {
+                        // Let it finish sliding in, for the screenshot.
+                        tokio::time::sleep(Duration::from_millis(800)).await;
+                        return said;
+                    }
+                }
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "Fauxton never said {text:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The document in Fauxton's JSON editor.
+    async fn editor_document(&self) -> Value {
+        self.find(".ace_editor").await;
+        let text = self
+            .client
+            .execute("return document.querySelector('.ace_editor').env.editor.getValue()", vec![])
+            .await
+            .unwrap();
+        serde_json::from_str(text.as_str().unwrap()).unwrap()
+    }
+
+    /// Opens document `id` of `db` in the editor and waits until it shows revision `generation`.
+    async fn open_document(&self, fauxton: &str, db: &str, id: &str, generation: u32) -> Value {
+        self.client.goto(&format!("{fauxton}#database/{db}/{id}")).await.unwrap();
+        let started = Instant::now();
+        loop {
+            let doc = self.editor_document().await;
+            if doc["_rev"].as_str().is_some_and(|r| r.starts_with(&format!("{generation}-"))) {
+                return doc;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "Fauxton never showed revision {generation}: {doc}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Replaces the editor's text with `doc`. Through the editor's own API: typing into Ace
+    /// would fight its automatic brackets and quotes.
+    async fn set_editor_document(&self, doc: &Value) {
+        let text = serde_json::to_string_pretty(doc).unwrap();
+        self.client
+            .execute("document.querySelector('.ace_editor').env.editor.setValue(arguments[0], 1)", vec![json!(text)])
+            .await
+            .unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchlink_follows() {
+    let couchdb = ApacheCouchDb::single();
+    // The real name: the screenshots illustrate the README.
+    let db = TestDb::named_on(&couchdb.couch(0), "links").await;
+    let fauxton = format!("{}/_utils/", couchdb.url(0));
+    let proxy = ServeProcess::start(
+        "couchlink",
+        &[
+            ("COUCHLINK_COUCHDB_URL", &couchdb.url(0)),
+            ("COUCHLINK_COUCHDB_USER", READER.0),
+            ("COUCHLINK_COUCHDB_PASSWORD", READER.1),
+            ("COUCHLINK_DB", &db.name),
+        ],
+    );
+    let mut browser = Browser::start().await;
+
+    // The editor logs in.
+    browser.client.goto(&format!("{fauxton}#login")).await.unwrap();
+    browser.find("#username").await.send_keys(EDITOR.0).await.unwrap();
+    browser.find("#password").await.send_keys(EDITOR.1).await.unwrap();
+    browser.click("#login-btn").await;
+    browser.notification("You have been logged in").await;
+    browser.dismiss_notifications().await;
+
+    // 1. A new document: Fauxton proposes a UUID, the editor puts a link ID in its place.
+    browser.client.goto(&format!("{fauxton}#database/{}/_new", db.name)).await.unwrap();
+    let proposed = browser.editor_document().await;
+    let uuid = proposed["_id"].as_str().unwrap();
+    assert_eq!(uuid.len(), 32, "Fauxton proposes a UUID: {proposed}");
+    browser.set_editor_document(&json!({"_id": "H83if", "url": "https://example.com/wp/?p=14"})).await;
+    browser.shot("new-link-with-its-id").await;
+    browser.click("#save-doc-btn").await;
+    proxy.wait_until_served("/H83if", 302, Some("https://example.com/wp/?p=14"), FRESH).await;
+
+    // 2. The printed tag points somewhere new: the editor changes `url`.
+    let mut doc = browser.open_document(&fauxton, &db.name, "H83if", 1).await;
+    browser.shot("new-link-saved").await;
+    doc["url"] = json!("https://example.com/spring/");
+    browser.set_editor_document(&doc).await;
+    browser.dismiss_notifications().await;
+    let clicked = Instant::now();
+    browser.click("#save-doc-btn").await;
+    proxy.wait_until_served("/H83if", 302, Some("https://example.com/spring/"), FRESH).await;
+    let repointed = clicked.elapsed();
+    browser.notification("saved").await;
+    browser.shot("url-changed").await;
+
+    // 3. Retired: `inactive: true` answers 404.
+    let mut doc = browser.open_document(&fauxton, &db.name, "H83if", 2).await;
+    doc["inactive"] = json!(true);
+    browser.set_editor_document(&doc).await;
+    browser.dismiss_notifications().await;
+    let clicked = Instant::now();
+    browser.click("#save-doc-btn").await;
+    proxy.wait_until_served("/H83if", 404, None, FRESH).await;
+    let retired = clicked.elapsed();
+    browser.shot("link-retired").await;
+
+    // 4. Bad documents are refused, with the validation's reason on screen, and nothing stored.
+    let mut refusals = Vec::new();
+    for (id, doc, step) in [
+        ("Ftp01", json!({"_id": "Ftp01", "url": "ftp://files.example/"}), "refused-ftp-url"),
+        ("H83ifx", json!({"_id": "H83ifx", "url": "https://example.com/"}), "refused-6-character-id"),
+    ] {
+        browser.dismiss_notifications().await;
+        browser.client.goto(&format!("{fauxton}#database/{}/_new", db.name)).await.unwrap();
+        browser.editor_document().await;
+        browser.set_editor_document(&doc).await;
+        browser.click("#save-doc-btn").await;
+        let said = browser.notification("Save failed").await;
+        browser.shot(step).await;
+        assert_eq!(db.rev(id).await, None, "{id} was stored");
+        refusals.push(said);
+    }
+    assert!(refusals[0].contains("Only \"http://\" and \"https://\""), "{}", refusals[0]);
+    assert!(refusals[1].contains("exactly 5 letters or digits"), "{}", refusals[1]);
+
+    // 5. Deleting is refused, and Fauxton says why.
+    browser.dismiss_notifications().await;
+    browser.open_document(&fauxton, &db.name, "H83if", 3).await;
+    browser.dismiss_notifications().await;
+    browser.click("button[title=\"Delete\"]").await;
+    browser.click(".modal-footer button.btn-cf-primary").await;
+    let said = browser.notification("Failed to delete").await;
+    browser.shot("delete-refused").await;
+    assert!(said.contains("Links cannot be deleted") && said.contains("\"inactive\": true"), "{said}");
+    assert!(db.rev("H83if").await.is_some_and(|r| r.starts_with("3-")), "the document is still there");
+
+    // From the click on "Save Changes" (Fauxton's own request to CouchDB included) to couchlink
+    // serving the change.
+    eprintln!(
+        "\nFauxton flow on CouchDB 3.5, click on Save Changes → served by couchlink: new url {repointed:?}, inactive → 404 {retired:?}\n\
+         refusals shown: {refusals:?}; {said:?}\nscreenshots: {}\n",
+        browser.shots.display()
+    );
+    browser.client.clone().close().await.unwrap();
+}
