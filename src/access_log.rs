@@ -346,7 +346,7 @@ mod tests {
     }
 
     fn tid() -> TrackingId {
-        TrackingId::parse("20261122101733a3f9c1e2b7d4e6012f").unwrap()
+        TrackingId::parse("20261122101733a3f9c1e2b7d4e601").unwrap()
     }
 
     #[test]
@@ -363,7 +363,7 @@ mod tests {
         };
         assert_eq!(
             line(&entry),
-            "20261122101733.5 203.0.113.7 20261122101733a3f9c1e2b7d4e6012f Mozilla%2F5.0%20(X11%3B%20Linux) /H83if 302 https://example.com/wp/?p=14\n"
+            "20261122101733.5 203.0.113.7 20261122101733a3f9c1e2b7d4e601 Mozilla%2F5.0%20(X11%3B%20Linux) /H83if 302 https://example.com/wp/?p=14\n"
         );
     }
 
@@ -401,7 +401,7 @@ mod tests {
             status: 501,
             location: None,
         };
-        assert_eq!(line(&entry), "20261122101733.0 2001:db8::1 20261122101733a3f9c1e2b7d4e6012f - / 501\n");
+        assert_eq!(line(&entry), "20261122101733.0 2001:db8::1 20261122101733a3f9c1e2b7d4e601 - / 501\n");
         entry.user_agent = Some(b"");
         assert!(line(&entry).contains(" - / 501"));
     }

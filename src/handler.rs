@@ -321,20 +321,20 @@ mod tests {
 
     #[test]
     fn valid_tracking_cookie_is_found_among_others() {
-        let h = headers("a=1; tid=20261122101733a3f9c1e2b7d4e6012f; b=2");
-        assert_eq!(tracking_cookie(&h, "tid").unwrap().as_str(), "20261122101733a3f9c1e2b7d4e6012f");
+        let h = headers("a=1; tid=20261122101733a3f9c1e2b7d4e601; b=2");
+        assert_eq!(tracking_cookie(&h, "tid").unwrap().as_str(), "20261122101733a3f9c1e2b7d4e601");
         assert!(tracking_cookie(&headers("tid=20261122101733A3F9C1E2B7D4E6012F"), "tid").is_none());
-        assert!(tracking_cookie(&headers("xtid=20261122101733a3f9c1e2b7d4e6012f"), "tid").is_none());
+        assert!(tracking_cookie(&headers("xtid=20261122101733a3f9c1e2b7d4e601"), "tid").is_none());
     }
 
     #[test]
     fn set_cookie_has_every_attribute_and_secure_only_for_https() {
-        let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e6012f").unwrap();
+        let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e601").unwrap();
         let plain = Settings::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid", TrustedProxies::default());
         let r = build_response(&Outcome::NotFound, &tid, &plain, false);
         assert_eq!(
             r.headers()[header::SET_COOKIE],
-            "tid=20261122101733a3f9c1e2b7d4e6012f; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax"
+            "tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax"
         );
         let secure = Settings::new(PublicUrl::parse("HTTPS://0x1f.ie/").unwrap(), "tid", TrustedProxies::default());
         let r = build_response(&Outcome::NotFound, &tid, &secure, false);

@@ -6,21 +6,16 @@ use rand::Rng;
 use time::OffsetDateTime;
 
 /// A client's tracking ID: the UTC issue time as `yyyymmddhhmmss` followed by 16 lowercase hex
-/// digits from a CSPRNG.
-///
-/// The contract's rule says 16 hex digits, but its own example value
-/// (`20261122101733a3f9c1e2b7d4e6012f`) has 18: couchlink issues 16 and accepts both lengths,
-/// so a client holding a cookie of the documented example's shape keeps it.
+/// digits from a CSPRNG, 30 characters in all. Only that form is accepted: couchlink never
+/// issued another (an 18-digit form once accepted, from a misprinted example, served nobody).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TrackingId {
-    bytes: [u8; MAX_LEN],
-    len: u8,
+    bytes: [u8; LEN],
 }
 
 const STAMP_LEN: usize = 14;
 const ISSUED_HEX: usize = 16;
-const EXAMPLE_HEX: usize = 18;
-const MAX_LEN: usize = STAMP_LEN + EXAMPLE_HEX;
+const LEN: usize = STAMP_LEN + ISSUED_HEX;
 
 impl TrackingId {
     /// Accepts only a value of exactly the issued form; anything else gets a new ID.
@@ -32,31 +27,27 @@ impl TrackingId {
     /// ```
     pub fn parse(s: &str) -> Option<Self> {
         let raw = s.as_bytes();
-        if raw.len() != STAMP_LEN + ISSUED_HEX && raw.len() != STAMP_LEN + EXAMPLE_HEX {
-            return None;
-        }
-        let (stamp, random) = raw.split_at(STAMP_LEN);
+        let bytes: [u8; LEN] = raw.try_into().ok()?;
+        let (stamp, random) = bytes.split_at(STAMP_LEN);
         let ok = stamp.iter().all(u8::is_ascii_digit) && random.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        let mut bytes = [0u8; MAX_LEN];
-        bytes[..raw.len()].copy_from_slice(raw);
-        ok.then_some(TrackingId { bytes, len: raw.len() as u8 })
+        ok.then_some(TrackingId { bytes })
     }
 
     /// A new ID issued at `now` (converted to UTC).
     pub fn generate(now: OffsetDateTime) -> Self {
-        let mut bytes = [0u8; MAX_LEN];
+        let mut bytes = [0u8; LEN];
         write_compact_timestamp(now, &mut bytes[..STAMP_LEN]);
         let random: u64 = rand::rng().random();
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (i, b) in bytes[STAMP_LEN..STAMP_LEN + ISSUED_HEX].iter_mut().enumerate() {
+        for (i, b) in bytes[STAMP_LEN..].iter_mut().enumerate() {
             *b = HEX[((random >> (60 - 4 * i)) & 0xf) as usize];
         }
-        TrackingId { bytes, len: (STAMP_LEN + ISSUED_HEX) as u8 }
+        TrackingId { bytes }
     }
 
     /// The ID as text.
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[..self.len as usize]).expect("tracking IDs are ASCII")
+        std::str::from_utf8(&self.bytes).expect("tracking IDs are ASCII")
     }
 }
 
@@ -123,19 +114,21 @@ mod tests {
 
     #[test]
     fn parse_refuses_anything_not_exactly_the_form() {
-        for good in ["20261122101733a3f9c1e2b7d4e601", "20261122101733a3f9c1e2b7d4e6012f"] {
+        for good in ["20261122101733a3f9c1e2b7d4e601", "20250101000000aaaaaaaaaaaaaaaa"] {
             assert_eq!(TrackingId::parse(good).map(|t| t.as_str().to_owned()), Some(good.to_owned()));
         }
         for bad in [
             "",
             "20261122101733a3f9c1e2b7d4e60",     // 15 hex digits
             "20261122101733a3f9c1e2b7d4e6012",   // 17
+            "20261122101733a3f9c1e2b7d4e6012f",  // 18, never issued
             "20261122101733a3f9c1e2b7d4e6012f0", // 19
-            "20261122101733A3F9C1E2B7D4E6012F",  // upper-case hex
-            "2026112210173xa3f9c1e2b7d4e6012f",  // non-digit stamp
-            "20261122101733a3f9c1e2b7d4e6012g",  // non-hex
-            "20261122101733a3f9c1e2b7d4e601 f",
-            "2026112210173éa3f9c1e2b7d4e6012f",
+            // The right length, the wrong characters:
+            "20261122101733A3F9C1E2B7D4E601", // upper-case hex
+            "2026112210173xa3f9c1e2b7d4e601", // non-digit stamp
+            "20261122101733a3f9c1e2b7d4e60g", // non-hex
+            "20261122101733a3f9c1e2b7d4e6 1",
+            "2026112210173éa3f9c1e2b7d4e60", // 30 bytes, one of them not ASCII
         ] {
             assert!(TrackingId::parse(bad).is_none(), "{bad:?} must be refused");
         }
