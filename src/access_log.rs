@@ -39,8 +39,9 @@ pub struct Entry<'a> {
     pub time: OffsetDateTime,
     /// The client (after trusted-proxy headers).
     pub client: IpAddr,
-    /// The tracking ID set in the response.
-    pub tracking: &'a TrackingId,
+    /// The tracking ID set in the response; `None` when the client asked not to be tracked
+    /// (logged as `-`).
+    pub tracking: Option<&'a TrackingId>,
     /// The raw `User-Agent` header, if any.
     pub user_agent: Option<&'a [u8]>,
     /// The request target as received.
@@ -75,7 +76,7 @@ pub fn format_line(entry: &Entry<'_>, out: &mut Vec<u8>) {
         }
     }
     out.push(b' ');
-    out.extend_from_slice(entry.tracking.as_str().as_bytes());
+    out.extend_from_slice(entry.tracking.map_or(b"-".as_slice(), |t| t.as_str().as_bytes()));
     out.push(b' ');
     match entry.user_agent {
         Some(ua) if !ua.is_empty() => extend_encoded(out, ua, USER_AGENT_SET),
@@ -355,7 +356,7 @@ mod tests {
         let entry = Entry {
             time: datetime!(2026-11-22 10:17:33.59 UTC),
             client: "203.0.113.7".parse().unwrap(),
-            tracking: &tid,
+            tracking: Some(&tid),
             user_agent: Some(b"Mozilla/5.0 (X11; Linux)"),
             target: b"/H83if",
             status: 302,
@@ -373,7 +374,7 @@ mod tests {
         let entry = Entry {
             time: datetime!(2026-11-22 10:17:33 UTC),
             client: "::ffff:10.0.0.1".parse().unwrap(),
-            tracking: &tid,
+            tracking: Some(&tid),
             user_agent: Some(b"evil \"agent\"\r\n%0A\xff\xfe\x00"),
             target: b"/a b\"c\r\n%\xff",
             status: 404,
@@ -395,7 +396,7 @@ mod tests {
         let mut entry = Entry {
             time: datetime!(2026-11-22 10:17:33.05 UTC),
             client: "2001:db8::1".parse().unwrap(),
-            tracking: &tid,
+            tracking: Some(&tid),
             user_agent: None,
             target: b"/",
             status: 501,
@@ -412,7 +413,7 @@ mod tests {
         let entry = Entry {
             time: datetime!(2026-11-22 10:17:33 UTC),
             client: "192.0.2.1".parse().unwrap(),
-            tracking: &tid,
+            tracking: Some(&tid),
             user_agent: None,
             target: b"/H83if",
             status: 302,
@@ -421,5 +422,19 @@ mod tests {
         assert_eq!(line(&entry).split(' ').count(), 7);
         let not_found = Entry { status: 404, ..entry };
         assert_eq!(line(&not_found).split(' ').count(), 6);
+    }
+
+    #[test]
+    fn an_untracked_request_logs_a_dash_for_its_tracking_id() {
+        let entry = Entry {
+            time: datetime!(2026-11-22 10:17:33 UTC),
+            client: "203.0.113.7".parse().unwrap(),
+            tracking: None,
+            user_agent: None,
+            target: b"/Nopee",
+            status: 404,
+            location: None,
+        };
+        assert_eq!(line(&entry), "20261122101733.0 203.0.113.7 - - /Nopee 404\n");
     }
 }

@@ -89,6 +89,19 @@ fn parse_node(node: &str) -> Option<IpAddr> {
         .or_else(|| IpAddr::from_str(node.strip_prefix('[')?.strip_suffix(']')?).ok())
 }
 
+/// `ip` with its host part cleared, as the log keeps it when asked to anonymise: the first 24
+/// bits of an IPv4 address (`203.0.113.0`), the first 48 of an IPv6 one (`2001:db8:1::`). An
+/// IPv4 address mapped into IPv6 is cut as IPv4.
+pub fn anonymize(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(std::net::Ipv4Addr::from(u32::from(v4) & 0xffff_ff00)),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V6(std::net::Ipv4Addr::from(u32::from(v4) & 0xffff_ff00).to_ipv6_mapped()),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !0u128 << 80)),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +156,18 @@ mod tests {
     fn bad_proxy_list_is_refused() {
         assert!("10.0.0.0/8, nonsense".parse::<TrustedProxies>().is_err());
         assert_eq!("".parse::<TrustedProxies>().unwrap(), TrustedProxies::default());
+    }
+
+    #[test]
+    fn anonymized_addresses_keep_24_bits_of_ipv4_and_48_of_ipv6() {
+        for (ip, kept) in [
+            ("203.0.113.77", "203.0.113.0"),
+            ("10.0.0.1", "10.0.0.0"),
+            ("2001:db8:1:2:3:4:5:6", "2001:db8:1::"),
+            ("2001:db8:abcd:ffff::1", "2001:db8:abcd::"),
+            ("::ffff:198.51.100.9", "::ffff:198.51.100.0"),
+        ] {
+            assert_eq!(anonymize(ip.parse().unwrap()).to_string(), kept, "{ip}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The redirect logic: one request's parts in, one response out, no socket needed.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -51,6 +51,10 @@ pub struct Settings {
     cookie_attributes: String,
     /// Whose forwarding headers are believed.
     pub trusted_proxies: TrustedProxies,
+    /// Whether `Sec-GPC: 1` and `DNT: 1` turn the tracking cookie off for that request.
+    pub honor_privacy_signals: bool,
+    /// Whether logged addresses lose their host part ([`crate::client_ip::anonymize`]).
+    pub anonymize_ip: bool,
 }
 
 impl Settings {
@@ -62,7 +66,27 @@ impl Settings {
             public_url,
             cookie_name: cookie_name.to_owned(),
             trusted_proxies,
+            honor_privacy_signals: false,
+            anonymize_ip: false,
         }
+    }
+
+    /// The client's address as the log keeps it.
+    fn logged_ip(&self, ip: IpAddr) -> IpAddr {
+        if self.anonymize_ip {
+            crate::client_ip::anonymize(ip)
+        } else {
+            ip
+        }
+    }
+
+    /// Whether this request goes untracked: privacy signals honoured, and one of them set.
+    /// Global Privacy Control (`Sec-GPC: 1`) and Do Not Track (`DNT: 1`) mean the same here.
+    fn untracked(&self, headers: &HeaderMap) -> bool {
+        self.honor_privacy_signals
+            && ["sec-gpc", "dnt"]
+                .iter()
+                .any(|name| headers.get(*name).is_some_and(|v| v.as_bytes().trim_ascii() == b"1"))
     }
 }
 
@@ -82,9 +106,10 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
         Method::GET | Method::HEAD => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
         _ => Outcome::NotImplemented,
     };
-    let tracking =
-        tracking_cookie(&request.headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now));
-    let response = build_response(&outcome, &tracking, &app.settings, request.method == Method::HEAD);
+    let tracking = (!app.settings.untracked(&request.headers)).then(|| {
+        tracking_cookie(&request.headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now))
+    });
+    let response = build_response(&outcome, tracking.as_ref(), &app.settings, request.method == Method::HEAD);
 
     let target = match request.uri.scheme() {
         // Absolute-form targets are logged whole, as received.
@@ -94,8 +119,8 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
     let status = response.status().as_u16();
     app.log.write(&Entry {
         time: now,
-        client: app.settings.trusted_proxies.client_ip(peer.ip(), &request.headers),
-        tracking: &tracking,
+        client: app.settings.logged_ip(app.settings.trusted_proxies.client_ip(peer.ip(), &request.headers)),
+        tracking: tracking.as_ref(),
         user_agent: request.headers.get(header::USER_AGENT).map(HeaderValue::as_bytes),
         target: target.as_bytes(),
         status,
@@ -125,8 +150,8 @@ pub fn log_rejected(app: &App, peer: SocketAddr, status: u16) {
     let now = OffsetDateTime::now_utc();
     app.log.write(&Entry {
         time: now,
-        client: peer.ip(),
-        tracking: &TrackingId::generate(now),
+        client: app.settings.logged_ip(peer.ip()),
+        tracking: Some(&TrackingId::generate(now)),
         user_agent: None,
         target: b"",
         status,
@@ -230,7 +255,12 @@ fn tracking_cookie(headers: &HeaderMap, name: &str) -> Option<TrackingId> {
     })
 }
 
-fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings, head: bool) -> Response<Full<Bytes>> {
+fn build_response(
+    outcome: &Outcome,
+    tracking: Option<&TrackingId>,
+    settings: &Settings,
+    head: bool,
+) -> Response<Full<Bytes>> {
     let (status, body) = match outcome {
         Outcome::Redirect { location, .. } => (StatusCode::FOUND, Bytes::from(redirect_body(location.as_str()))),
         Outcome::NotFound => (StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND_BODY.as_bytes())),
@@ -243,12 +273,14 @@ fn build_response(outcome: &Outcome, tracking: &TrackingId, settings: &Settings,
     // target at once, and every scan must reach the proxy to be logged.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let mut cookie = String::with_capacity(settings.cookie_name.len() + 32 + settings.cookie_attributes.len());
-    cookie.push_str(&settings.cookie_name);
-    cookie.push('=');
-    cookie.push_str(tracking.as_str());
-    cookie.push_str(&settings.cookie_attributes);
-    headers.insert(header::SET_COOKIE, header_value(cookie));
+    if let Some(tracking) = tracking {
+        let mut cookie = String::with_capacity(settings.cookie_name.len() + 32 + settings.cookie_attributes.len());
+        cookie.push_str(&settings.cookie_name);
+        cookie.push('=');
+        cookie.push_str(tracking.as_str());
+        cookie.push_str(&settings.cookie_attributes);
+        headers.insert(header::SET_COOKIE, header_value(cookie));
+    }
     match outcome {
         Outcome::Redirect { location, id } => {
             headers.insert(header::LOCATION, header_value(location.as_str().to_owned()));
@@ -331,13 +363,13 @@ mod tests {
     fn set_cookie_has_every_attribute_and_secure_only_for_https() {
         let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e601").unwrap();
         let plain = Settings::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid", TrustedProxies::default());
-        let r = build_response(&Outcome::NotFound, &tid, &plain, false);
+        let r = build_response(&Outcome::NotFound, Some(&tid), &plain, false);
         assert_eq!(
             r.headers()[header::SET_COOKIE],
             "tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax"
         );
         let secure = Settings::new(PublicUrl::parse("HTTPS://0x1f.ie/").unwrap(), "tid", TrustedProxies::default());
-        let r = build_response(&Outcome::NotFound, &tid, &secure, false);
+        let r = build_response(&Outcome::NotFound, Some(&tid), &secure, false);
         assert!(r.headers()[header::SET_COOKIE].to_str().unwrap().ends_with("; SameSite=Lax; Secure"));
     }
 

@@ -58,6 +58,13 @@ pub struct ServeArgs {
     /// Comma-separated IPs/CIDRs of proxies whose X-Forwarded-For/Forwarded is believed.
     #[arg(long, env = "COUCHLINK_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
+    /// Honour Global Privacy Control and Do Not Track: a request with `Sec-GPC: 1` or `DNT: 1`
+    /// gets no tracking cookie, and its log line `-` as tracking ID.
+    #[arg(long, env = "COUCHLINK_HONOR_PRIVACY_SIGNALS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub honor_privacy_signals: bool,
+    /// Log client addresses without their host part (IPv4 /24, IPv6 /48).
+    #[arg(long, env = "COUCHLINK_ANONYMIZE_IP", default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymize_ip: bool,
     /// Name of the tracking cookie.
     #[arg(long, env = "COUCHLINK_COOKIE_NAME", default_value = "tid", value_parser = parse_cookie_name)]
     pub cookie_name: String,
@@ -218,7 +225,9 @@ pub async fn run(
         Duration::from_secs(1),
     ));
 
-    let settings = Settings::new(public_url.clone(), &args.cookie_name, args.trusted_proxies);
+    let mut settings = Settings::new(public_url.clone(), &args.cookie_name, args.trusted_proxies);
+    settings.honor_privacy_signals = args.honor_privacy_signals;
+    settings.anonymize_ip = args.anonymize_ip;
     let app = Arc::new(App { store, log, metrics, settings });
     let drain = Duration::from_secs(args.drain_secs);
     let result = serve_on_workers(listener, app, shutdown, drain, workers, || {

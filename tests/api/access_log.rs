@@ -170,3 +170,14 @@ async fn finished_days_are_gzipped_and_days_past_retention_deleted_while_the_liv
     let live = std::fs::read_to_string(logs.path().join(day(today))).unwrap();
     assert_eq!(live.lines().count(), 1, "{live}");
 }
+
+#[tokio::test]
+async fn anonymized_addresses_for_peers_and_forwarded_clients_alike() {
+    let app = spawn_app_with(AppOptions::args(&[("--anonymize-ip", "true"), ("--trusted-proxies", "127.0.0.1")])).await;
+    app.http.get(format!("{}/Nopee", app.base)).send().await.unwrap();
+    app.http.get(format!("{}/Nopee", app.base)).header("x-forwarded-for", "203.0.113.77").send().await.unwrap();
+    app.http.get(format!("{}/Nopee", app.base)).header("x-forwarded-for", "2001:db8:1:2::5").send().await.unwrap();
+    let lines = app.wait_for_log_lines(3).await;
+    let ips: Vec<&str> = lines.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    assert_eq!(ips, ["127.0.0.0", "203.0.113.0", "2001:db8:1::"]);
+}

@@ -67,3 +67,36 @@ async fn the_cookie_is_secure_when_the_public_url_is_https() {
     let plain = spawn_app().await;
     assert!(!plain.get("/Nopee").await.headers()["set-cookie"].to_str().unwrap().contains("Secure"));
 }
+
+#[tokio::test]
+async fn honoured_privacy_signals_mean_no_cookie_and_a_dash_in_the_log() {
+    let app = spawn_app_with(AppOptions::args(&[("--honor-privacy-signals", "true")])).await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+    for (name, value) in [("sec-gpc", "1"), ("dnt", "1")] {
+        let response = app
+            .http
+            .get(format!("{}/H83if", app.base))
+            .header(name, value)
+            .header("cookie", "tid=20250101000000aaaaaaaaaaaaaaaa")
+            .send()
+            .await
+            .unwrap();
+        assert_redirects_to(&response, "https://example.com/");
+        assert!(response.headers().get("set-cookie").is_none(), "{name}: {value} still set a cookie");
+    }
+    // No signal (or a 0): tracked as ever.
+    let response = app.http.get(format!("{}/H83if", app.base)).header("dnt", "0").send().await.unwrap();
+    assert!(is_fresh_tracking_id(&tracking_cookie(&response)));
+    let lines = app.wait_for_log_lines(3).await;
+    let third: Vec<&str> = lines.iter().map(|l| l.split(' ').nth(2).unwrap()).collect();
+    assert_eq!(&third[..2], ["-", "-"], "{lines:?}");
+    assert!(is_fresh_tracking_id(third[2]), "{lines:?}");
+    assert!(lines.iter().all(|l| l.split(' ').count() == 7), "the redirect itself is unchanged: {lines:?}");
+}
+
+#[tokio::test]
+async fn privacy_signals_change_nothing_unless_the_operator_honours_them() {
+    let app = spawn_app().await;
+    let response = app.http.get(format!("{}/Nopee", app.base)).header("sec-gpc", "1").send().await.unwrap();
+    assert!(is_fresh_tracking_id(&tracking_cookie(&response)));
+}
