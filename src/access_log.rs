@@ -437,4 +437,38 @@ mod tests {
         };
         assert_eq!(line(&entry), "20261122101733.0 203.0.113.7 - - /Nopee 404\n");
     }
+
+    proptest::proptest! {
+        /// Whatever a client sends as User-Agent and target, and whatever the Location, a
+        /// request is exactly one line of 6 (or 7, for a 302) non-empty, space-free fields of
+        /// visible ASCII.
+        #[test]
+        fn any_bytes_make_one_well_formed_line(
+            user_agent in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..300)),
+            target in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            location in proptest::option::of(".{0,200}"),
+            tracked in proptest::bool::ANY,
+        ) {
+            let tid = tid();
+            let location = location.and_then(|l| crate::resolve::safe_location(&l));
+            let status = if location.is_some() { 302 } else { 404 };
+            let entry = Entry {
+                time: datetime!(2026-11-22 10:17:33 UTC),
+                client: "2001:db8::1".parse().unwrap(),
+                tracking: tracked.then_some(&tid),
+                user_agent: user_agent.as_deref(),
+                target: &target,
+                status,
+                location: location.as_deref(),
+            };
+            let text = line(&entry);
+            proptest::prop_assert!(text.ends_with('\n'));
+            let body = &text[..text.len() - 1];
+            proptest::prop_assert!(!body.contains('\n'), "one line: {body:?}");
+            proptest::prop_assert!(body.bytes().all(|b| b.is_ascii_graphic() || b == b' '), "{body:?}");
+            let fields: Vec<&str> = body.split(' ').collect();
+            proptest::prop_assert_eq!(fields.len(), if status == 302 { 7 } else { 6 }, "{:?}", body);
+            proptest::prop_assert!(fields.iter().all(|f| !f.is_empty()), "{body:?}");
+        }
+    }
 }

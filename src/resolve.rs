@@ -492,4 +492,34 @@ mod tests {
             assert_eq!(safe_location(bad), None, "{bad:?}");
         }
     }
+
+    proptest::proptest! {
+        /// Whatever a destination holds, the Location couchlink would send is an absolute
+        /// http(s) URL of visible ASCII, or nothing.
+        #[test]
+        fn a_location_is_http_or_https_and_visible_ascii(destination in "\\PC{0,80}|(https?|ftp|javascript|data):[\\PC]{0,60}") {
+            if let Some(location) = safe_location(&destination) {
+                proptest::prop_assert!(location.starts_with("http://") || location.starts_with("https://"), "{location}");
+                proptest::prop_assert!(location.bytes().all(|b| b.is_ascii_graphic()), "{location:?}");
+            }
+        }
+
+        /// A remaining path that passes the check never takes the URL out of the target's path.
+        #[test]
+        fn an_accepted_remaining_path_stays_under_the_target(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(&["a", "b.c", ".", "..", "/", "\\", "%2e", "%2E%2e", "%2f", "%5C", "%25"][..]),
+                0..10,
+            )
+        ) {
+            let appended = tokens.concat();
+            if !climbs_out(&appended) {
+                let joined = format!("https://t.example/wp/{}", appended.trim_start_matches('/'));
+                if let Some(location) = safe_location(&joined) {
+                    let url = Url::parse(&location).unwrap();
+                    proptest::prop_assert!(url.path().starts_with("/wp/"), "{appended:?} → {location}");
+                }
+            }
+        }
+    }
 }

@@ -87,4 +87,16 @@ mod tests {
         let distinct: std::collections::HashSet<_> = (0..1000).map(|_| LinkId::random()).collect();
         assert!(distinct.len() > 990, "62^5 IDs should rarely collide");
     }
+
+    proptest::proptest! {
+        /// Exactly the 5-character base-62 strings are IDs, and they read back unchanged.
+        #[test]
+        fn parse_accepts_exactly_five_base62_characters(s in "\\PC{0,8}|[A-Za-z0-9]{5}") {
+            let valid = s.len() == 5 && s.bytes().all(|b| b.is_ascii_alphanumeric());
+            match LinkId::parse(&s) {
+                Ok(id) => proptest::prop_assert!(valid && id.as_str() == s),
+                Err(_) => proptest::prop_assert!(!valid),
+            }
+        }
+    }
 }

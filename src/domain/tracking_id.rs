@@ -133,4 +133,16 @@ mod tests {
             assert!(TrackingId::parse(bad).is_none(), "{bad:?} must be refused");
         }
     }
+
+    proptest::proptest! {
+        /// Exactly 14 digits then 16 lowercase hex digits are a tracking ID.
+        #[test]
+        fn parse_accepts_exactly_the_issued_form(s in "\\PC{0,40}|[0-9]{14}[0-9a-f]{16}|[0-9]{14}[0-9a-fA-F]{15,17}") {
+            let b = s.as_bytes();
+            let valid = b.len() == 30
+                && b[..14].iter().all(u8::is_ascii_digit)
+                && b[14..].iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+            proptest::prop_assert_eq!(TrackingId::parse(&s).map(|t| t.as_str().to_owned()), valid.then(|| s.clone()));
+        }
+    }
 }
