@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::apache::free_port;
+use crate::support::process::wait_within;
 use crate::support::*;
 
 /// The quick start with `args`; its stderr lines arrive on the receiver.
@@ -39,17 +40,7 @@ fn quickstart(args: &[String], env: &[(&str, &Path)]) -> (Child, mpsc::Receiver<
 
 /// Waits (at most `limit`) for `child` to exit; its exit code.
 fn exit_code_within(child: &mut Child, limit: Duration) -> Option<i32> {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("the quick start still runs after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_within(child, limit).unwrap_or_else(|()| panic!("the quick start still runs after {limit:?}")).code()
 }
 
 fn ports_args(couchdb: u16, port: u16, admin: u16) -> Vec<String> {

@@ -1,12 +1,12 @@
 //! Start-up: misconfiguration is a clear error, an unreachable CouchDB is not.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use couchlink::errors::Causes;
 use serde_json::json;
 
-use crate::support::process::ServeProcess;
+use crate::support::process::{wait_within, ServeProcess};
 use crate::support::*;
 
 /// The CouchDB flags of `db`'s admin, with `password` and `db_name` in place of theirs.
@@ -82,17 +82,8 @@ fn run_binary_output(args: &[&str], env: &[(&str, &str)]) -> (std::process::Exit
     let (stdout, stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let stdout = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
     let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("couchlink {args:?} still runs after 20 s: {}", stderr.join().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let Ok(status) = wait_within(&mut child, Duration::from_secs(20)) else {
+        panic!("couchlink {args:?} still runs after 20 s: {}", stderr.join().unwrap());
     };
     (status, stdout.join().unwrap(), stderr.join().unwrap())
 }

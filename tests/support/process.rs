@@ -118,14 +118,8 @@ impl ServeProcess {
     pub fn terminate(&mut self) -> ExitStatus {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "{} ignored SIGTERM", self.name);
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_within(&mut self.child, Duration::from_secs(30))
+            .unwrap_or_else(|()| panic!("{} ignored SIGTERM", self.name))
     }
 
     /// Lines in its access log files.
@@ -142,6 +136,22 @@ impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Waits for `child` to exit, at most `limit`; past it the child is killed and `Err` returned.
+pub fn wait_within(child: &mut Child, limit: Duration) -> Result<ExitStatus, ()> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            return Ok(status);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
