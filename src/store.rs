@@ -131,9 +131,14 @@ impl LinkStore {
         let mut guard = LoadingGuard { store: self, id, rx, armed: true };
         let result = self.fetch(id).await;
         let keep = result.is_ok() && epoch % 2 == 1 && self.epoch.load(Acquire) == epoch;
-        // With RUST_LOG=couchlink=debug, fills and feed changes can be lined up in time.
-        let target = result.as_ref().ok().and_then(|found| found.as_ref().map(|link| link.url.clone()));
-        tracing::debug!(%id, keep, ?target, "read from CouchDB");
+        // With RUST_LOG=couchlink=debug, fills and feed changes can be lined up in time (the
+        // fields are only evaluated when that level is on).
+        tracing::debug!(
+            %id,
+            keep,
+            target = ?result.as_ref().ok().and_then(|found| found.as_deref().map(|link| &*link.url)),
+            "read from CouchDB"
+        );
         {
             let mut shard = self.shard(&id).write().expect("cache lock");
             // Not ours any more: the feed replaced it with a newer state, which wins.
