@@ -3,12 +3,13 @@
 //! `GET /H83if` reads the CouchDB document `H83if` and answers `302` to its `url`, logging every
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
-//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`), each with its flags and its run.
+//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`, `report`), each with its flags and its run.
 //! - [`accept`]: binding and the graceful accept loop both listeners share (hyper-util).
 //! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
 //! - [`resolve`]: the shortlink resolution draft's algorithm, and the checks that keep targets safe.
 //! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.
 //! - [`follower`]: the `_changes` follower that keeps the cache current.
+//! - [`warm`]: the cache filled from CouchDB in pages at start, while serving.
 //! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
 //! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
@@ -17,6 +18,7 @@
 //! - [`metrics`]: counters in Prometheus text format.
 //! - [`errors`]: an error and its causes on one line, for operators.
 //! - [`qr`]: QR tags of short links, in the smallest symbol (offline; not on the redirect path).
+//! - [`report`]: link analytics from the access log files (offline; not on the redirect path).
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
 
 #![forbid(unsafe_code)]
@@ -35,5 +37,7 @@ pub mod handler;
 pub mod log_retention;
 pub mod metrics;
 pub mod qr;
+pub mod report;
 pub mod resolve;
 pub mod store;
+pub mod warm;

@@ -9,6 +9,7 @@ use crate::couch::{CouchClient, CouchConfig};
 
 pub mod create;
 pub mod qr;
+pub mod report;
 pub mod serve;
 pub mod setup;
 
@@ -32,6 +33,8 @@ pub enum Command {
     Create(create::CreateArgs),
     /// Make the smallest QR tag of each short link (PNG, SVG or text; offline unless --check).
     Qr(qr::QrArgs),
+    /// Link analytics from the access log files: redirects, visitors, target versions, bots.
+    Report(report::ReportArgs),
 }
 
 /// What any command can fail with, for `main` to print with its causes.
@@ -45,6 +48,7 @@ impl Command {
             Command::Setup(args) => Ok(args.execute()?),
             Command::Create(args) => Ok(args.execute()?),
             Command::Qr(args) => Ok(args.execute()?),
+            Command::Report(args) => Ok(args.execute()?),
         }
     }
 

@@ -1,0 +1,40 @@
+# Shell helpers the bench scripts share (sourced, not run).
+
+# A TCP port free on loopback now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Waits (at most 30 s) until URL answers 2xx, else stops the script.
+wait_http() { for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
+# The value of NAME= in the last RESULT line wrk's report.lua printed (stdin).
+field() { sed -n "s/.*RESULT.* $1=\([^ ]*\).*/\1/p" | tail -1; }
+# The median of the numbers on stdin, one a line.
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+
+# start_nginx DIR PORT WORKERS EVENTS: the reference server, nginx answering every path with the
+# 302 couchlink would send (a Set-Cookie, Cache-Control, an access log line), in DIR (its pid in
+# DIR/nginx.pid). EVENTS is the body of its events block ("" for nginx's defaults).
+start_nginx() {
+  local dir=$1 port=$2 workers=$3 events=$4
+  mkdir -p "$dir/nginx"
+  cat >"$dir/nginx.conf" <<NGINX
+worker_processes $workers;
+pid $dir/nginx.pid;
+error_log $dir/nginx/error.log;
+events { $events }
+http {
+  client_body_temp_path $dir/nginx; proxy_temp_path $dir/nginx; fastcgi_temp_path $dir/nginx;
+  uwsgi_temp_path $dir/nginx; scgi_temp_path $dir/nginx;
+  log_format redirects '\$msec \$remote_addr \$cookie_tid \$http_user_agent \$request_uri \$status \$sent_http_location';
+  access_log $dir/nginx/access.log redirects;
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      add_header Set-Cookie "tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax" always;
+      add_header Cache-Control no-store always;
+      return 302 https://example.com/landing\$uri?utm_source=qr;
+    }
+  }
+}
+NGINX
+  nginx -c "$dir/nginx.conf" -p "$dir/nginx"
+}

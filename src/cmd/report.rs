@@ -1,0 +1,151 @@
+//! `couchlink report`: link analytics from the access log files alone (no CouchDB, no network).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::domain::LinkId;
+use crate::report::line::Day;
+use crate::report::{self, print, Options, ReportError, Stamp};
+
+/// Flags of `couchlink report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Log files (plain or gzipped) or directories of access.*.log[.gz]; default: --log-dir.
+    pub paths: Vec<PathBuf>,
+    /// The access log directory read when no path is given.
+    #[arg(long, env = "COUCHLINK_LOG_DIR", default_value = "logs")]
+    pub log_dir: PathBuf,
+    /// Lines from this UTC date (YYYY-MM-DD: from its midnight) or RFC 3339 time on.
+    #[arg(long, value_parser = since)]
+    pub since: Option<Stamp>,
+    /// Lines up to this UTC date (YYYY-MM-DD: that whole day included) or before this RFC 3339 time.
+    #[arg(long, value_parser = until)]
+    pub until: Option<Stamp>,
+    /// Only this link in the per-link part (repeat for more); totals still cover every line.
+    #[arg(long = "link", value_name = "ID", value_parser = LinkId::parse)]
+    pub links: Vec<LinkId>,
+    /// Output format (CSV and JSON schemas: README, "Link analytics").
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the report to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Report formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns, for a terminal.
+    Table,
+    /// One row per link and per target version.
+    Csv,
+    /// Everything, schema couchlink-report/1.
+    Json,
+    /// One self-contained page with charts.
+    Html,
+}
+
+/// Why `couchlink report` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportCommandError {
+    /// The logs could not be read.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// `--since` is not before `--until`.
+    #[error("--since ({since}) is not before --until ({until}): no line can be in between")]
+    EmptyRange {
+        /// As given.
+        since: Stamp,
+        /// As given.
+        until: Stamp,
+    },
+    /// The output could not be written.
+    #[error("cannot write the report to {where_}: {source}")]
+    Write {
+        /// The file, or standard output.
+        where_: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ReportArgs {
+    /// Counts the logs and writes the report.
+    pub fn execute(self) -> Result<(), ReportCommandError> {
+        if let (Some(since), Some(until)) = (self.since, self.until) {
+            if since >= until {
+                return Err(ReportCommandError::EmptyRange { since, until });
+            }
+        }
+        let paths = if self.paths.is_empty() { vec![self.log_dir] } else { self.paths };
+        let options = Options { since: self.since, until: self.until, links: self.links.into_iter().collect() };
+        let report = report::run(&paths, &options)?;
+        let malformed = &report.totals.malformed_lines;
+        if let Some(first) = malformed.first() {
+            tracing::warn!(
+                "{} malformed lines, counted in the report (first: {}:{}: {})",
+                report.totals.malformed,
+                first.file,
+                first.line,
+                first.reason
+            );
+        }
+        let where_ = self.out.as_ref().map_or("standard output".to_owned(), |p| p.display().to_string());
+        let fail = |source| ReportCommandError::Write { where_: where_.clone(), source };
+        let mut out: Box<dyn Write> = match &self.out {
+            Some(path) => Box::new(BufWriter::new(File::create(path).map_err(fail)?)),
+            None => Box::new(BufWriter::new(io::stdout().lock())),
+        };
+        let printed = match self.format {
+            Format::Table => print::table(&report, &mut out),
+            Format::Csv => print::csv(&report, &mut out),
+            Format::Json => print::json(&report, &mut out),
+            Format::Html => print::html(&report, &mut out),
+        };
+        printed.and_then(|()| out.flush()).map_err(fail)
+    }
+}
+
+fn since(text: &str) -> Result<Stamp, String> {
+    match Day::parse_iso(text) {
+        Some(day) => Ok(day.start()),
+        None => instant(text),
+    }
+}
+
+fn until(text: &str) -> Result<Stamp, String> {
+    match Day::parse_iso(text) {
+        Some(day) => day
+            .date()
+            .and_then(|d| d.next_day())
+            .map(|d| Day::of(d).start())
+            .ok_or_else(|| format!("no day after {text}")),
+        None => instant(text),
+    }
+}
+
+fn instant(text: &str) -> Result<Stamp, String> {
+    OffsetDateTime::parse(text, &Rfc3339)
+        .map(Stamp::at)
+        .map_err(|_| format!("{text:?} is neither a date (2026-11-22) nor an RFC 3339 time (2026-11-22T10:00:00Z)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_date_is_a_whole_utc_day_and_a_time_an_instant() {
+        assert_eq!(since("2026-11-22").unwrap().to_string(), "2026-11-22T00:00:00.0Z");
+        assert_eq!(until("2026-11-22").unwrap().to_string(), "2026-11-23T00:00:00.0Z");
+        assert_eq!(until("2026-12-31").unwrap().to_string(), "2027-01-01T00:00:00.0Z");
+        assert_eq!(until("2026-11-22T10:00:00+01:00").unwrap().to_string(), "2026-11-22T09:00:00.0Z");
+        assert!(since("yesterday").unwrap_err().contains("RFC 3339"));
+    }
+}

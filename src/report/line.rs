@@ -1,0 +1,262 @@
+//! One access-log line (README, "Access log") split into the fields a report counts.
+
+use std::fmt;
+
+use time::{Date, Month, OffsetDateTime};
+
+use crate::domain::{LinkId, TrackingId};
+
+/// A time as the log writes it, `yyyymmddhhmmss` and tenths, held as that number: comparing
+/// two stamps compares the times, and no calendar arithmetic runs per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Stamp(u64);
+
+impl Stamp {
+    /// Reads `yyyymmddhhmmss.t`, refusing anything that is not a real UTC time.
+    pub fn parse(field: &[u8]) -> Option<Stamp> {
+        let [digits @ .., b'.', tenth] = field else { return None };
+        if digits.len() != 14 || !tenth.is_ascii_digit() {
+            return None;
+        }
+        let number = digits_value(digits)?;
+        let stamp = Stamp(number * 10 + u64::from(tenth - b'0'));
+        let (hour, minute, second) = ((number / 10_000) % 100, (number / 100) % 100, number % 100);
+        (hour < 24 && minute < 60 && second < 60 && stamp.day().date().is_some()).then_some(stamp)
+    }
+
+    /// The start of `at`'s tenth of a second (UTC).
+    pub fn at(at: OffsetDateTime) -> Stamp {
+        let t = at.to_offset(time::UtcOffset::UTC);
+        let day = u64::from(Day::of(t.date()).0);
+        let clock = u64::from(t.hour()) * 10_000 + u64::from(t.minute()) * 100 + u64::from(t.second());
+        Stamp((day * 1_000_000 + clock) * 10 + u64::from(t.nanosecond() / 100_000_000))
+    }
+
+    /// The UTC day it falls on.
+    pub fn day(self) -> Day {
+        Day((self.0 / 10_000_000) as u32)
+    }
+}
+
+/// ISO 8601 in UTC, to the tenth: `2026-11-22T10:17:33.5Z`.
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0 / 10;
+        let s = format!("{s:014}");
+        write!(f, "{}T{}:{}:{}.{}Z", self.day(), &s[8..10], &s[10..12], &s[12..14], self.0 % 10)
+    }
+}
+
+/// A UTC day, `yyyymmdd` as a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day(u32);
+
+impl Day {
+    /// The day of `date`.
+    pub fn of(date: Date) -> Day {
+        Day(date.year().clamp(0, 9999) as u32 * 10_000
+            + u32::from(u8::from(date.month())) * 100
+            + u32::from(date.day()))
+    }
+
+    /// Reads the `YYYY-MM-DD` in a log file's name (`access.YYYY-MM-DD.log`).
+    pub fn parse_iso(text: &str) -> Option<Day> {
+        let format = time::macros::format_description!("[year]-[month]-[day]");
+        Date::parse(text, format).ok().map(Day::of)
+    }
+
+    /// The calendar date, if the number is one.
+    pub fn date(self) -> Option<Date> {
+        let month = Month::try_from((self.0 / 100 % 100) as u8).ok()?;
+        Date::from_calendar_date((self.0 / 10_000) as i32, month, (self.0 % 100) as u8).ok()
+    }
+
+    /// The first instant of the day.
+    pub fn start(self) -> Stamp {
+        Stamp(u64::from(self.0) * 10_000_000)
+    }
+}
+
+/// `2026-11-22`.
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.0 / 10_000, self.0 / 100 % 100, self.0 % 100)
+    }
+}
+
+/// The fields of one well-formed line that a report reads (the client IP is not one of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// When the request was answered.
+    pub stamp: Stamp,
+    /// Its second as logged, `yyyymmddhhmmss`.
+    second: &'a [u8],
+    /// The tracking ID set in the response; `None` for `-` (an untracked client).
+    pub tracking: Option<TrackingId>,
+    /// The User-Agent, still percent-encoded; `-` when the client sent none.
+    pub user_agent: &'a [u8],
+    /// The request target as logged.
+    pub target: &'a [u8],
+    /// The response status.
+    pub status: u16,
+    /// The `Location` of a 302.
+    pub location: Option<&'a [u8]>,
+}
+
+/// Why a line is not one couchlink writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// Not 6 or 7 non-empty fields separated by single spaces.
+    Fields,
+    /// The first field is not a `yyyymmddhhmmss.t` UTC time.
+    Timestamp,
+    /// The third field is neither `-` nor a tracking ID.
+    TrackingId,
+    /// The sixth field is not a status code.
+    Status,
+    /// A 302 without a `Location` field, or another status with one.
+    Location,
+    /// The file ends inside this line (no `\n`): a write cut short, or a file still growing.
+    Unterminated,
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Malformed::Fields => "not 6 or 7 space-separated fields",
+            Malformed::Timestamp => "no yyyymmddhhmmss.t timestamp",
+            Malformed::TrackingId => "tracking ID neither '-' nor 14 digits and 16 hex digits",
+            Malformed::Status => "no status code",
+            Malformed::Location => "the 7th field (Location) is there exactly when the status is 302",
+            Malformed::Unterminated => "the file ends inside the line (no newline)",
+        })
+    }
+}
+
+/// Splits `line` (without its `\n`) into its fields, checking each against the log's format.
+pub fn parse(line: &[u8]) -> Result<Line<'_>, Malformed> {
+    let mut fields = [&line[..0]; 7];
+    let mut count = 0;
+    let mut start = 0;
+    for end in memchr::memchr_iter(b' ', line).chain(std::iter::once(line.len())) {
+        if count == fields.len() || end == start {
+            return Err(Malformed::Fields);
+        }
+        fields[count] = &line[start..end];
+        count += 1;
+        start = end + 1;
+    }
+    if count < 6 {
+        return Err(Malformed::Fields);
+    }
+    let stamp = Stamp::parse(fields[0]).ok_or(Malformed::Timestamp)?;
+    let tracking = match fields[2] {
+        b"-" => None,
+        id => Some(TrackingId::parse_bytes(id).ok_or(Malformed::TrackingId)?),
+    };
+    let status = match fields[5] {
+        [a @ b'1'..=b'5', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+        }
+        _ => return Err(Malformed::Status),
+    };
+    let location = (count == 7).then_some(fields[6]);
+    if location.is_some() != (status == 302) {
+        return Err(Malformed::Location);
+    }
+    Ok(Line { stamp, second: &fields[0][..14], tracking, user_agent: fields[3], target: fields[4], status, location })
+}
+
+impl Line<'_> {
+    /// The link the request asked for: the target's first path segment, when it is a link ID.
+    pub fn link(&self) -> Option<LinkId> {
+        let rest = self.target.strip_prefix(b"/")?;
+        let end = memchr::memchr3(b'/', b'?', b'#', rest).unwrap_or(rest.len());
+        LinkId::parse_bytes(&rest[..end])
+    }
+
+    /// The target's path, without its query.
+    pub fn path(&self) -> &[u8] {
+        &self.target[..memchr::memchr2(b'?', b'#', self.target).unwrap_or(self.target.len())]
+    }
+
+    /// Whether this response issued the tracking ID it carries: the ID's issue second is the
+    /// line's own second (a returning client sends an older one back).
+    pub fn issued_tracking_id(&self) -> bool {
+        self.tracking.is_some_and(|id| id.issued() == self.second)
+    }
+}
+
+fn digits_value(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |n, &b| b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0')))
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::{date, datetime};
+
+    use super::*;
+
+    const EXAMPLE: &[u8] = b"20261122101733.5 203.0.113.7 20261122101733a3f9c1e2b7d4e601 \
+        Mozilla%2F5.0%20(X11%3B%20Linux) /H83if 302 https://example.com/wp/?p=14";
+
+    #[test]
+    fn reads_the_contract_example() {
+        let line = parse(EXAMPLE).unwrap();
+        assert_eq!(line.stamp.to_string(), "2026-11-22T10:17:33.5Z");
+        assert_eq!(line.tracking.unwrap().as_str(), "20261122101733a3f9c1e2b7d4e601");
+        assert_eq!(line.user_agent, b"Mozilla%2F5.0%20(X11%3B%20Linux)");
+        assert_eq!((line.status, line.location), (302, Some(&b"https://example.com/wp/?p=14"[..])));
+        assert_eq!(line.link().unwrap().as_str(), "H83if");
+        assert!(line.issued_tracking_id());
+    }
+
+    #[test]
+    fn six_fields_without_location_and_untracked_clients() {
+        let line = parse(b"20261122101733.5 ::1 - - /wp-login.php?x=1 404").unwrap();
+        assert_eq!((line.tracking, line.status, line.location), (None, 404, None));
+        assert_eq!(line.path(), b"/wp-login.php");
+        assert_eq!(line.link(), None);
+        assert!(!line.issued_tracking_id());
+    }
+
+    #[test]
+    fn a_returning_client_did_not_get_its_id_from_this_response() {
+        let line =
+            parse(b"20261122101734.0 ::1 20261122101733a3f9c1e2b7d4e601 - /H83if/a/b 302 https://e.x/a/b").unwrap();
+        assert!(!line.issued_tracking_id());
+        assert_eq!(line.link().unwrap().as_str(), "H83if");
+    }
+
+    #[test]
+    fn refuses_lines_couchlink_does_not_write() {
+        for (line, why) in [
+            (&b""[..], Malformed::Fields),
+            (b"20261122101733.5 ::1 - - /H83if", Malformed::Fields),
+            (b"20261122101733.5 ::1 - - /H83if 302 https://e.x/ extra", Malformed::Fields),
+            (b"20261122101733.5  ::1 - - /H83if 404", Malformed::Fields),
+            (b"20261122101733.5 ::1 - - /H83if 404 ", Malformed::Fields),
+            (b"2026-11-22 ::1 - - /H83if 404", Malformed::Timestamp),
+            (b"20261122241733.5 ::1 - - /H83if 404", Malformed::Timestamp),
+            (b"20260230101733.5 ::1 - - /H83if 404", Malformed::Timestamp),
+            (b"20261122101733.5 ::1 abc - /H83if 404", Malformed::TrackingId),
+            (b"20261122101733.5 ::1 - - /H83if 4o4", Malformed::Status),
+            (b"20261122101733.5 ::1 - - /H83if 302", Malformed::Location),
+            (b"20261122101733.5 ::1 - - /H83if 404 https://e.x/", Malformed::Location),
+        ] {
+            assert_eq!(parse(line), Err(why), "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn stamps_order_like_times_and_days_split_at_utc_midnight() {
+        let late = Stamp::parse(b"20261121235959.9").unwrap();
+        let midnight = Day::of(date!(2026 - 11 - 22)).start();
+        assert!(late < midnight);
+        assert_eq!(midnight, Stamp::at(datetime!(2026-11-22 01:00 +01:00)));
+        assert_eq!(midnight.to_string(), "2026-11-22T00:00:00.0Z");
+        assert_eq!(late.day().to_string(), "2026-11-21");
+        assert_eq!(Day::parse_iso("2026-11-21"), Some(late.day()));
+        assert_eq!(late.day().date(), Some(date!(2026 - 11 - 21)));
+    }
+}

@@ -1,0 +1,273 @@
+//! The finished report: plain numbers and strings, in the order they are shown, serialised
+//! as-is for `--format json` (schema `couchlink-report/1`, README "Link analytics").
+
+use serde::Serialize;
+
+use super::count::{LinkTally, Sample, Stats, Tally, SAMPLES};
+use super::line::{Day, Stamp};
+use super::read::{Piece, Source};
+use super::Options;
+
+/// Everything a report says.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// `couchlink-report/1`; changes only when a field changes meaning or goes away.
+    pub schema: &'static str,
+    /// The time range asked for (ISO 8601, UTC; `until` exclusive), `null` for open ends.
+    pub since: Option<String>,
+    /// See `since`.
+    pub until: Option<String>,
+    /// The files read, in order.
+    pub files: Vec<FileRead>,
+    /// Over all lines.
+    pub totals: Totals,
+    /// Per link, most redirects first.
+    pub links: Vec<LinkReport>,
+}
+
+/// A file read.
+#[derive(Debug, Serialize)]
+pub struct FileRead {
+    /// As given, or found in the directory.
+    pub path: String,
+    /// Whether it was gzipped.
+    pub gzip: bool,
+    /// Its lines.
+    pub lines: u64,
+}
+
+/// Over all lines.
+#[derive(Debug, Serialize)]
+pub struct Totals {
+    /// Lines read (malformed ones and those outside the time range included).
+    pub lines: u64,
+    /// Well-formed lines in the time range.
+    pub in_range: u64,
+    /// Lines that are not the log's format: counted here, never dropped silently.
+    pub malformed: u64,
+    /// Responses in the range by status code (as a string key, for JSON).
+    pub statuses: std::collections::BTreeMap<String, u64>,
+    /// 404s by path (query left out), most first.
+    pub not_found: Vec<PathCount>,
+    /// The first malformed lines (at most 20), with where they are.
+    pub malformed_lines: Vec<MalformedLine>,
+}
+
+/// A path and how often it was asked for.
+#[derive(Debug, Serialize)]
+pub struct PathCount {
+    /// The path, as logged.
+    pub path: String,
+    /// Requests.
+    pub count: u64,
+}
+
+/// A malformed line and where it is.
+#[derive(Debug, Serialize)]
+pub struct MalformedLine {
+    /// Its file.
+    pub file: String,
+    /// Its line number, from 1.
+    pub line: u64,
+    /// What is wrong.
+    pub reason: String,
+    /// The line (at most 200 characters).
+    pub text: String,
+}
+
+/// Redirects and visitors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// 302 responses.
+    pub redirects: u64,
+    /// To browsers and other non-bots.
+    pub human_redirects: u64,
+    /// To a User-Agent on the bot list, or none.
+    pub bot_redirects: u64,
+    /// Distinct tracking IDs (lines with `-` count as requests, not visitors).
+    pub visitors: u64,
+    /// Visitors whose tracking ID was issued by one of these redirects.
+    pub new_visitors: u64,
+    /// Visitors seen with a human User-Agent.
+    pub human_visitors: u64,
+    /// Visitors seen with a bot's (one ID seen as both counts in both).
+    pub bot_visitors: u64,
+}
+
+impl Counts {
+    /// The redirects counted in `s`, and the visitors in `v` (the same, but for the only
+    /// version of a link, whose visitors the link keeps).
+    fn new(s: &Stats, v: &Stats) -> Counts {
+        let (visitors, new_visitors, human_visitors, bot_visitors) = v.visitors();
+        Counts {
+            redirects: s.redirects,
+            human_redirects: s.redirects - s.bot_redirects,
+            bot_redirects: s.bot_redirects,
+            visitors,
+            new_visitors,
+            human_visitors,
+            bot_visitors,
+        }
+    }
+}
+
+/// Redirects of one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DayCount {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    /// To humans.
+    pub human: u64,
+    /// To bots.
+    pub bot: u64,
+}
+
+/// One link.
+#[derive(Debug, Serialize)]
+pub struct LinkReport {
+    /// Its ID.
+    pub id: String,
+    /// All its redirects.
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Its first redirect in the range.
+    pub first_seen: String,
+    /// Its last.
+    pub last_seen: String,
+    /// Redirects per day, days without any left out.
+    pub days: Vec<DayCount>,
+    /// Each distinct `Location` it served, in the order first served.
+    pub versions: Vec<VersionReport>,
+}
+
+/// One target version of a link.
+#[derive(Debug, Serialize)]
+pub struct VersionReport {
+    /// 1 for the first `Location` served in the range, 2 for the next, ...
+    pub version: usize,
+    /// The `Location`, as logged.
+    pub location: String,
+    /// Its first redirect.
+    pub first_seen: String,
+    /// Its last.
+    pub last_seen: String,
+    /// Its redirects and visitors.
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Its redirects per day.
+    pub days: Vec<DayCount>,
+}
+
+impl Report {
+    /// The report of `tally`, read from `sources` split into `pieces`.
+    pub fn new(tally: Tally, sources: &[Source], pieces: &[Piece], options: &Options) -> Report {
+        // Line numbers: a piece's lines follow those of the file's earlier pieces.
+        let mut lines_of_piece = vec![0; pieces.len()];
+        for (piece, lines) in &tally.piece_lines {
+            lines_of_piece[*piece] = *lines;
+        }
+        let mut file_lines = vec![0; sources.len()];
+        let mut first_line = vec![0; pieces.len()];
+        for (i, piece) in pieces.iter().enumerate() {
+            first_line[i] = file_lines[piece.source];
+            file_lines[piece.source] += lines_of_piece[i];
+        }
+        let path = |source: usize| sources[source].path.display().to_string();
+        let mut samples: Vec<&Sample> = tally.samples.iter().collect();
+        samples.sort_by_key(|s| (s.piece, s.line));
+        let malformed_lines = samples
+            .into_iter()
+            .take(SAMPLES)
+            .map(|s| MalformedLine {
+                file: path(pieces[s.piece].source),
+                line: first_line[s.piece] + s.line,
+                reason: s.reason.to_string(),
+                text: s.text.clone(),
+            })
+            .collect();
+        let mut not_found: Vec<PathCount> = tally
+            .not_found
+            .into_iter()
+            .map(|(p, count)| PathCount { path: String::from_utf8_lossy(&p).into_owned(), count })
+            .collect();
+        not_found.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.path.cmp(&b.path)));
+        let mut links: Vec<LinkReport> = tally.links.into_iter().map(|(id, t)| link_report(id.as_str(), t)).collect();
+        links.sort_by(|a, b| b.counts.redirects.cmp(&a.counts.redirects).then_with(|| a.id.cmp(&b.id)));
+        Report {
+            schema: "couchlink-report/1",
+            since: options.since.map(|s| s.to_string()),
+            until: options.until.map(|s| s.to_string()),
+            files: sources
+                .iter()
+                .enumerate()
+                .map(|(i, s)| FileRead { path: path(i), gzip: s.gzip, lines: file_lines[i] })
+                .collect(),
+            totals: Totals {
+                lines: tally.lines,
+                in_range: tally.in_range,
+                malformed: tally.malformed,
+                statuses: (100..)
+                    .zip(tally.statuses)
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(s, n): (u16, u64)| (s.to_string(), n))
+                    .collect(),
+                not_found,
+                malformed_lines,
+            },
+            links,
+        }
+    }
+
+    /// Every day from the first redirect to the last, for charts that show quiet days too.
+    pub fn days(&self) -> Vec<String> {
+        let parse = |d: &str| Day::parse_iso(d).and_then(Day::date);
+        let all = self.links.iter().flat_map(|l| l.days.iter().filter_map(|d| parse(&d.day)));
+        let (Some(first), Some(last)) = (all.clone().min(), all.max()) else { return Vec::new() };
+        std::iter::successors(Some(first), |d| d.next_day().filter(|n| *n <= last))
+            .map(|d| Day::of(d).to_string())
+            .collect()
+    }
+}
+
+fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
+    tally.versions.sort_by(|a, b| (a.first, &a.location).cmp(&(b.first, &b.location)));
+    let mut days: Vec<(Day, [u64; 2])> = Vec::new();
+    for v in &tally.versions {
+        for &(day, [human, bot]) in &v.days {
+            match days.binary_search_by_key(&day, |(d, _)| *d) {
+                Ok(i) => {
+                    days[i].1[0] += human;
+                    days[i].1[1] += bot;
+                }
+                Err(i) => days.insert(i, (day, [human, bot])),
+            }
+        }
+    }
+    let first = tally.versions.iter().map(|v| v.first).min().unwrap_or(Stamp::at(time::OffsetDateTime::UNIX_EPOCH));
+    let last = tally.versions.iter().map(|v| v.last).max().unwrap_or(first);
+    let versions = tally
+        .versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| VersionReport {
+            version: i + 1,
+            location: String::from_utf8_lossy(&v.location).into_owned(),
+            first_seen: v.first.to_string(),
+            last_seen: v.last.to_string(),
+            counts: Counts::new(&v.stats, tally.version_visitors(i)),
+            days: day_counts(&v.days),
+        })
+        .collect();
+    LinkReport {
+        id: id.to_owned(),
+        counts: Counts::new(&tally.total, &tally.total),
+        first_seen: first.to_string(),
+        last_seen: last.to_string(),
+        days: day_counts(&days),
+        versions,
+    }
+}
+
+fn day_counts(days: &[(Day, [u64; 2])]) -> Vec<DayCount> {
+    days.iter().map(|(d, [human, bot])| DayCount { day: d.to_string(), human: *human, bot: *bot }).collect()
+}
