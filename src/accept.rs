@@ -5,8 +5,10 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 /// Binds a listener for `addr` that further sockets may share with [`bind_alongside`]
 /// (`SO_REUSEPORT`), so that each serving thread gets its own queue and the kernel spreads
@@ -67,12 +70,41 @@ pub trait Service: Send + Sync + 'static {
     /// Answers one request (its body is not read: nothing here needs one).
     fn call(&self, request: Parts, peer: SocketAddr) -> impl Future<Output = Response<Full<Bytes>>> + Send;
 
-    /// Told about a request hyper answered itself (400/431) because it could not parse it.
-    fn rejected(&self, _peer: SocketAddr, _status: u16) {}
+    /// A request hyper refused before it reached [`Service::call`] (400, 414 or 431): the whole
+    /// response to send in place of hyper's own bare one (the connection closes after it).
+    fn rejected(&self, _peer: SocketAddr, status: u16) -> Bytes {
+        Bytes::from(format!("HTTP/1.1 {status} \r\ncontent-length: 0\r\nconnection: close\r\n\r\n"))
+    }
 
     /// Told about each connection accepted.
     fn accepted(&self) {}
 }
+
+/// What a listener allows its clients: how many connections at once, and how long a request
+/// head may take to arrive.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// One permit per connection served, shared by every thread accepting on the listener. At
+    /// none left, each thread keeps the one connection it has just accepted waiting, accepts no
+    /// more (waiting, not spinning), and the kernel's backlog holds the rest until one closes.
+    pub connections: Arc<Semaphore>,
+    /// The most connections, as configured (for messages).
+    pub max_connections: usize,
+    /// How long a connection may take to deliver a complete request head, counted from its
+    /// opening or from its previous response. hyper has one timer for both, so this is the
+    /// idle keep-alive timeout and the slow-header (slowloris) timeout at once.
+    pub header_timeout: Duration,
+}
+
+impl Limits {
+    /// `max_connections` open at once, request heads within `header_timeout`.
+    pub fn new(max_connections: usize, header_timeout: Duration) -> Limits {
+        Limits { connections: Arc::new(Semaphore::new(max_connections)), max_connections, header_timeout }
+    }
+}
+
+/// How often reaching the connection cap is said on stderr, at most.
+const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
 /// At shutdown, how long connections still in use may go on, each next response telling the
 /// client to close, before idle ones are closed under it.
@@ -90,22 +122,23 @@ const LAME_DUCK: Duration = Duration::from_secs(1);
 pub async fn run<S: Service>(
     listener: TcpListener,
     service: Arc<S>,
+    limits: Limits,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
-    let connections =
-        Connections { service, graceful: GracefulShutdown::new(), closing: Arc::new(AtomicBool::new(false)) };
+    let connections = Connections {
+        service,
+        graceful: GracefulShutdown::new(),
+        closing: Arc::new(AtomicBool::new(false)),
+        header_timeout: limits.header_timeout,
+    };
     tokio::pin!(shutdown);
     let mut failing = false;
+    let mut last_warned = None;
     loop {
-        tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    if std::mem::take(&mut failing) {
-                        tracing::info!("accepting connections again");
-                    }
-                    connections.serve(stream, peer)
-                }
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: say so once, and back off instead
                     // of spinning.
@@ -113,10 +146,41 @@ pub async fn run<S: Service>(
                         tracing::error!("cannot accept connections: {e}; retrying every 50 ms");
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
             },
             _ = &mut shutdown => break,
+        };
+        if std::mem::take(&mut failing) {
+            tracing::info!("accepting connections again");
         }
+        // The permit comes after the accept: a thread waiting in `accept` holds none, so with
+        // several threads (each on its own `SO_REUSEPORT` queue) a freed permit goes to a
+        // thread that has a connection to serve, never to one with an empty queue.
+        let permit = match limits.connections.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // Said at most once a minute: under a flood the cap is hit on every accept.
+                if last_warned.is_none_or(|at: tokio::time::Instant| at.elapsed() >= CAP_WARNING_INTERVAL) {
+                    last_warned = Some(tokio::time::Instant::now());
+                    tracing::warn!(
+                        "{} connections open (COUCHLINK_MAX_CONNECTIONS): new ones wait in the kernel's queue until some close",
+                        limits.max_connections
+                    );
+                }
+                // At the limit: this one connection waits, unread, and no more are accepted
+                // (the kernel queues them) until a permit is free.
+                tokio::select! {
+                    permit = limits.connections.clone().acquire_owned() => permit.expect("the connection semaphore is never closed"),
+                    _ = &mut shutdown => {
+                        // Answered with those still in the queue, past the limit if need be.
+                        connections.serve(stream, peer, None);
+                        break;
+                    }
+                }
+            }
+        };
+        connections.serve(stream, peer, Some(permit));
     }
     connections.closing.store(true, Ordering::Relaxed);
     // Empty the accept queue with plain non-blocking accepts (tokio's readiness may lag behind
@@ -124,7 +188,8 @@ pub async fn run<S: Service>(
     if let Ok(listener) = listener.into_std() {
         while let Ok((stream, peer)) = listener.accept() {
             match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
-                Ok(stream) => connections.serve(stream, peer),
+                // Past the limit if need be: these are answered, then closed with the rest.
+                Ok(stream) => connections.serve(stream, peer, None),
                 Err(e) => tracing::error!(%peer, "cannot serve a queued connection: {e}"),
             }
         }
@@ -145,11 +210,17 @@ struct Connections<S> {
     service: Arc<S>,
     graceful: GracefulShutdown,
     closing: Arc<AtomicBool>,
+    header_timeout: Duration,
 }
 
 impl<S: Service> Connections<S> {
-    /// Serves one accepted connection on its own task.
-    fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    /// Serves one accepted connection on its own task, holding `permit` until it closes.
+    fn serve(
+        &self,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) {
         self.service.accepted();
         let _ = stream.set_nodelay(true);
         let (service, closing) = (self.service.clone(), self.closing.clone());
@@ -164,23 +235,162 @@ impl<S: Service> Connections<S> {
                 Ok::<_, Infallible>(response)
             }
         });
+        let answered = Arc::new(AtomicBool::new(false));
+        let stream = Rejections {
+            io: stream,
+            pending: Bytes::new(),
+            service: self.service.clone(),
+            peer,
+            answered: answered.clone(),
+        };
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
-            // A client that sends its headers slower than this is dropped.
-            .header_read_timeout(Duration::from_secs(30))
+            // Room for a request line up to hyper's own 64 KiB limit plus headers, so that an
+            // over-long target is told 414 rather than 431; the handler's limits are lower.
+            .max_buf_size(MAX_HEAD_BYTES)
+            // A client that sends no complete request head this long after connecting or after
+            // its previous response (idle, or slowloris) is dropped.
+            .header_read_timeout(self.header_timeout)
             .serve_connection(TokioIo::new(stream), svc);
         let connection = self.graceful.watch(connection);
-        let service = self.service.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             if let Err(e) = connection.await {
-                if e.is_parse_too_large() {
-                    service.rejected(peer, 431);
-                } else if e.is_parse() {
-                    service.rejected(peer, 400);
-                } else {
+                // Answered and logged by `Rejections` when hyper wrote its error response; a
+                // parse error hyper could not answer (the connection broke) is only traced.
+                if !answered.load(Ordering::Relaxed) {
                     tracing::debug!(%peer, "connection ended with an error: {e}");
                 }
             }
         });
+    }
+}
+
+/// The request head hyper reads at most (request line and headers); past it, 431.
+pub const MAX_HEAD_BYTES: usize = 96 * 1024;
+
+/// The connection's stream, replacing the bare response hyper writes for a request it could
+/// not parse (400, 414, 431: no cookie, no log line) with the service's own. hyper writes such
+/// a response only for a request the service never saw, as a head alone with
+/// `content-length: 0`, and closes the connection after it; the service's own responses always
+/// have a body, so the two cannot be mistaken for each other.
+struct Rejections<S> {
+    io: tokio::net::TcpStream,
+    /// The replacement, still to be written.
+    pending: Bytes,
+    service: Arc<S>,
+    peer: SocketAddr,
+    /// Set once a response was replaced (and so logged).
+    answered: Arc<AtomicBool>,
+}
+
+/// The status of a response head hyper wrote for a parse error, if `bytes` is one.
+fn hyper_rejection(bytes: &[u8]) -> Option<u16> {
+    let status = match bytes.get(..13)? {
+        b"HTTP/1.1 400 " => 400,
+        b"HTTP/1.1 414 " => 414,
+        b"HTTP/1.1 431 " => 431,
+        _ => return None,
+    };
+    let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let empty = bytes[..head_end].split(|&b| b == b'\n').any(|line| line.eq_ignore_ascii_case(b"content-length: 0\r"));
+    (empty && head_end + 4 == bytes.len()).then_some(status)
+}
+
+impl<S: Service> Rejections<S> {
+    /// Writes what is left of the replacement; ready once it is all written.
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        use tokio::io::AsyncWrite;
+        while !self.pending.is_empty() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.pending))?;
+            if n == 0 {
+                return Poll::Ready(Err(ErrorKind::WriteZero.into()));
+            }
+            bytes::Buf::advance(&mut self.pending, n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Takes `bytes` as written when they are hyper's bare rejection, queueing the service's
+    /// response in their place.
+    fn replaced(&mut self, bytes: &[u8]) -> bool {
+        match hyper_rejection(bytes) {
+            Some(status) if !self.answered.swap(true, Ordering::Relaxed) => {
+                self.pending = self.service.rejected(self.peer, status);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<S: Service> tokio::io::AsyncRead for Rejections<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: Service> tokio::io::AsyncWrite for Rejections<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        ready!(self.poll_pending(cx))?;
+        if self.replaced(buf) {
+            let _ = self.poll_pending(cx)?;
+            return Poll::Ready(Ok(buf.len()));
+        }
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        ready!(self.poll_pending(cx))?;
+        if let [only] = bufs {
+            if self.replaced(only) {
+                let _ = self.poll_pending(cx)?;
+                return Poll::Ready(Ok(only.len()));
+            }
+        }
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hypers_bare_rejections_are_recognised() {
+        let date = "date: Mon, 23 Nov 2026 12:13:00 GMT\r\n";
+        for (status, reason) in [(400, "Bad Request"), (414, "URI Too Long"), (431, "Request Header Fields Too Large")]
+        {
+            let head = format!("HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\n{date}\r\n");
+            assert_eq!(hyper_rejection(head.as_bytes()), Some(status));
+        }
+        let ours = format!("HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 120\r\n{date}\r\n");
+        assert_eq!(hyper_rejection(ours.as_bytes()), None, "the service's own 431 has a body");
+        let with_body = format!("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n{date}\r\nextra");
+        assert_eq!(hyper_rejection(with_body.as_bytes()), None);
+        assert_eq!(hyper_rejection(b"HTTP/1.1 302 Found\r\ncontent-length: 0\r\n\r\n"), None);
+        assert_eq!(hyper_rejection(b"<!DOCTYPE html>"), None);
     }
 }

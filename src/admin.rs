@@ -68,6 +68,7 @@ impl Admin {
             "couchdb": match &couch { Ok(_) => "reachable".to_owned(), Err(e) => e.clone() },
             "feed": self.feed.to_json(),
             "cache_entries": self.store.len(),
+            "cache": if self.store.is_warming() { "warming" } else { "ready" },
         });
         let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
         respond(status, "application/json", format!("{body}\n"))

@@ -27,6 +27,10 @@ const UNAVAILABLE_BODY: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf
 <body><h1>Service Unavailable</h1><p>The link database cannot be reached. Please try again shortly.</p></body></html>\n";
 /// Seconds a client is asked to wait after a 503.
 const RETRY_AFTER_SECS: &str = "5";
+/// The longest request target answered; longer gets 414 (nginx's default buffer is 8 KiB too).
+pub const MAX_TARGET_BYTES: usize = 8 * 1024;
+/// The most header bytes (names and values) answered; more gets 431.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 
 /// Everything a request needs, built once at start-up.
 pub struct App {
@@ -92,30 +96,42 @@ impl Settings {
 
 /// What a request resolved to.
 enum Outcome {
-    Redirect { location: Location, id: Option<LinkId> },
+    Redirect {
+        location: Location,
+        id: Option<LinkId>,
+    },
     NotFound,
     NotImplemented,
     Unavailable,
+    /// 400, 414 or 431: a request too long, too large or too broken to answer.
+    Refused(StatusCode),
 }
 
 /// Answers one request. Never fails: every error is already a response here, and every
 /// response is logged and carries the tracking cookie.
 pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
     let now = OffsetDateTime::now_utc();
-    let outcome = match request.method {
-        Method::GET | Method::HEAD => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
-        _ => Outcome::NotImplemented,
+    let target = match request.uri.scheme() {
+        // Absolute-form targets are logged whole, as received.
+        Some(_) => request.uri.to_string(),
+        None => request.uri.path_and_query().map_or_else(|| request.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+    };
+    let header_bytes: usize = request.headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    let outcome = if target.len() > MAX_TARGET_BYTES {
+        Outcome::Refused(StatusCode::URI_TOO_LONG)
+    } else if header_bytes > MAX_HEADER_BYTES {
+        Outcome::Refused(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+    } else {
+        match request.method {
+            Method::GET | Method::HEAD => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
+            _ => Outcome::NotImplemented,
+        }
     };
     let tracking = (!app.settings.untracked(&request.headers)).then(|| {
         tracking_cookie(&request.headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now))
     });
     let response = build_response(&outcome, tracking.as_ref(), &app.settings, request.method == Method::HEAD);
 
-    let target = match request.uri.scheme() {
-        // Absolute-form targets are logged whole, as received.
-        Some(_) => request.uri.to_string(),
-        None => request.uri.path_and_query().map_or_else(|| request.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
-    };
     let status = response.status().as_u16();
     app.log.write(&Entry {
         time: now,
@@ -138,26 +154,71 @@ impl crate::accept::Service for App {
         handle(self, &request, peer).await
     }
 
-    fn rejected(&self, peer: SocketAddr, status: u16) {
-        log_rejected(self, peer, status);
+    fn rejected(&self, peer: SocketAddr, status: u16) -> Bytes {
+        answer_rejected(self, peer, status)
     }
 }
 
-/// Logs a request that hyper refused before it reached [`handle`] (it answered 400 or 431
-/// itself, without a cookie): the target is unknown (`-`), and the tracking ID is a fresh one,
-/// so the line keeps its 6 well-formed fields.
-pub fn log_rejected(app: &App, peer: SocketAddr, status: u16) {
+/// Answers and logs a request that hyper refused before it reached [`handle`] (unparsable: 400;
+/// a request line or header section past hyper's own limits: 414 or 431). The response, in
+/// place of hyper's bare one, carries a fresh tracking cookie like any other (nothing of the
+/// request can be trusted, its cookie included), and the log line has `-` as User-Agent and
+/// target, so it keeps its 6 well-formed fields. Returned as the bytes to send; the connection
+/// closes after them.
+pub fn answer_rejected(app: &App, peer: SocketAddr, status: u16) -> Bytes {
     let now = OffsetDateTime::now_utc();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    let tracking = TrackingId::generate(now);
+    let response = build_response(&Outcome::Refused(status), Some(&tracking), &app.settings, false);
     app.log.write(&Entry {
         time: now,
         client: app.settings.logged_ip(peer.ip()),
-        tracking: Some(&TrackingId::generate(now)),
+        tracking: Some(&tracking),
         user_agent: None,
         target: b"",
-        status,
+        status: status.as_u16(),
         location: None,
     });
-    app.metrics.response(status);
+    app.metrics.response(status.as_u16());
+    let (parts, _) = response.into_parts();
+    let body = refused_body(status);
+    let mut raw = Vec::with_capacity(512 + body.len());
+    raw.extend_from_slice(
+        format!("HTTP/1.1 {} {}\r\n", status.as_str(), status.canonical_reason().unwrap_or("")).as_bytes(),
+    );
+    raw.extend_from_slice(format!("date: {}\r\n", http_date(now)).as_bytes());
+    for (name, value) in &parts.headers {
+        raw.extend_from_slice(name.as_str().as_bytes());
+        raw.extend_from_slice(b": ");
+        raw.extend_from_slice(value.as_bytes());
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"connection: close\r\n\r\n");
+    raw.extend_from_slice(body.as_bytes());
+    Bytes::from(raw)
+}
+
+/// `Date`'s format (RFC 9110's IMF-fixdate): `Mon, 23 Nov 2026 12:13:00 GMT`.
+fn http_date(now: OffsetDateTime) -> String {
+    let format = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    now.to_offset(time::UtcOffset::UTC).format(format).unwrap_or_default()
+}
+
+/// The page sent with a 400, 414 or 431.
+fn refused_body(status: StatusCode) -> String {
+    let (title, why) = match status {
+        StatusCode::URI_TOO_LONG => ("URI Too Long", "The address asked for is longer than any short link."),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => {
+            ("Request Header Fields Too Large", "The request's headers are larger than this server accepts.")
+        }
+        _ => ("Bad Request", "The request could not be understood."),
+    };
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
+         <body><h1>{title}</h1><p>{why}</p></body></html>\n"
+    )
 }
 
 /// A `Location` to send: borrowed from the cached link for a plain request, or built.
@@ -266,6 +327,7 @@ fn build_response(
         Outcome::NotFound => (StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND_BODY.as_bytes())),
         Outcome::NotImplemented => (StatusCode::NOT_IMPLEMENTED, Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes())),
         Outcome::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Bytes::from_static(UNAVAILABLE_BODY.as_bytes())),
+        Outcome::Refused(status) => (*status, Bytes::from(refused_body(*status))),
     };
     let mut headers = HeaderMap::with_capacity(8);
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
@@ -299,7 +361,7 @@ fn build_response(
         Outcome::Unavailable => {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
         }
-        Outcome::NotFound => {}
+        Outcome::NotFound | Outcome::Refused(_) => {}
     }
     // HEAD: the same headers (Content-Length included), no body.
     let mut response = Response::new(Full::new(if head { Bytes::new() } else { body }));

@@ -27,10 +27,14 @@ impl LinkId {
     /// assert!(LinkId::parse("H83if/spring").is_err());
     /// ```
     pub fn parse(s: &str) -> Result<Self, InvalidLinkId> {
-        let bytes = s.as_bytes();
+        Self::parse_bytes(s.as_bytes()).ok_or_else(|| InvalidLinkId(s.to_owned()))
+    }
+
+    /// [`LinkId::parse`] over bytes, without building an error (for hot loops).
+    pub fn parse_bytes(bytes: &[u8]) -> Option<Self> {
         match <[u8; 5]>::try_from(bytes) {
-            Ok(id) if id.iter().all(u8::is_ascii_alphanumeric) => Ok(LinkId(id)),
-            _ => Err(InvalidLinkId(s.to_owned())),
+            Ok(id) if id.iter().all(u8::is_ascii_alphanumeric) => Some(LinkId(id)),
+            _ => None,
         }
     }
 

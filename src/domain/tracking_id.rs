@@ -26,7 +26,11 @@ impl TrackingId {
     /// assert!(TrackingId::parse("20261122101733A3F9C1E2B7D4E601").is_none());
     /// ```
     pub fn parse(s: &str) -> Option<Self> {
-        let raw = s.as_bytes();
+        Self::parse_bytes(s.as_bytes())
+    }
+
+    /// [`TrackingId::parse`] over bytes (an access log's field, say).
+    pub fn parse_bytes(raw: &[u8]) -> Option<Self> {
         let bytes: [u8; LEN] = raw.try_into().ok()?;
         let (stamp, random) = bytes.split_at(STAMP_LEN);
         let ok = stamp.iter().all(u8::is_ascii_digit) && random.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
@@ -48,6 +52,11 @@ impl TrackingId {
     /// The ID as text.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes).expect("tracking IDs are ASCII")
+    }
+
+    /// The UTC second it was issued, as the 14 digits `yyyymmddhhmmss`.
+    pub fn issued(&self) -> &[u8] {
+        &self.bytes[..STAMP_LEN]
     }
 }
 

@@ -181,3 +181,61 @@ async fn anonymized_addresses_for_peers_and_forwarded_clients_alike() {
     let ips: Vec<&str> = lines.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
     assert_eq!(ips, ["127.0.0.0", "203.0.113.0", "2001:db8:1::"]);
 }
+
+/// Any bytes as target, User-Agent and cookie, through the whole proxy (hyper, the response
+/// rewriting, the handler): every request gets exactly one response and exactly one
+/// well-formed log line, whether it redirects, is not found, or is refused as malformed.
+#[test]
+fn any_request_bytes_give_one_response_and_one_well_formed_line() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let app = runtime.block_on(async {
+        let app = spawn_app().await;
+        app.db.put_link("H83if", json!({"url": "https://example.com/wp/"})).await;
+        app
+    });
+    // Targets near the links' own shape as well as anything at all.
+    let target = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..64),
+        "/H83if[/?#a-z%.]{0,12}".prop_map(String::into_bytes),
+        "/[A-Za-z0-9]{5}".prop_map(String::into_bytes),
+    ];
+    // Header values: anything at all, or what the parser lets through (tab, visible ASCII,
+    // space, and any byte from 0x80 up).
+    let header = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..48),
+        proptest::collection::vec(prop_oneof![Just(b'\t'), 0x20u8..0x7f, 0x80u8..=0xff], 0..48),
+    ];
+    let method = prop_oneof![Just("GET"), Just("HEAD"), Just("POST"), Just("G\u{e9}T")];
+    let requests = std::sync::atomic::AtomicUsize::new(0);
+    // Failures print their minimal case; nothing is persisted (there is no source file for it).
+    let mut runner = TestRunner::new(Config { cases: 256, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&(method, target, header.clone(), header), |(method, target, agent, cookie)| {
+            let mut raw = format!("{method} ").into_bytes();
+            raw.extend_from_slice(&target);
+            raw.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\nUser-Agent: ");
+            raw.extend_from_slice(&agent);
+            raw.extend_from_slice(b"\r\nCookie: tid=");
+            raw.extend_from_slice(&cookie);
+            raw.extend_from_slice(b"\r\n\r\n");
+            let response = runtime
+                .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(20), app.raw(&raw)).await });
+            let response = response.map_err(|_| TestCaseError::fail("no response within 20 s"))?;
+            requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            prop_assert!(response.starts_with("HTTP/1.1 "), "{:?} got {:?}", String::from_utf8_lossy(&raw), response);
+            prop_assert_eq!(response.matches("HTTP/1.1 ").count(), 1, "one response: {:?}", response);
+            Ok(())
+        })
+        .unwrap();
+    let sent = requests.into_inner();
+    let lines = runtime.block_on(app.wait_for_log_lines(sent));
+    assert_eq!(lines.len(), sent, "one line per request");
+    let statuses: std::collections::BTreeSet<&str> = lines.iter().map(|line| fields(line)[5]).collect();
+    // The cases reached the handler's answers and the parser's refusals alike.
+    for status in ["302", "400", "404", "501"] {
+        assert!(statuses.contains(status), "no {status} among {statuses:?}");
+    }
+}

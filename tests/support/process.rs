@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use super::couch::{TestDb, READER};
+
 /// A running `couchlink serve`.
 pub struct ServeProcess {
     child: Child,
@@ -23,6 +25,24 @@ pub struct ServeProcess {
     pub responses: Arc<AtomicU64>,
     http: reqwest::Client,
     name: String,
+}
+
+/// A Debian tool a test drives, failing the test at once, saying which package to install,
+/// when the machine lacks it (a test never passes by skipping).
+pub fn tool(name: &str, package: &str) -> Command {
+    let probe = Command::new(name).arg("--version").output();
+    assert!(probe.is_ok(), "this test needs {name} (apt-get install {package})");
+    Command::new(name)
+}
+
+/// The environment for `couchlink serve` as the test reader on `db`.
+pub fn reader_env(db: &TestDb) -> Vec<(&'static str, String)> {
+    vec![
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.clone()),
+        ("COUCHLINK_COUCHDB_USER", READER.0.to_owned()),
+        ("COUCHLINK_COUCHDB_PASSWORD", READER.1.to_owned()),
+        ("COUCHLINK_DB", db.name.clone()),
+    ]
 }
 
 /// The `couchlink` binary with a clean environment: only what a test sets reaches it.
@@ -120,6 +140,26 @@ impl ServeProcess {
         Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
         wait_within(&mut self.child, Duration::from_secs(30))
             .unwrap_or_else(|()| panic!("{} ignored SIGTERM", self.name))
+    }
+
+    /// Its resident memory (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS in /proc/PID/status");
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// The CPU time (user and system) it has used so far, in seconds, from `/proc/PID/stat`:
+    /// its own, unlike `getrusage` in the test process, which counts every test running beside it.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The command name, field 2, may hold spaces: count fields after its closing parenthesis,
+        // where utime and stime are the 12th and 13th.
+        let rest = &stat[stat.rfind(')').expect("comm in /proc/PID/stat") + 2..];
+        let ticks: u64 = rest.split(' ').skip(11).take(2).map(|f| f.parse::<u64>().unwrap()).sum();
+        // SAFETY: sysconf only reads a configuration value.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        ticks as f64 / per_second as f64
     }
 
     /// Lines in its access log files.

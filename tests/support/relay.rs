@@ -16,6 +16,8 @@ pub struct Relay {
     up: Arc<AtomicBool>,
     delay_ms: Arc<AtomicU64>,
     pumps: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Connections open now, and the most open at once since [`Relay::reset_max_open`].
+    open: Arc<(AtomicU64, AtomicU64)>,
 }
 
 impl Relay {
@@ -28,15 +30,25 @@ impl Relay {
             up: Arc::new(AtomicBool::new(true)),
             delay_ms: Default::default(),
             pumps: Default::default(),
+            open: Default::default(),
         };
-        let (up, delay, pumps) = (relay.up.clone(), relay.delay_ms.clone(), relay.pumps.clone());
+        let (up, delay, pumps, open) =
+            (relay.up.clone(), relay.delay_ms.clone(), relay.pumps.clone(), relay.open.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else { return };
                 if !up.load(Relaxed) {
                     continue; // dropped: the connection is reset
                 }
-                let pump = tokio::spawn(pump(client, upstream.clone(), delay.clone()));
+                let open = open.clone();
+                let now = open.0.fetch_add(1, Relaxed) + 1;
+                open.1.fetch_max(now, Relaxed);
+                let pumping = pump(client, upstream.clone(), delay.clone());
+                let pump = tokio::spawn(async move {
+                    // Counted down however the pump ends, aborted by `cut` included.
+                    let _open = OpenConnection(open);
+                    pumping.await;
+                });
                 pumps.lock().unwrap().push(pump);
             }
         });
@@ -61,9 +73,33 @@ impl Relay {
         self.up.store(true, Relaxed);
     }
 
+    /// Connections open through the relay now.
+    pub fn open(&self) -> u64 {
+        self.open.0.load(Relaxed)
+    }
+
+    /// The most connections open at once since the last reset.
+    pub fn max_open(&self) -> u64 {
+        self.open.1.load(Relaxed)
+    }
+
+    /// Starts counting the most open connections afresh.
+    pub fn reset_max_open(&self) {
+        self.open.1.store(self.open(), Relaxed);
+    }
+
     /// Holds each request chunk for `ms` before passing it on.
     pub fn delay(&self, ms: u64) {
         self.delay_ms.store(ms, Relaxed);
+    }
+}
+
+/// One connection through the relay, counted as open until dropped.
+struct OpenConnection(Arc<(AtomicU64, AtomicU64)>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Relaxed);
     }
 }
 
