@@ -35,13 +35,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
+. bench/lib.sh
 # pouchdb-server warns about its own piled-up change listeners; nothing to act on here.
 export NODE_NO_WARNINGS=1
-field() { sed -n "s/.*RESULT.* $1=\([^ ]*\).*/\1/p" | tail -1; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 
 couch_port=$(free_port); proxy_port=$(free_port); admin_port=$(free_port); nginx_port=$(free_port)
 couch=http://127.0.0.1:$couch_port
@@ -56,9 +52,11 @@ python3 bench/helpers.py load "$couch_port" links admin admin "$work/ids.txt" "$
 export BENCH_IDS=$work/ids.txt
 
 echo "== $(date -u +%H:%M:%S) starting couchlink and nginx"
+# No warm start: the cold-miss figure below needs IDs couchlink has not read yet.
 COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader \
   COUCHLINK_LISTEN=127.0.0.1:$proxy_port COUCHLINK_ADMIN_LISTEN=127.0.0.1:$admin_port \
   COUCHLINK_LOG_DIR=$work/logs COUCHLINK_CACHE_CAPACITY=$((links * 2)) COUCHLINK_WORKERS=$workers \
+  COUCHLINK_WARM_START=false \
   target/release/couchlink serve 2>"$work/couchlink.err" &
 couchlink_pid=$!
 pids+=($couchlink_pid)
@@ -66,28 +64,7 @@ wait_http "http://127.0.0.1:$admin_port/metrics"
 for _ in $(seq 1 100); do curl -fsS -o /dev/null "http://127.0.0.1:$admin_port/healthz" 2>/dev/null && break; sleep 0.1; done
 rss_start=$(python3 bench/helpers.py rss "$couchlink_pid")
 
-mkdir -p "$work/nginx"
-cat >"$work/nginx.conf" <<NGINX
-worker_processes $workers;
-pid $work/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
-  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  log_format redirects '\$msec \$remote_addr \$cookie_tid \$http_user_agent \$request_uri \$status \$sent_http_location';
-  access_log $work/nginx/access.log redirects;
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / {
-      add_header Set-Cookie "tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax" always;
-      add_header Cache-Control no-store always;
-      return 302 https://example.com/landing\$uri?utm_source=qr;
-    }
-  }
-}
-NGINX
-nginx -c "$work/nginx.conf" -p "$work/nginx"
+start_nginx "$work" "$nginx_port" "$workers" "worker_connections 4096;"
 wait_http "http://127.0.0.1:$nginx_port/abcde" || true
 
 echo "== $(date -u +%H:%M:%S) cold misses: every request an ID couchlink has not seen"

@@ -221,6 +221,19 @@ struct AllDocs {
     rows: Vec<AllDocsRow>,
 }
 
+/// `_all_docs` with `include_docs`: each row's ID and document.
+#[derive(Deserialize)]
+struct AllDocsWithDocs {
+    rows: Vec<DocRow>,
+}
+
+#[derive(Deserialize)]
+struct DocRow {
+    id: String,
+    #[serde(default)]
+    doc: Option<Value>,
+}
+
 /// A row of `_all_docs` with `keys`: `value` is present for documents that exist or existed
 /// (`{"rev":..., "deleted": true}`), absent (with `error: not_found`) for IDs never used.
 #[derive(Deserialize)]
@@ -465,6 +478,20 @@ impl CouchClient {
             },
             _ => Err(Self::refused(response).await),
         }
+    }
+
+    /// Up to `limit` documents in ID order, from `from` on (inclusive: a caller paging on
+    /// drops the row it already has, rather than `skip=1`, which would skip another document
+    /// if that one were deleted in between). `_all_docs` with `include_docs`.
+    pub async fn docs_page(&self, from: Option<&str>, limit: usize) -> Result<Vec<(String, Value)>, CouchError> {
+        let mut url = format!("{}?include_docs=true&limit={limit}", self.in_db("_all_docs"));
+        if let Some(from) = from {
+            let key = serde_json::to_string(from).expect("a string serialises");
+            url.push_str("&startkey=");
+            url.push_str(&utf8_percent_encode(&key, NON_ALPHANUMERIC).to_string());
+        }
+        let page: AllDocsWithDocs = self.get(&url).await?;
+        Ok(page.rows.into_iter().filter_map(|row| Some((row.id, row.doc?))).collect())
     }
 
     /// Whether `id` exists or existed: `_all_docs` lists deleted documents with `deleted: true`

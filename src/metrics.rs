@@ -18,6 +18,7 @@ pub struct Metrics {
     responses: [AtomicU64; STATUSES.len() + 1],
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
+    cold_reads_refused: AtomicU64,
     couch_errors: AtomicU64,
     couch_latency_buckets: [AtomicU64; LATENCY_BUCKETS.len()],
     couch_latency_count: AtomicU64,
@@ -44,11 +45,17 @@ pub struct Gauges {
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 9] = [
+const PLAIN: [Plain; 10] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
     }),
+    (
+        "couchlink_cold_reads_refused_total",
+        "counter",
+        "Lookups answered 503 because COUCHLINK_COLD_READS reads of unknown links were in flight.",
+        |m, _| m.cold_reads_refused.load(Relaxed),
+    ),
     ("couchlink_cache_entries", "gauge", "Links (and known-missing IDs) held in memory.", |_, g| {
         g.cache_entries as u64
     }),
@@ -83,6 +90,11 @@ impl Metrics {
     /// Counts a lookup that had to ask CouchDB.
     pub fn cache_miss(&self) {
         self.cache_misses.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a lookup refused because the cold-read limit was reached.
+    pub fn cold_read_refused(&self) {
+        self.cold_reads_refused.fetch_add(1, Relaxed);
     }
 
     /// Records one CouchDB document request: how long it took, and whether it failed.

@@ -7,23 +7,33 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use crate::couch::{CouchClient, CouchError};
 use crate::domain::{Link, LinkDoc, LinkId};
 use crate::metrics::Metrics;
 
-/// CouchDB could not answer for a link the store does not know (shared by every request that
-/// waited on the same read).
+/// A link the store does not know could not be read (shared by every request that waited on
+/// the same read): a 503 with `Retry-After`, never a 404.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("CouchDB could not be asked")]
-pub struct Unavailable(#[source] pub Arc<CouchError>);
+pub enum Unavailable {
+    /// CouchDB did not answer, or answered an error.
+    #[error("CouchDB could not be asked")]
+    Couch(#[source] Arc<CouchError>),
+    /// As many reads as allowed were already in flight, for longer than a request waits.
+    #[error("{0} reads of links not in memory already in flight (COUCHLINK_COLD_READS)")]
+    Busy(usize),
+}
+
+/// How long a request waits for one of the [`LinkStore`]'s cold-read permits before it is
+/// answered 503: long enough to ride out a burst, short enough that the client can retry.
+const COLD_READ_WAIT: Duration = Duration::from_millis(500);
 
 /// What a lookup found: the link, or that there is none (missing, deleted or unusable).
 pub type Found = Option<Arc<Link>>;
@@ -35,7 +45,8 @@ type Pending = watch::Receiver<Option<Result<Found, Unavailable>>>;
 /// process so that clients cannot aim IDs at one bucket.
 type Map<V> = HashMap<LinkId, V, foldhash::fast::RandomState>;
 
-/// Shards keep the serving threads (one per core) off each other's lock cache line.
+/// Shards keep the serving threads (one per core) off each other's lock cache line: at least
+/// this many (see [`shard_count`]).
 const SHARDS: usize = 32;
 
 /// One part of the cache. Entries being filled live apart from ready ones, so that the big map
@@ -58,13 +69,22 @@ pub struct LinkStore {
     /// Even while no feed vouches for the cache (fills are then not kept), odd while one does.
     /// Bumped at every change of state, so a fill that straddles one is not kept either.
     epoch: AtomicU64,
+    /// One permit per read of an unknown ID in flight: what CouchDB is asked at once, whatever
+    /// arrives (a restart under load, a flood of random IDs). Coalesced waiters take none.
+    cold_reads: Semaphore,
+    cold_read_limit: usize,
+    /// Set while a warm-up ([`crate::warm`]) fills the cache: the feed then stores every change,
+    /// known ID or not, so that a page read before a change cannot be stored after it.
+    warming: AtomicBool,
+    capacity: usize,
 }
 
 impl LinkStore {
-    /// A store reading through `couch`, holding at most `capacity` entries.
-    pub fn new(couch: CouchClient, metrics: Arc<Metrics>, capacity: usize) -> Self {
+    /// A store reading through `couch`, holding at most `capacity` entries, with at most
+    /// `cold_reads` reads of unknown IDs in flight.
+    pub fn new(couch: CouchClient, metrics: Arc<Metrics>, capacity: usize, cold_reads: usize) -> Self {
         // A small cache in few shards, so that the bound stays exact.
-        let shards = if capacity >= 64 * SHARDS { SHARDS } else { 1 };
+        let shards = if capacity >= 64 * SHARDS { shard_count(capacity) } else { 1 };
         LinkStore {
             couch,
             metrics,
@@ -72,6 +92,10 @@ impl LinkStore {
             pick: foldhash::fast::RandomState::default(),
             shard_capacity: (capacity / shards).max(1),
             epoch: AtomicU64::new(0),
+            cold_reads: Semaphore::new(cold_reads),
+            cold_read_limit: cold_reads,
+            warming: AtomicBool::new(false),
+            capacity,
         }
     }
 
@@ -155,10 +179,14 @@ impl LinkStore {
     }
 
     async fn fetch(&self, id: LinkId) -> Result<Found, Unavailable> {
+        let Ok(Ok(_permit)) = tokio::time::timeout(COLD_READ_WAIT, self.cold_reads.acquire()).await else {
+            self.metrics.cold_read_refused();
+            return Err(Unavailable::Busy(self.cold_read_limit));
+        };
         let started = Instant::now();
         let result = self.couch.get_link(&id).await;
         self.metrics.couch_request(started.elapsed(), result.is_err());
-        result.map(|doc| doc.and_then(|doc| parse(id, doc))).map_err(|e| Unavailable(Arc::new(e)))
+        result.map(|doc| doc.and_then(|doc| parse(id, doc))).map_err(|e| Unavailable::Couch(Arc::new(e)))
     }
 
     fn insert_ready(&self, shard: &mut Shard, id: LinkId, found: Found) {
@@ -187,9 +215,51 @@ impl LinkStore {
         });
         let mut shard = self.shard(&id).write().expect("cache lock");
         let known = shard.loading.remove(&id).is_some() || shard.ready.contains_key(&id);
-        if known {
+        if known || self.warming.load(Acquire) {
             self.insert_ready(&mut shard, id, found);
         }
+    }
+
+    /// The epoch a warm-up may fill for: `Some` while the feed vouches for the cache.
+    pub fn synced_epoch(&self) -> Option<u64> {
+        Some(self.epoch.load(Acquire)).filter(|e| e % 2 == 1)
+    }
+
+    /// Whether a warm-up is filling the cache (for `/healthz`).
+    pub fn is_warming(&self) -> bool {
+        self.warming.load(Acquire)
+    }
+
+    /// Marks a warm-up as started or finished.
+    pub fn set_warming(&self, warming: bool) {
+        self.warming.store(warming, Release);
+    }
+
+    /// Whether the cache holds as many entries as it may.
+    pub fn is_full(&self) -> bool {
+        self.len() >= self.capacity
+    }
+
+    /// Stores a document a warm-up read, unless the ID is already cached or being read (what
+    /// is there came from the feed or a request, and is at least as new) or the feed lost its
+    /// place since `epoch` (then `false`: the warm-up must start over).
+    pub fn warm_insert(&self, epoch: u64, id: LinkId, doc: Value) -> bool {
+        let found = match serde_json::from_value::<LinkDoc>(doc) {
+            Ok(doc) => parse(id, doc),
+            Err(e) => {
+                tracing::warn!("link document {id} cannot be served: {e}");
+                None
+            }
+        };
+        let mut shard = self.shard(&id).write().expect("cache lock");
+        // Checked under the shard's lock: `feed_lost` bumps the epoch before it clears shards.
+        if self.epoch.load(Acquire) != epoch {
+            return false;
+        }
+        if !shard.ready.contains_key(&id) && !shard.loading.contains_key(&id) {
+            self.insert_ready(&mut shard, id, found);
+        }
+        true
     }
 
     /// The feed now reports every change from a known point on: fills may be kept.
@@ -216,6 +286,21 @@ impl LinkStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// How many shards a cache of `capacity` gets: between [`SHARDS`] and twice that, the count at
+/// which a full shard fills its hash table closest to the table's maximum load (7/8). Tables
+/// double as they grow, so one just past a doubling is half empty: 1M links in 32 shards are
+/// 31,250 entries in tables of 65,536 slots. Halving the links halves every shard, so a cache
+/// at a power-of-two fraction of its capacity is as well packed.
+fn shard_count(capacity: usize) -> usize {
+    let load = |shards: usize| {
+        let entries = capacity.div_ceil(shards);
+        // hashbrown's table for `entries`: the next power of two slots holding them at 7/8.
+        let slots = (entries * 8).div_ceil(7).next_power_of_two();
+        entries as f64 / (slots * 7 / 8) as f64
+    };
+    (SHARDS..=2 * SHARDS).max_by(|a, b| load(*a).total_cmp(&load(*b))).unwrap_or(SHARDS)
 }
 
 fn parse(id: LinkId, doc: LinkDoc) -> Found {
@@ -245,5 +330,31 @@ impl Drop for LoadingGuard<'_> {
         if shard.loading.get(&self.id).is_some_and(|p| p.same_channel(&self.rx)) {
             shard.loading.remove(&self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The share of a hashbrown table's usable slots that `entries` fill.
+    fn load(entries: usize) -> f64 {
+        let mut map: HashMap<u64, ()> = HashMap::new();
+        map.extend((0..entries as u64).map(|k| (k, ())));
+        entries as f64 / map.capacity() as f64
+    }
+
+    #[test]
+    fn full_shards_fill_their_tables() {
+        for capacity in [1_000_000, 2_000_000, 300_000, 123_457] {
+            let shards = shard_count(capacity);
+            assert!((SHARDS..=2 * SHARDS).contains(&shards));
+            let full = load(capacity.div_ceil(shards));
+            assert!(full > 0.8, "capacity {capacity}: {shards} shards, tables {:.0}% full", full * 100.0);
+            // At half the capacity the tables are as well packed (they are half the size).
+            assert!(load(capacity.div_ceil(shards) / 2) > 0.79, "capacity {capacity} at half");
+        }
+        // 32 shards would leave a million links in half-empty tables.
+        assert!(load(1_000_000usize.div_ceil(SHARDS)) < 0.6);
     }
 }

@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::CouchArgs;
+use crate::accept::Limits;
 use crate::access_log::{AccessLog, OpenError};
 use crate::admin::Admin;
 use crate::client_ip::TrustedProxies;
@@ -31,6 +32,11 @@ use crate::store::LinkStore;
 
 /// How long the access log may take to write its backlog at shutdown.
 const LOG_FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections the admin listener (health checks, metrics scrapers) takes at once.
+const ADMIN_CONNECTIONS: usize = 64;
+/// File descriptors kept for everything but client connections: the access log, CouchDB
+/// connections, the listeners.
+const SPARE_FDS: u64 = 256;
 
 /// Flags of `couchlink serve`.
 #[derive(Debug, Clone, Args)]
@@ -80,6 +86,21 @@ pub struct ServeArgs {
     /// Threads serving redirects, at least 1 (default: one per CPU core).
     #[arg(long, env = "COUCHLINK_WORKERS")]
     pub workers: Option<NonZeroUsize>,
+    /// Fill the link cache from CouchDB in the background at start (and after the feed lost its
+    /// place), up to the cache capacity, while serving.
+    #[arg(long, env = "COUCHLINK_WARM_START", default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm_start: bool,
+    /// Most reads of links not in memory sent to CouchDB at once (concurrent requests for one ID
+    /// share one read); a request waits up to 0.5 s for one, then gets 503 with Retry-After.
+    #[arg(long, env = "COUCHLINK_COLD_READS", default_value_t = NonZeroUsize::new(32).expect("non-zero"))]
+    pub cold_reads: NonZeroUsize,
+    /// Most redirect connections open at once; past it, new ones wait in the kernel's queue.
+    #[arg(long, env = "COUCHLINK_MAX_CONNECTIONS", default_value_t = NonZeroUsize::new(8192).expect("non-zero"))]
+    pub max_connections: NonZeroUsize,
+    /// Seconds a connection may take to send a complete request head, from its opening or its
+    /// previous response (the idle keep-alive timeout and the slow-header timeout at once).
+    #[arg(long, env = "COUCHLINK_HEADER_TIMEOUT_SECS", default_value_t = NonZeroU32::new(10).expect("non-zero"))]
+    pub header_timeout_secs: NonZeroU32,
 }
 
 /// A cookie name is an RFC 6265 token.
@@ -185,6 +206,7 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let workers = args.worker_count();
     let bound = listener.local_addr().map_err(StartError::Runtime)?;
+    raise_fd_limit(args.max_connections.get());
     let public_url = match args.public_url {
         Some(url) => url,
         None => {
@@ -202,7 +224,9 @@ pub async fn run(
     check_database(&couch).await?;
 
     let metrics = Arc::new(Metrics::default());
-    let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), args.cache_capacity));
+    let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), args.cache_capacity, args.cold_reads.get()));
+    // "warming" in /healthz from the start, until the first warm-up is done.
+    store.set_warming(args.warm_start);
     let feed = Arc::new(FeedStatus::default());
     let (stop, stopped) = watch::channel(false);
     let follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
@@ -213,12 +237,16 @@ pub async fn run(
         compress: args.log_compress,
     };
     let retention = tokio::spawn(retention.run(stopped.clone()));
+    let warmer =
+        args.warm_start.then(|| tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), stopped.clone())));
     let admin = Arc::new(Admin { couch, store: store.clone(), metrics: metrics.clone(), feed, log: log.clone() });
     let admin_addr = admin_listener.local_addr().map_err(StartError::Runtime)?;
     let mut admin_stop = stopped;
     let admin_server = tokio::spawn(crate::accept::run(
         admin_listener,
         admin,
+        // Scrapers and health checks: a few connections, never the public's.
+        Limits::new(ADMIN_CONNECTIONS, Duration::from_secs(10)),
         async move {
             let _ = admin_stop.wait_for(|stop| *stop).await;
         },
@@ -230,7 +258,8 @@ pub async fn run(
     settings.anonymize_ip = args.anonymize_ip;
     let app = Arc::new(App { store, log, metrics, settings });
     let drain = Duration::from_secs(args.drain_secs);
-    let result = serve_on_workers(listener, app, shutdown, drain, workers, || {
+    let limits = Limits::new(args.max_connections.get(), Duration::from_secs(args.header_timeout_secs.get().into()));
+    let result = serve_on_workers(listener, app, limits, shutdown, drain, workers, || {
         let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
         tracing::info!(
             "serving redirects on http://{bound} (public URL {public_url}, {threads}; health and metrics on http://{admin_addr})"
@@ -239,6 +268,9 @@ pub async fn run(
     .await;
     let _ = stop.send(true);
     let _ = tokio::join!(follower, admin_server, retention);
+    if let Some(warmer) = warmer {
+        let _ = warmer.await;
+    }
     flusher.finish(LOG_FLUSH_TIMEOUT).await;
     result
 }
@@ -254,6 +286,7 @@ pub async fn run(
 async fn serve_on_workers(
     listener: std::net::TcpListener,
     app: Arc<App>,
+    limits: Limits,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
     workers: usize,
@@ -264,8 +297,8 @@ async fn serve_on_workers(
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, std::io::Result<()>)>();
     app.metrics.set_workers(workers);
     for n in 1..workers {
-        let (app, mut closed, ready) =
-            (Arc::new(Worker { app: app.clone(), index: n }), closed.clone(), ready_tx.clone());
+        let (app, mut closed, ready, limits) =
+            (Arc::new(Worker { app: app.clone(), index: n }), closed.clone(), ready_tx.clone(), limits.clone());
         let socket = crate::accept::bind_alongside(&listener);
         let thread = std::thread::Builder::new().name(format!("couchlink-worker-{n}")).spawn(move || {
             let started = socket.and_then(|socket| {
@@ -289,7 +322,7 @@ async fn serve_on_workers(
                 let stop = async move {
                     let _ = closed.wait_for(|closed| *closed).await;
                 };
-                crate::accept::run(listener, app, stop, drain).await;
+                crate::accept::run(listener, app, limits, stop, drain).await;
             });
         });
         match thread {
@@ -318,7 +351,7 @@ async fn serve_on_workers(
         shutdown.await;
         let _ = close.send(true);
     };
-    crate::accept::run(listener, Arc::new(Worker { app, index: 0 }), shutdown, drain).await;
+    crate::accept::run(listener, Arc::new(Worker { app, index: 0 }), limits, shutdown, drain).await;
     join(threads).await;
     Ok(())
 }
@@ -335,8 +368,8 @@ impl crate::accept::Service for Worker {
         self.app.call(request, peer).await
     }
 
-    fn rejected(&self, peer: SocketAddr, status: u16) {
-        self.app.rejected(peer, status);
+    fn rejected(&self, peer: SocketAddr, status: u16) -> Bytes {
+        self.app.rejected(peer, status)
     }
 
     fn accepted(&self) {
@@ -346,6 +379,20 @@ impl crate::accept::Service for Worker {
 
 async fn join(threads: Vec<std::thread::JoinHandle<()>>) {
     let _ = tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join()))).await;
+}
+
+/// Raises this process's open-file limit to what the system allows (as nginx's
+/// `worker_rlimit_nofile` does), and warns when that still cannot hold `max_connections`: past
+/// it, accepting fails and is retried every 50 ms until connections close.
+fn raise_fd_limit(max_connections: usize) {
+    let wanted = max_connections as u64 + SPARE_FDS;
+    match rlimit::increase_nofile_limit(wanted) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            "only {limit} open files allowed (ulimit -n): fewer than COUCHLINK_MAX_CONNECTIONS ({max_connections}) plus {SPARE_FDS} spare"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    }
 }
 
 /// Fails on a CouchDB that answers "no" (credentials, database); only warns when it does not

@@ -50,7 +50,7 @@ async fn each_follower_step_applies_one_change_to_the_cache() {
     let db = TestDb::new().await;
     let reader = db.client_as(Some(READER));
     let metrics = Arc::new(Metrics::default());
-    let store = Arc::new(LinkStore::new(reader.clone(), metrics.clone(), 100));
+    let store = Arc::new(LinkStore::new(reader.clone(), metrics.clone(), 100, 8));
     let status = Arc::new(FeedStatus::default());
     let mut follower = Follower::new(reader, store.clone(), metrics.clone(), status.clone());
     assert_eq!(follower.step().await.unwrap(), Step::Connected);

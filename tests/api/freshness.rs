@@ -44,7 +44,8 @@ async fn edits_deactivations_deletions_and_new_links_are_served_without_restart(
 #[tokio::test]
 async fn concurrent_misses_for_one_id_make_one_couchdb_request() {
     let relay = Relay::start(&couch().url).await;
-    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &relay.url())])).await;
+    // No warm start: the link must be unknown to the proxy when the requests come.
+    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &relay.url()), ("--warm-start", "false")])).await;
     app.db.put_link("Coal1", json!({"url": "https://once.example/"})).await;
     app.wait_until_feed_is_live().await;
     let before = app.metric("couchlink_couchdb_request_duration_seconds_count").await;
@@ -161,4 +162,49 @@ async fn the_cache_stays_within_its_capacity() {
     // The oldest entries went first; a link evicted and asked again is simply read again.
     assert_eq!(app.get("/Miss0").await.status(), 404);
     assert_redirects_to(&app.get("/Kept1").await, "https://kept.example/");
+}
+
+/// A flood of random unknown IDs (or a restart under load) cannot push CouchDB past
+/// `COUCHLINK_COLD_READS` reads at once: the rest wait briefly, then get 503 with `Retry-After`,
+/// never a 404 they have not earned.
+#[tokio::test]
+async fn a_burst_of_unknown_ids_asks_couchdb_at_most_the_cold_read_limit_at_once() {
+    let relay = Relay::start(&couch().url).await;
+    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &relay.url()), ("--cold-reads", "4")])).await;
+    app.wait_until_feed_is_live().await;
+    // Each CouchDB read now takes at least 100 ms, so the burst's reads overlap.
+    relay.delay(100);
+    relay.reset_max_open();
+    let open_before = relay.open();
+    let ids: Vec<String> = (0..200).map(|i| format!("Bu{i:03}")).collect();
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (client, url) = (app.http.clone(), format!("{}/{id}", app.base));
+            tokio::spawn(async move { client.get(url).send().await.expect("answered") })
+        })
+        .collect();
+    let mut responses = Vec::new();
+    for task in tasks {
+        responses.push(task.await.unwrap());
+    }
+    let (mut not_found, mut busy) = (0, 0);
+    for r in &responses {
+        match r.status().as_u16() {
+            404 => not_found += 1,
+            503 => {
+                assert_eq!(r.headers()["retry-after"], "5");
+                busy += 1;
+            }
+            other => panic!("a burst of unknown IDs got {other}"),
+        }
+    }
+    // Pooled connections are reused first; at most 4 more were needed at once.
+    let extra = relay.max_open() - open_before;
+    assert!(extra <= 4, "{extra} connections to CouchDB at once past the {open_before} already open");
+    assert!(not_found > 0 && busy > 0, "{not_found} answered 404, {busy} answered 503");
+    assert_eq!(app.metric("couchlink_cold_reads_refused_total").await, busy as f64);
+    // Once the burst is over, unknown IDs are read again.
+    relay.delay(0);
+    assert_eq!(app.get("/Bu199").await.status(), 404);
 }

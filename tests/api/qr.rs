@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::json;
 
+use crate::support::process::tool;
 use crate::support::*;
 
 /// `couchlink qr` with `args`, its environment cleared of couchlink's variables.
@@ -14,12 +15,6 @@ fn qr(args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_couchlink"));
     command.arg("qr").args(args).env_remove("COUCHLINK_PUBLIC_URL");
     command.output().expect("couchlink runs")
-}
-
-fn tool(name: &str, package: &str) -> Command {
-    let probe = Command::new(name).arg("--version").output();
-    assert!(probe.is_ok(), "this test needs {name} (apt-get install {package})");
-    Command::new(name)
 }
 
 /// What zbarimg reads in the PNG at `path`.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use couchlink::errors::Causes;
 use serde_json::json;
 
-use crate::support::process::{wait_within, ServeProcess};
+use crate::support::process::{reader_env, wait_within, ServeProcess};
 use crate::support::*;
 
 /// The CouchDB flags of `db`'s admin, with `password` and `db_name` in place of theirs.
@@ -96,16 +96,6 @@ async fn run_serve(env: Vec<(&'static str, String)>) -> (std::process::ExitStatu
     })
     .await
     .unwrap()
-}
-
-/// The environment for `couchlink serve` as the test reader on `db`.
-fn reader_env(db: &TestDb) -> Vec<(&'static str, String)> {
-    vec![
-        ("COUCHLINK_COUCHDB_URL", db.couch.url.clone()),
-        ("COUCHLINK_COUCHDB_USER", READER.0.to_owned()),
-        ("COUCHLINK_COUCHDB_PASSWORD", READER.1.to_owned()),
-        ("COUCHLINK_DB", db.name.clone()),
-    ]
 }
 
 #[tokio::test]

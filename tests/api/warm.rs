@@ -1,0 +1,97 @@
+//! Warm start: a restarted proxy fills its cache from CouchDB in pages while it serves, so the
+//! links people ask for next cost CouchDB nothing. (The scale figures, a million links on
+//! CouchDB 3.5, are the benchmark's; a test loads a few thousand.)
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// Link IDs `W0000`.. in ID order, `n` of them.
+fn ids(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("W{i:04}")).collect()
+}
+
+/// Stores `ids` in one `_bulk_docs` request, each pointing at `https://warm.example/{id}`.
+async fn bulk_links(db: &TestDb, ids: &[String]) {
+    let docs: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"_id": id, "url": format!("https://warm.example/{id}"), "inactive": false}))
+        .collect();
+    let r = db.admin(reqwest::Method::POST, "_bulk_docs", Some(&json!({ "docs": docs }))).await;
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+}
+
+/// Waits (at most `limit`) until `/healthz` says the cache is warm.
+async fn wait_until_warm(app: &TestApp, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
+        if health["cache"] == "ready" && health["feed"]["state"] == "live" {
+            return;
+        }
+        assert!(started.elapsed() < limit, "never warm: {health}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
+    let db = TestDb::new().await;
+    let ids = ids(5000);
+    bulk_links(&db, &ids).await;
+    let app = spawn_app_on(db, vec![]).await;
+    wait_until_warm(&app, Duration::from_secs(30)).await;
+    assert_eq!(app.metric("couchlink_cache_entries").await, 5000.0);
+    let misses = app.metric("couchlink_cache_misses_total").await;
+    // 2000 requests for random links: every one a redirect, none a CouchDB read.
+    for i in 0..2000 {
+        let id = &ids[(i * 7919) % ids.len()];
+        assert_redirects_to(&app.get(&format!("/{id}")).await, &format!("https://warm.example/{id}"));
+    }
+    assert_eq!(app.metric("couchlink_cache_misses_total").await, misses, "a request went to CouchDB");
+}
+
+#[tokio::test]
+async fn edits_made_while_warming_are_served() {
+    let db = TestDb::new().await;
+    let ids = ids(5000);
+    bulk_links(&db, &ids).await;
+    // CouchDB slowed down (each request held 300 ms) so that the warm-up (three pages) takes
+    // a while.
+    let relay = Relay::start(&db.couch.url).await;
+    relay.delay(300);
+    let app = spawn_app_on(db, vec![("--couchdb-url", relay.url())]).await;
+    let started = Instant::now();
+    loop {
+        let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
+        if health["cache"] == "warming" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never seen warming: {health}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // One link in the first page (likely read already), one in the last (not yet).
+    let (first, last) = (&ids[1], &ids[4999]);
+    app.db.put_link(first, json!({"url": "https://edited.example/first", "inactive": false})).await;
+    app.db.put_link(last, json!({"url": "https://edited.example/last", "inactive": false})).await;
+    relay.delay(0);
+    wait_until_warm(&app, Duration::from_secs(30)).await;
+    app.wait_until_served(&format!("/{first}"), 302, Some("https://edited.example/first")).await;
+    app.wait_until_served(&format!("/{last}"), 302, Some("https://edited.example/last")).await;
+    // And without any lag: both are served from memory.
+    let misses = app.metric("couchlink_cache_misses_total").await;
+    assert_redirects_to(&app.get(&format!("/{last}")).await, "https://edited.example/last");
+    assert_eq!(app.metric("couchlink_cache_misses_total").await, misses);
+}
+
+#[tokio::test]
+async fn warming_stops_at_the_cache_capacity() {
+    let db = TestDb::new().await;
+    bulk_links(&db, &ids(5000)).await;
+    let app = spawn_app_on(db, vec![("--cache-capacity", "1000".to_owned())]).await;
+    wait_until_warm(&app, Duration::from_secs(30)).await;
+    let entries = app.metric("couchlink_cache_entries").await;
+    assert!((1.0..=1000.0).contains(&entries), "{entries} entries for a capacity of 1000");
+}
