@@ -165,8 +165,7 @@ async fn hostile_clients_do_not_starve_a_well_behaved_one() {
     db.put_link("H83if", serde_json::json!({"url": "https://example.com/wp/"})).await;
     let env = process::reader_env(&db);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server =
-        process::ServeProcess::start("hostile", &[&env[..], &[("COUCHLINK_WORKERS", "2")]].concat());
+    let server = process::ServeProcess::start("hostile", &[&env[..], &[("COUCHLINK_WORKERS", "2")]].concat());
     let well_behaved = |n: usize| {
         let server = &server;
         async move {
