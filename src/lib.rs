@@ -19,6 +19,7 @@
 //! - [`errors`]: an error and its causes on one line, for operators.
 //! - [`qr`]: QR tags of short links, in the smallest symbol (offline; not on the redirect path).
 //! - [`report`]: link analytics from the access log files (offline; not on the redirect path).
+//! - [`agent`]: the DIDComm url-shortener agent, started: its keys and `did:peer:2` DID.
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
 
 #![forbid(unsafe_code)]
@@ -27,6 +28,7 @@
 pub mod accept;
 pub mod access_log;
 pub mod admin;
+pub mod agent;
 pub mod client_ip;
 pub mod cmd;
 pub mod couch;
