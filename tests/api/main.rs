@@ -5,6 +5,7 @@ mod support;
 
 mod access_log;
 mod admin_plane;
+mod agent;
 mod cookies;
 mod edges;
 mod feed;

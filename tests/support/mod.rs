@@ -9,6 +9,7 @@
 pub mod apache;
 pub mod app;
 pub mod couch;
+pub mod didcomm_peer;
 pub mod process;
 pub mod relay;
 
