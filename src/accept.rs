@@ -70,6 +70,18 @@ pub trait Service: Send + Sync + 'static {
     /// Answers one request (its body is not read: nothing here needs one).
     fn call(&self, request: Parts, peer: SocketAddr) -> impl Future<Output = Response<Full<Bytes>>> + Send;
 
+    /// Answers one request whose body the service may read: by default, [`Service::call`]
+    /// with the body left unread (the redirect and admin listeners need none; the DIDComm
+    /// agent reads its messages here).
+    fn call_with_body(
+        &self,
+        request: hyper::Request<hyper::body::Incoming>,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Response<Full<Bytes>>> + Send {
+        let (parts, _body) = request.into_parts();
+        self.call(parts, peer)
+    }
+
     /// A request hyper refused before it reached [`Service::call`] (400, 414 or 431): the whole
     /// response to send in place of hyper's own bare one (the connection closes after it).
     fn rejected(&self, _peer: SocketAddr, status: u16) -> Bytes {
@@ -227,8 +239,7 @@ impl<S: Service> Connections<S> {
         let svc = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             let (service, closing) = (service.clone(), closing.clone());
             async move {
-                let (parts, _body) = request.into_parts();
-                let mut response = service.call(parts, peer).await;
+                let mut response = service.call_with_body(request, peer).await;
                 if closing.load(Ordering::Relaxed) {
                     response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
                 }

@@ -507,7 +507,14 @@ impl CouchClient {
         Ok(listing.rows.first().is_some_and(|row| row.value.is_some()))
     }
 
-    /// `PUT` a new document under `id`: [`Created::Conflict`] when the ID is taken.
+    /// Link document `id` as stored, `_rev` included, to edit it; `Ok(None)` when there is none.
+    pub async fn link_doc(&self, id: &LinkId) -> Result<Option<Value>, CouchError> {
+        self.get_optional(&self.in_db(id.as_str())).await
+    }
+
+    /// `PUT` a new document under `id`: [`Created::Conflict`] when the ID is taken. With the
+    /// `_rev` of the current document in `doc`, a replacement: [`Created::Conflict`] when
+    /// someone changed it first.
     pub async fn create_doc(&self, id: &LinkId, doc: &Value) -> Result<Created, CouchError> {
         self.create_doc_raw(id.as_str(), doc).await
     }

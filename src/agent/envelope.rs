@@ -246,3 +246,56 @@ pub fn seal(
     pack::pack_encrypted_authcrypt(&message, &ours, &identity.key_agreement(), &[(&recipient.kid, &public)])
         .map_err(|e| EnvelopeError::Crypto(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use affinidi_crypto::jose::key_agreement::PrivateKeyAgreement;
+    use serde_json::json;
+
+    /// A did:key sender (its X25519 key derived from its Ed25519 key, as did:key defines),
+    /// packed by the same crate: the did:key path of the resolver, which the Python
+    /// counterpart (peer DIDs only) does not take.
+    #[test]
+    fn a_did_key_sender_is_resolved_offline_and_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (agent, _) = Identity::load_or_create(&dir.path().join("k.json")).unwrap();
+        let me = peer_did::resolve(&agent.did("https://agent.example/")).unwrap();
+        let seed: [u8; 32] = rand::random();
+        let public = affinidi_crypto::jose::signing::public_key_from_private(&seed);
+        let did = affinidi_crypto::did_key::ed25519_pub_to_did_key(&public);
+        let x_private = affinidi_crypto::ed25519::ed25519_private_to_x25519(&seed);
+        let x = PrivateKeyAgreement::from_raw_bytes(Curve::X25519, &x_private).unwrap();
+        let x_public: [u8; 32] = x.public_key().to_public_bytes().try_into().unwrap();
+        let kid = format!("{did}#{}", affinidi_encoding::encode_multikey(affinidi_encoding::X25519_PUB, &x_public));
+        let message: Message =
+            serde_json::from_value(json!({"id": "1", "type": "t", "from": did, "to": [me.did], "body": {}})).unwrap();
+        let ours = KidStyle::Numbered.kid(&me.did, &me.key_agreement[0]);
+        let packed =
+            pack::pack_encrypted_authcrypt(&message, &kid, &x, &[(&ours, &x25519(&me.key_agreement[0].bytes))])
+                .unwrap();
+        let opened = open(&packed, &agent, &me).unwrap();
+        assert_eq!(opened.sender, Sender::Authenticated(did.clone()));
+        // And a `from` naming someone else is refused, though the envelope is sound.
+        let lying: Message = serde_json::from_value(
+            json!({"id": "2", "type": "t", "from": "did:key:z6MkOther", "to": [me.did], "body": {}}),
+        )
+        .unwrap();
+        let packed =
+            pack::pack_encrypted_authcrypt(&lying, &kid, &x, &[(&ours, &x25519(&me.key_agreement[0].bytes))]).unwrap();
+        assert!(matches!(open(&packed, &agent, &me), Err(EnvelopeError::FromMismatch { .. })));
+        // The reply is sealed for the did:key.
+        let reply = json!({"id": "3", "type": "t", "from": me.did, "to": [did], "body": {}});
+        let sealed = seal(&reply, &did, &agent, &me, KidStyle::Numbered).unwrap();
+        let agent_public = x25519(&me.key_agreement[0].bytes);
+        let got = affinidi_messaging_didcomm::message::unpack::unpack_bound(
+            &sealed,
+            Some(&kid),
+            Some(&x),
+            Some(SenderKey::new(&ours, &agent_public)),
+            None,
+        )
+        .unwrap();
+        assert!(matches!(got, UnpackResult::Encrypted { authenticated: true, message, .. } if message.id == "3"));
+    }
+}

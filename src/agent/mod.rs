@@ -1,13 +1,14 @@
-//! The DIDComm v2 url-shortener agent (the "Shorten URL" protocol, seed 000), started: its
-//! identity, its envelopes and the protocol's rules so far (no listener yet). Never on the
-//! redirect path.
+//! The DIDComm v2 url-shortener agent (the "Shorten URL" protocol, seed 000), run by
+//! `couchlink agent` on a listener of its own. Never on the redirect path.
 //!
 //! - [`identity`]: the agent's X25519 and Ed25519 keys in an owner-only JWK file, and its DID.
 //! - [`peer_did`]: `did:peer:2` DIDs made from keys, and resolved offline back to them.
 //! - [`envelope`]: encrypted and signed messages opened (sender checked), replies sealed.
 //! - [`protocol`]: the Shorten URL messages checked, and the replies and problem reports built.
+//! - [`server`]: the listener: messages in, links through CouchDB, replies out.
 
 pub mod envelope;
 pub mod identity;
 pub mod peer_did;
 pub mod protocol;
+pub mod server;

@@ -93,8 +93,7 @@ impl From<CouchError> for CreateError {
 }
 
 /// Stores `{url, inactive: false, expires?}` under the first ID from `ids` that has never been
-/// used, and returns it. An existing ID is never overwritten (a `PUT` without `_rev` gets 409),
-/// and a deleted one is skipped: its short URL may be printed somewhere.
+/// used, and returns it (see [`store`]).
 pub async fn run(
     editor: &CouchClient,
     url: &str,
@@ -105,11 +104,22 @@ pub async fn run(
     if let Some(expires) = expires {
         doc["expires"] = json!(expires);
     }
+    store(editor, &doc, ids).await
+}
+
+/// Stores `doc` under the first ID from `ids` that has never been used, and returns it. An
+/// existing ID is never overwritten (a `PUT` without `_rev` gets 409), and a deleted one is
+/// skipped: its short URL may be printed somewhere.
+pub async fn store(
+    editor: &CouchClient,
+    doc: &serde_json::Value,
+    ids: impl IntoIterator<Item = LinkId>,
+) -> Result<LinkId, CreateError> {
     for id in ids.into_iter().take(MAX_ATTEMPTS) {
         if editor.ever_used(&id).await? {
             continue;
         }
-        match editor.create_doc(&id, &doc).await? {
+        match editor.create_doc(&id, doc).await? {
             Created::Stored(_) => return Ok(id),
             Created::Conflict => continue,
         }

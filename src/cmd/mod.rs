@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::couch::{CouchClient, CouchConfig};
 
+pub mod agent;
 pub mod create;
 pub mod qr;
 pub mod report;
@@ -35,6 +36,8 @@ pub enum Command {
     Qr(qr::QrArgs),
     /// Link analytics from the access log files: redirects, visitors, target versions, bots.
     Report(report::ReportArgs),
+    /// The DIDComm v2 url-shortener agent ("Shorten URL" protocol) on a listener of its own.
+    Agent(agent::AgentArgs),
 }
 
 /// What any command can fail with, for `main` to print with its causes.
@@ -49,6 +52,7 @@ impl Command {
             Command::Create(args) => Ok(args.execute()?),
             Command::Qr(args) => Ok(args.execute()?),
             Command::Report(args) => Ok(args.execute()?),
+            Command::Agent(args) => Ok(args.execute()?),
         }
     }
 

@@ -430,7 +430,7 @@ async fn warn_if_writer(couch: &CouchClient) {
 }
 
 /// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     let Ok(mut term) = term else {
         // Without a SIGTERM handler, Ctrl-C still works.

@@ -94,3 +94,245 @@ fn base64_url(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
+
+/// `couchlink agent` in this process, on port 0, writing to `app`'s database as the editor.
+struct TestAgent {
+    url: String,
+    did: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    _keys: tempfile::TempDir,
+}
+
+impl Drop for TestAgent {
+    fn drop(&mut self) {
+        let _ = self.shutdown.take().map(|tx| tx.send(()));
+    }
+}
+
+async fn spawn_agent(app: &TestApp, overrides: &[(&str, &str)]) -> TestAgent {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let keys = tempfile::tempdir().unwrap();
+    let keys_path = keys.path().join("agent-keys.json").display().to_string();
+    let mut flags: std::collections::BTreeMap<&str, String> = [
+        ("--public-url", url.clone()),
+        ("--keys", keys_path.clone()),
+        ("--couchdb-url", app.db.couch.url.clone()),
+        ("--couchdb-user", EDITOR.0.to_owned()),
+        ("--couchdb-password", EDITOR.1.to_owned()),
+        ("--db", app.db.name.clone()),
+        ("--short-url-base", app.base.clone()),
+        ("--allow", "*".to_owned()),
+        ("--max-validity", "3600".to_owned()),
+    ]
+    .into_iter()
+    .collect();
+    for (flag, value) in overrides {
+        flags.insert(flag, (*value).to_owned());
+    }
+    let mut argv = vec!["couchlink".to_owned(), "agent".to_owned()];
+    for (flag, value) in flags {
+        argv.extend([flag.to_owned(), value]);
+    }
+    let args = match couchlink::cmd::Cli::try_parse_from(&argv).unwrap().command {
+        couchlink::cmd::Command::Agent(args) => args,
+        other => panic!("{other:?}"),
+    };
+    let (identity, _) = Identity::load_or_create(std::path::Path::new(&keys_path)).unwrap();
+    let did = identity.did(&url);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(couchlink::cmd::agent::run(args, identity, listener, async {
+        let _ = rx.await;
+    }));
+    TestAgent { url, did, shutdown: Some(tx), _keys: keys }
+}
+
+impl TestAgent {
+    async fn post(&self, media: &str, body: String) -> (u16, String) {
+        let r = http().post(&self.url).header("Content-Type", media).body(body).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    /// `message` from `wallet` (packed `mode`, answer in the response), and the answer opened.
+    async fn ask(&self, wallet: &Peer, mode: &str, message: Value) -> Value {
+        let (status, body) =
+            self.post(couchlink::agent::server::ENCRYPTED, wallet.pack(mode, &message, &self.did)).await;
+        assert_eq!(status, 200, "{body}");
+        wallet.unpack(&body)["message"].clone()
+    }
+}
+
+fn message(kind: &str, id: &str, from: &Peer, to: &str, body: Value) -> Value {
+    json!({"id": id, "type": kind, "from": from.did, "to": [to], "return_route": "all", "body": body})
+}
+
+use crate::support::*;
+use clap::Parser;
+use couchlink::agent::protocol::{INVALIDATE_SHORTENED_URL as INVALIDATE, REQUEST_SHORTENED_URL as REQUEST};
+
+#[tokio::test]
+async fn a_wallet_gets_a_short_url_couchlink_serves_and_only_it_can_switch_it_off() {
+    let app = spawn_app().await;
+    let agent = spawn_agent(&app, &[]).await;
+    let (wallet, stranger) = (Peer::new("http://127.0.0.1:9/w"), Peer::new("http://127.0.0.1:9/s"));
+    let body =
+        json!({"url": "https://example.com/campaign?x=1", "goal_code": "shorten", "requested_validity_seconds": 600});
+    let answer = agent.ask(&wallet, "authcrypt", message(REQUEST, "req-1", &wallet, &agent.did, body)).await;
+    assert_eq!(answer["type"], couchlink::agent::protocol::SHORTENED_URL, "{answer}");
+    assert_eq!(answer["thid"], "req-1");
+    let short = answer["body"]["shortened_url"].as_str().unwrap().to_owned();
+    let path = short.strip_prefix(&app.base).expect("a short URL of couchlink's");
+    let expires = answer["body"]["expires_time"].as_i64().unwrap();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    assert!((now + 590..=now + 610).contains(&expires), "{expires} vs {now}");
+    app.wait_until_served(path, 302, Some("https://example.com/campaign?x=1")).await;
+    // Stored through CouchDB with who asked.
+    let doc: Value = app.db.admin(reqwest::Method::GET, &path[1..], None).await.json().await.unwrap();
+    assert_eq!(doc["requested_by"]["did"], wallet.did);
+
+    let invalidate = |from: &Peer, id: &str| message(INVALIDATE, id, from, &agent.did, json!({"shortened_url": short}));
+    let refused = agent.ask(&stranger, "authcrypt", invalidate(&stranger, "inv-1")).await;
+    assert_eq!(refused["body"]["code"], "e.p.rejected_invalidation", "{refused}");
+    assert_eq!(refused["pthid"], "inv-1");
+    let acked = agent.ask(&wallet, "authcrypt", invalidate(&wallet, "inv-2")).await;
+    assert_eq!(acked["ack"], json!(["inv-2"]), "{acked}");
+    // Within a second (the feed), the short URL is no longer served; the document stays.
+    let gone = app.wait_until_served(path, 404, None).await;
+    assert!(gone < std::time::Duration::from_secs(1), "{gone:?}");
+    let doc: Value = app.db.admin(reqwest::Method::GET, &path[1..], None).await.json().await.unwrap();
+    assert_eq!(doc["inactive"], true);
+    let again = agent.ask(&wallet, "authcrypt", invalidate(&wallet, "inv-3")).await;
+    assert_eq!(again["body"]["code"], "e.p.short_url_invalid", "{again}");
+}
+
+#[tokio::test]
+async fn every_problem_code_comes_back_threaded_and_nothing_is_stored() {
+    let app = spawn_app().await;
+    let agent = spawn_agent(&app, &[]).await;
+    let wallet = Peer::new("http://127.0.0.1:9/w");
+    // A slug: used when free, refused when taken.
+    let slug = json!({"url": "https://example.com/s", "goal_code": "shorten", "requested_validity_seconds": 60, "short_url_slug": "Sl0g1"});
+    let first = agent.ask(&wallet, "authcrypt", message(REQUEST, "s-1", &wallet, &agent.did, slug.clone())).await;
+    assert_eq!(first["body"]["shortened_url"], format!("{}/Sl0g1", app.base), "{first}");
+    let before = app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json::<Value>().await.unwrap()
+        ["total_rows"]
+        .clone();
+    let cases = [
+        (slug, "e.p.invalid_slug"),
+        (
+            json!({"url": "https://e.x/", "goal_code": "shorten", "requested_validity_seconds": 3601}),
+            "e.p.validity_too_long",
+        ),
+        (
+            json!({"url": "https://e.x/", "goal_code": "shorten", "requested_validity_seconds": 0}),
+            "e.p.validity_too_long",
+        ),
+        (json!({"url": "wss://e.x/", "goal_code": "shorten"}), "e.p.invalid_protocol_scheme"),
+        (json!({"url": "https://", "goal_code": "shorten"}), "e.p.invalid_url"),
+        (json!({"url": "https://e.x/", "goal_code": "shorten.v9"}), "e.p.invalid_goal_code"),
+        (json!({"url": "https://e.x/", "goal_code": "shorten.oobv2"}), "e.p.invalid_url"),
+        (json!({"url": "https://e.x/", "goal_code": "shorten", "short_url_slug": "too-long-slug"}), "e.p.invalid_slug"),
+    ];
+    for (i, (body, code)) in cases.into_iter().enumerate() {
+        let id = format!("bad-{i}");
+        let report = agent.ask(&wallet, "authcrypt", message(REQUEST, &id, &wallet, &agent.did, body.clone())).await;
+        assert_eq!(report["type"], couchlink::agent::protocol::PROBLEM_REPORT, "{body}: {report}");
+        assert_eq!(
+            (report["body"]["code"].as_str(), report["pthid"].as_str()),
+            (Some(code), Some(id.as_str())),
+            "{body}: {report}"
+        );
+    }
+    let after = app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json::<Value>().await.unwrap()
+        ["total_rows"]
+        .clone();
+    assert_eq!(before, after, "a refused request stored something");
+}
+
+#[tokio::test]
+async fn strangers_anonymous_senders_and_malformed_posts_are_turned_away() {
+    let app = spawn_app().await;
+    let wallet = Peer::new("http://127.0.0.1:9/w");
+    let agent = spawn_agent(&app, &[("--allow", &wallet.did)]).await;
+    let stranger = Peer::new("http://127.0.0.1:9/s");
+    let body = json!({"url": "https://example.com/", "goal_code": "shorten"});
+    let refused = agent.ask(&stranger, "authcrypt", message(REQUEST, "x-1", &stranger, &agent.did, body.clone())).await;
+    assert_eq!(refused["body"]["code"], "e.p.trust", "{refused}");
+    // Anoncrypt proves no sender: not the allowed wallet, whatever its `from` says.
+    let anonymous = agent.ask(&wallet, "anoncrypt", message(REQUEST, "x-2", &wallet, &agent.did, body.clone())).await;
+    assert_eq!(anonymous["body"]["code"], "e.p.trust", "{anonymous}");
+    // The allowed wallet, signed instead of encrypted: served.
+    let signed = wallet.pack("signed", &message(REQUEST, "x-3", &wallet, &agent.did, body.clone()), &agent.did);
+    let (status, _) = agent.post(couchlink::agent::server::SIGNED, signed).await;
+    assert_eq!(status, 200);
+    // Not DIDComm, not for this agent, or plaintext: refused with a clear status.
+    let packed = wallet.pack("authcrypt", &message(REQUEST, "x-4", &wallet, &agent.did, body.clone()), &agent.did);
+    assert_eq!(agent.post("application/json", packed).await.0, 415);
+    assert_eq!(agent.post(couchlink::agent::server::ENCRYPTED, "{nope".into()).await.0, 400);
+    let elsewhere =
+        wallet.pack("authcrypt", &message(REQUEST, "x-5", &wallet, &stranger.did, body.clone()), &stranger.did);
+    assert_eq!(agent.post(couchlink::agent::server::ENCRYPTED, elsewhere).await.0, 404);
+    let plaintext = message(REQUEST, "x-6", &wallet, &agent.did, body).to_string();
+    assert_eq!(agent.post(couchlink::agent::server::PLAIN, plaintext).await.0, 415);
+    // The invitation names the agent's DID.
+    let invitation: Value = http().get(format!("{}invitation", agent.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(invitation["from"], agent.did);
+    assert_eq!(invitation["type"], "https://didcomm.org/out-of-band/2.0/invitation");
+}
+
+#[tokio::test]
+async fn without_return_route_the_answer_goes_to_the_wallets_endpoint_and_links_expire() {
+    let app = spawn_app().await;
+    let agent = spawn_agent(&app, &[]).await;
+    // The wallet's DIDComm endpoint: one POST, kept.
+    let inbox = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let wallet = Peer::new(&format!("http://{}/inbox", inbox.local_addr().unwrap()));
+    let received = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut stream, _) = inbox.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            let n = stream.read(&mut buf).await.unwrap();
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    stream.write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n").await.unwrap();
+                    return (head.to_owned(), body.to_owned());
+                }
+            }
+        }
+    });
+    let mut request = message(
+        REQUEST,
+        "r-1",
+        &wallet,
+        &agent.did,
+        json!({"url": "https://example.com/soon", "goal_code": "shorten", "requested_validity_seconds": 2}),
+    );
+    request.as_object_mut().unwrap().remove("return_route");
+    let (status, _) =
+        agent.post(couchlink::agent::server::ENCRYPTED, wallet.pack("authcrypt", &request, &agent.did)).await;
+    assert_eq!(status, 202);
+    let (head, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received).await.unwrap().unwrap();
+    assert!(head.starts_with("POST /inbox "), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/didcomm-encrypted+json"), "{head}");
+    let answer = wallet.unpack(&body)["message"].clone();
+    let short = answer["body"]["shortened_url"].as_str().unwrap().to_owned();
+    let path = short.strip_prefix(&app.base).unwrap();
+    app.wait_until_served(path, 302, Some("https://example.com/soon")).await;
+    // Two seconds later it has expired: no longer served, and no longer invalidatable.
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    app.wait_until_served(path, 404, None).await;
+    let late = agent
+        .ask(&wallet, "authcrypt", message(INVALIDATE, "i-1", &wallet, &agent.did, json!({"shortened_url": short})))
+        .await;
+    assert_eq!(late["body"]["code"], "e.p.short_url_invalid", "{late}");
+}

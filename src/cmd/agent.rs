@@ -1,0 +1,136 @@
+//! `couchlink agent`: the DIDComm v2 url-shortener (seed 000) on a listener of its own,
+//! writing links through CouchDB's HTTP API as an editor account. Never on the redirect path.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::net::TcpListener;
+
+use super::CouchArgs;
+use crate::agent::identity::{Identity, KeysError};
+use crate::agent::peer_did;
+use crate::agent::server::{Agent, Allow};
+use crate::couch::{CouchClient, CouchError};
+use crate::domain::PublicUrl;
+
+/// Flags of `couchlink agent`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account with the editor role (the agent writes links)")))]
+pub struct AgentArgs {
+    /// Print the agent's DID (creating its keys if there are none yet) and exit.
+    #[arg(long)]
+    pub print_did: bool,
+    /// Address the agent listens on for DIDComm messages (never the redirect listener).
+    #[arg(long, env = "COUCHLINK_AGENT_LISTEN", default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+    /// The agent's DIDComm endpoint as senders reach it, e.g. https://0x1f.ie/didcomm (in its DID).
+    #[arg(long, env = "COUCHLINK_AGENT_PUBLIC_URL")]
+    pub public_url: Option<url::Url>,
+    /// The agent's keys (a JWK file, created with mode 0600 on first run; never logged).
+    #[arg(long, env = "COUCHLINK_AGENT_KEYS", default_value = "agent-keys.json")]
+    pub keys: PathBuf,
+    /// Who may ask for short URLs: DIDs separated by commas, or * for anyone (anonymous too).
+    #[arg(long, env = "COUCHLINK_AGENT_ALLOW", default_value = "")]
+    pub allow: String,
+    /// The longest validity granted, in seconds; 0: any, and links that never expire.
+    #[arg(long, env = "COUCHLINK_AGENT_MAX_VALIDITY", default_value_t = 31_536_000)]
+    pub max_validity: u64,
+    /// Accept plaintext messages, which prove no sender (development only).
+    #[arg(long, env = "COUCHLINK_AGENT_DEV_PLAINTEXT")]
+    pub dev_plaintext: bool,
+    /// The short links' base URL, e.g. https://0x1f.ie (needed to serve, not to print the DID).
+    #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
+    pub short_url_base: Option<PublicUrl>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+}
+
+/// Why the agent did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The keys file.
+    #[error(transparent)]
+    Keys(#[from] KeysError),
+    /// CouchDB's settings.
+    #[error("cannot use CouchDB")]
+    Couch(#[from] CouchError),
+    /// The listener.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The async runtime.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// No base for the short URLs it hands out.
+    #[error("set COUCHLINK_PUBLIC_URL (or --short-url-base) to the short links' base URL, e.g. https://0x1f.ie")]
+    NoShortUrlBase,
+}
+
+impl AgentArgs {
+    /// The agent's endpoint: as configured, or its listener's address.
+    fn endpoint(&self, bound: SocketAddr) -> String {
+        self.public_url.as_ref().map_or_else(|| format!("http://{bound}/"), url::Url::to_string)
+    }
+
+    /// Prints the DID, or serves until SIGTERM or SIGINT.
+    pub fn execute(self) -> Result<(), AgentError> {
+        let (identity, created) = Identity::load_or_create(&self.keys)?;
+        if created {
+            tracing::info!("created the agent's keys in {} (mode 0600)", self.keys.display());
+        }
+        if self.print_did {
+            println!("{}", identity.did(&self.endpoint(self.listen)));
+            return Ok(());
+        }
+        let runtime = super::current_thread_runtime().map_err(AgentError::Runtime)?;
+        runtime.block_on(async {
+            let listener = TcpListener::bind(self.listen)
+                .await
+                .map_err(|source| AgentError::Bind { addr: self.listen, source })?;
+            run(self, identity, listener, super::serve::shutdown_signal()).await
+        })
+    }
+}
+
+/// Serves the agent on `listener` until `shutdown` completes.
+pub async fn run(
+    args: AgentArgs,
+    identity: Identity,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let bound = listener.local_addr().map_err(|source| AgentError::Bind { addr: args.listen, source })?;
+    let short_base = args.short_url_base.clone().ok_or(AgentError::NoShortUrlBase)?;
+    if args.public_url.is_none() {
+        tracing::warn!("COUCHLINK_AGENT_PUBLIC_URL is not set: the agent's DID names http://{bound}/ as its endpoint");
+    }
+    let did = identity.did(&args.endpoint(bound));
+    let me = peer_did::resolve(&did).expect("the agent's own DID resolves");
+    let allow = Allow::parse(&args.allow);
+    if allow == Allow::Dids(vec![]) {
+        tracing::warn!("COUCHLINK_AGENT_ALLOW is empty: every request gets a problem report");
+    }
+    let agent = Agent {
+        identity,
+        me,
+        editor: CouchClient::new(&args.couch.into())?,
+        short_base,
+        allow,
+        max_validity: (args.max_validity > 0).then_some(args.max_validity),
+        accept_plaintext: args.dev_plaintext,
+        http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(CouchError::Client)?,
+    };
+    tracing::info!("DIDComm agent on http://{bound} as {did}");
+    let limits = crate::accept::Limits::new(1024, Duration::from_secs(10));
+    crate::accept::run(listener, Arc::new(agent), limits, shutdown, Duration::from_secs(10)).await;
+    Ok(())
+}
