@@ -70,6 +70,9 @@ function (newDoc, oldDoc, userCtx, secObj) {
   if (newDoc.hasOwnProperty('inactive') && typeof newDoc.inactive !== 'boolean') {
     refuse('"inactive" must be true or false (without quotes).');
   }
+  if (newDoc.hasOwnProperty('oob') && typeof newDoc.oob !== 'boolean') {
+    refuse('"oob" must be true or false (without quotes): true when the "url" carries an out-of-band invitation.');
+  }
   if (newDoc.hasOwnProperty('expires')) {
     var e = newDoc.expires;
     var rfc3339 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+\-]([01]\d|2[0-3]):[0-5]\d)$/;

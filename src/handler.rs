@@ -100,6 +100,9 @@ enum Outcome {
         location: Location,
         id: Option<LinkId>,
     },
+    /// 200 with the out-of-band invitation a link's URL carries, as JSON (RFC 0434's URL
+    /// shortening, for a client that asks for `application/json`).
+    Invitation(Bytes),
     NotFound,
     NotImplemented,
     Unavailable,
@@ -123,7 +126,17 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
         Outcome::Refused(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
     } else {
         match request.method {
-            Method::GET | Method::HEAD => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
+            Method::GET | Method::HEAD => {
+                let invited = if wants_json(&request.headers) {
+                    invitation(&app.store, request.uri.path(), now).await
+                } else {
+                    None
+                };
+                match invited {
+                    Some(outcome) => outcome,
+                    None => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
+                }
+            }
             _ => Outcome::NotImplemented,
         }
     };
@@ -306,6 +319,28 @@ async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetD
     }
 }
 
+/// Whether the client asks for JSON (an agent retrieving a shortened out-of-band invitation).
+/// Browsers' `Accept` never names `application/json`, so their requests stay on the redirect.
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .is_some_and(|v| v.as_bytes().windows(16).any(|w| w.eq_ignore_ascii_case(b"application/json")))
+}
+
+/// For `/{id}` of a live link whose document says `oob: true`: its invitation, as RFC 0434's
+/// URL shortening has a url-shortener answer an `Accept: application/json` request. `None`
+/// sends the request down the usual way (a redirect, or 404).
+async fn invitation(store: &LinkStore, path: &str, now: OffsetDateTime) -> Option<Outcome> {
+    let id = LinkId::parse(path.strip_prefix('/')?).ok()?;
+    match store.get(id).await {
+        Ok(Some(link)) if link.live_target(now).is_some() => {
+            link.oob_invitation().map(|json| Outcome::Invitation(Bytes::from(json)))
+        }
+        Ok(_) => None,
+        Err(_) => Some(Outcome::Unavailable),
+    }
+}
+
 /// The first valid tracking ID among the request's cookies of that name.
 fn tracking_cookie(headers: &HeaderMap, name: &str) -> Option<TrackingId> {
     headers.get_all(header::COOKIE).iter().find_map(|value| {
@@ -324,13 +359,18 @@ fn build_response(
 ) -> Response<Full<Bytes>> {
     let (status, body) = match outcome {
         Outcome::Redirect { location, .. } => (StatusCode::FOUND, Bytes::from(redirect_body(location.as_str()))),
+        Outcome::Invitation(json) => (StatusCode::OK, json.clone()),
         Outcome::NotFound => (StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND_BODY.as_bytes())),
         Outcome::NotImplemented => (StatusCode::NOT_IMPLEMENTED, Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes())),
         Outcome::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Bytes::from_static(UNAVAILABLE_BODY.as_bytes())),
         Outcome::Refused(status) => (*status, Bytes::from(refused_body(*status))),
     };
     let mut headers = HeaderMap::with_capacity(8);
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    let content_type = match outcome {
+        Outcome::Invitation(_) => "application/json; charset=utf-8",
+        _ => "text/html; charset=utf-8",
+    };
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     // Every answer depends on the live database: a reprinted QR code must reach its new
     // target at once, and every scan must reach the proxy to be logged.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -361,7 +401,7 @@ fn build_response(
         Outcome::Unavailable => {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
         }
-        Outcome::NotFound | Outcome::Refused(_) => {}
+        Outcome::Invitation(_) | Outcome::NotFound | Outcome::Refused(_) => {}
     }
     // HEAD: the same headers (Content-Length included), no body.
     let mut response = Response::new(Full::new(if head { Bytes::new() } else { body }));

@@ -191,6 +191,10 @@ impl Agent {
         let now = OffsetDateTime::now_utc();
         let expires = request.validity_seconds.map(|s| now + Duration::from_secs(s));
         let mut doc = json!({"url": request.url, "inactive": false});
+        if request.goal != protocol::Goal::Shorten {
+            // An agent that asks for JSON gets the invitation itself (RFC 0434).
+            doc["oob"] = json!(true);
+        }
         if let Some(at) = expires {
             doc["expires"] =
                 json!(at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339).expect("a UTC time formats"));

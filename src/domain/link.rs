@@ -15,6 +15,10 @@ pub struct LinkDoc {
     /// RFC 3339 instant from which the link answers 404.
     #[serde(default)]
     pub expires: Option<String>,
+    /// `true`: the `url` carries an out-of-band invitation (`oob` or `_oob`), which a client
+    /// asking for `application/json` gets itself (Aries RFC 0434, "URL Shortening").
+    #[serde(default)]
+    pub oob: Option<bool>,
 }
 
 /// Why a link document cannot be served.
@@ -46,6 +50,8 @@ pub struct Link {
     /// "Benchmark").
     plain: Plain,
     plain_other: Option<Box<str>>,
+    /// The document says `oob: true` (in the struct's padding: a `Link` stays 48 bytes).
+    oob: bool,
 }
 
 /// What [`Link::plain_location`] is.
@@ -77,7 +83,14 @@ impl Link {
         let expires_ns = expires.map_or(i64::MAX, |t: OffsetDateTime| {
             t.unix_timestamp_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
         });
-        Ok(Link { url: url.into_boxed_str(), inactive: doc.inactive.unwrap_or(false), expires_ns, plain, plain_other })
+        Ok(Link {
+            url: url.into_boxed_str(),
+            inactive: doc.inactive.unwrap_or(false),
+            expires_ns,
+            plain,
+            plain_other,
+            oob: doc.oob.unwrap_or(false),
+        })
     }
 
     /// The `Location` for a plain `GET /{id}` (no extra path, no query), or `None` when that
@@ -88,6 +101,21 @@ impl Link {
             Plain::Other => self.plain_other.as_deref(),
             Plain::Resolve => None,
         }
+    }
+
+    /// The out-of-band invitation the link's `url` carries, as JSON text, when the document
+    /// says `oob: true` and the `url` has an `oob` (RFC 0434) or `_oob` (DIDComm v2) parameter
+    /// holding base64url JSON (padded or not, as RFC 0434 requires both be read).
+    pub fn oob_invitation(&self) -> Option<String> {
+        use base64::Engine;
+        if !self.oob {
+            return None;
+        }
+        let url = url::Url::parse(&self.url).ok()?;
+        let (_, value) = url.query_pairs().find(|(k, _)| k == "oob" || k == "_oob")?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(value.trim_end_matches('=')).ok()?;
+        let json: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        json.is_object().then(|| json.to_string())
     }
 
     /// The target to redirect to at `now`, or `None` when the link is inactive or expired.

@@ -85,6 +85,7 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
         ("Longx", json!({"url": long}), "at most 2048 bytes"),
         ("Slash", json!({"url": "//evil.example/"}), "single \"/\""),
         ("Inact", json!({"url": "https://example.com/", "inactive": "yes"}), "true or false"),
+        ("Oobxx", json!({"url": "https://example.com/?oob=e30", "oob": "yes"}), "\"oob\" must be true or false"),
         ("Expir", json!({"url": "https://example.com/", "expires": "tomorrow"}), "like \"2026-12-31T23:59:59Z\""),
         (
             "Expi2",
@@ -112,6 +113,7 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
             json!({"url": "https://bücher.example/café", "expires": "2026-12-31T23:59:59.5+01:00", "inactive": true}),
         ),
         ("Good5", json!({"url": format!("https://example.com/{}", "a".repeat(2048 - 20))})),
+        ("Good6", json!({"url": "https://wallet.example/?_oob=e30", "oob": true})),
     ] {
         editor.create_doc_raw(id, &doc).await.unwrap_or_else(|e| panic!("{id} refused: {e}"));
     }

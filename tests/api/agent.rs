@@ -336,3 +336,40 @@ async fn without_return_route_the_answer_goes_to_the_wallets_endpoint_and_links_
         .await;
     assert_eq!(late["body"]["code"], "e.p.short_url_invalid", "{late}");
 }
+
+#[tokio::test]
+async fn an_oob_short_url_gives_agents_the_invitation_and_browsers_the_redirect() {
+    let app = spawn_app().await;
+    let agent = spawn_agent(&app, &[]).await;
+    let wallet = Peer::new("http://127.0.0.1:9/w");
+    let invitation = json!({"type": "https://didcomm.org/out-of-band/2.0/invitation", "id": "69212a3a-d068-4f9d-a2dd-4741bca89af3",
+        "from": wallet.did, "body": {"goal_code": "issue-vc", "accept": ["didcomm/v2"]}});
+    let long = format!("https://wallet.example/path?_oob={}", base64_url(&invitation.to_string()));
+    let body = json!({"url": long, "goal_code": "shorten.oobv2", "requested_validity_seconds": 600});
+    let answer = agent.ask(&wallet, "authcrypt", message(REQUEST, "o-1", &wallet, &agent.did, body)).await;
+    let short = answer["body"]["shortened_url"].as_str().unwrap().to_owned();
+    assert!(short.ends_with("?_oobid=69212a3a-d068-4f9d-a2dd-4741bca89af3"), "{short}");
+    let path = short.strip_prefix(&app.base).unwrap();
+    let bare = path.split('?').next().unwrap();
+    app.wait_until_served(bare, 302, Some(&long)).await;
+    // An agent asking for JSON gets the invitation, with or without the _oobid.
+    for p in [bare, path] {
+        let r = http().get(format!("{}{p}", app.base)).header("Accept", "application/json").send().await.unwrap();
+        assert_eq!(r.status(), 200, "{p}");
+        assert_eq!(r.headers()["content-type"], "application/json; charset=utf-8");
+        assert!(r.headers().contains_key("set-cookie"));
+        assert_eq!(r.json::<Value>().await.unwrap(), invitation);
+    }
+    // A browser gets the redirect.
+    let r = app.get(bare).await;
+    assert_redirects_to(&r, &long);
+    // A plain link asked for JSON still redirects: only oob links answer with JSON.
+    app.db.put_link("Pl41n", json!({"url": "https://example.com/plain"})).await;
+    app.wait_until_served("/Pl41n", 302, Some("https://example.com/plain")).await;
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let r = client.get(format!("{}/Pl41n", app.base)).header("Accept", "application/json").send().await.unwrap();
+    assert_eq!(r.status(), 302);
+    // Each answer was logged: the JSON ones as 200 without a Location.
+    let lines = app.wait_for_log_lines(2).await;
+    assert!(lines.iter().any(|l| l.ends_with(" 200") && l.contains(bare)), "{lines:#?}");
+}
