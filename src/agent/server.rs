@@ -126,6 +126,16 @@ impl Agent {
         let opened = match opened {
             Ok(opened) => opened,
             Err(e @ envelope::EnvelopeError::NotForUs) => return plain(StatusCode::NOT_FOUND, &e.to_string()),
+            Err(e @ envelope::EnvelopeError::UnknownSender { .. }) => {
+                // A DID that does not resolve offline: no key to encrypt an answer to, so the
+                // problem report goes back in plaintext (it holds nothing but the reason).
+                let report = json!({"type": protocol::PROBLEM_REPORT, "id": uuid::Uuid::new_v4().to_string(),
+                    "body": {"code": "e.p.did", "comment": format!("{e}; this agent resolves did:peer:2 and did:key DIDs")}});
+                let mut response = json_response(&report);
+                *response.status_mut() = StatusCode::BAD_REQUEST;
+                response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(PLAIN));
+                return response;
+            }
             Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
         };
         let addressed = opened.message["to"].as_array().is_none_or(|to| to.iter().any(|d| d == &json!(self.me.did)));
@@ -133,7 +143,7 @@ impl Agent {
             return plain(StatusCode::BAD_REQUEST, "the message's \"to\" does not name this agent");
         }
         let reply = self.handle(&opened).await;
-        self.answer(&opened, reply).await
+        self.answer(&opened, reply, media == PLAIN).await
     }
 
     /// The reply to an opened message: a protocol message or a problem report.
@@ -255,8 +265,14 @@ impl Agent {
     }
 
     /// Sends `reply` where the sender asked: in the HTTP response (`return_route: all`), or
-    /// to its DIDComm endpoint (then `202 Accepted` here).
-    async fn answer(&self, opened: &Opened, reply: Result<Reply, Box<CouchError>>) -> Response<Full<Bytes>> {
+    /// to its DIDComm endpoint (then `202 Accepted` here). Sealed for the sender, but for a
+    /// plaintext message (development only), answered in plaintext.
+    async fn answer(
+        &self,
+        opened: &Opened,
+        reply: Result<Reply, Box<CouchError>>,
+        plaintext: bool,
+    ) -> Response<Full<Bytes>> {
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => return unavailable(&e),
@@ -269,13 +285,17 @@ impl Agent {
         message["from"] = json!(self.me.did);
         message["to"] = json!([to]);
         message["created_time"] = json!(OffsetDateTime::now_utc().unix_timestamp());
-        let sealed = match envelope::seal(&message, to, &self.identity, &self.me, opened.style) {
-            Ok(sealed) => sealed,
-            Err(e) => return plain(StatusCode::BAD_REQUEST, &format!("cannot answer {to}: {e}")),
+        let (sealed, media) = if plaintext {
+            (message.to_string(), PLAIN)
+        } else {
+            match envelope::seal(&message, to, &self.identity, &self.me, opened.style) {
+                Ok(sealed) => (sealed, ENCRYPTED),
+                Err(e) => return plain(StatusCode::BAD_REQUEST, &format!("cannot answer {to}: {e}")),
+            }
         };
         if opened.message["return_route"] == "all" {
             let mut response = Response::new(Full::new(Bytes::from(sealed)));
-            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(ENCRYPTED));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(media));
             return response;
         }
         let endpoint = super::peer_did::resolve(to).ok().and_then(|p| p.services.into_iter().next()).map(|s| s.uri);
@@ -285,7 +305,7 @@ impl Agent {
                 "the sender has no DIDComm endpoint: ask with \"return_route\": \"all\"",
             );
         };
-        let sent = self.http.post(&endpoint).header("Content-Type", ENCRYPTED).body(sealed).send().await;
+        let sent = self.http.post(&endpoint).header("Content-Type", media).body(sealed).send().await;
         match sent {
             Ok(r) if r.status().is_success() => plain(StatusCode::ACCEPTED, "answered at the sender's endpoint"),
             Ok(r) => {

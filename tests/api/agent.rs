@@ -132,7 +132,11 @@ async fn spawn_agent(app: &TestApp, overrides: &[(&str, &str)]) -> TestAgent {
     }
     let mut argv = vec!["couchlink".to_owned(), "agent".to_owned()];
     for (flag, value) in flags {
-        argv.extend([flag.to_owned(), value]);
+        // An empty value: a switch (`--dev-plaintext`).
+        argv.push(flag.to_owned());
+        if !value.is_empty() {
+            argv.push(value);
+        }
     }
     let args = match couchlink::cmd::Cli::try_parse_from(&argv).unwrap().command {
         couchlink::cmd::Command::Agent(args) => args,
@@ -256,11 +260,16 @@ async fn strangers_anonymous_senders_and_malformed_posts_are_turned_away() {
     let agent = spawn_agent(&app, &[("--allow", &wallet.did)]).await;
     let stranger = Peer::new("http://127.0.0.1:9/s");
     let body = json!({"url": "https://example.com/", "goal_code": "shorten"});
+    let rows = || async {
+        app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json::<Value>().await.unwrap()["total_rows"].clone()
+    };
+    let before = rows().await;
     let refused = agent.ask(&stranger, "authcrypt", message(REQUEST, "x-1", &stranger, &agent.did, body.clone())).await;
     assert_eq!(refused["body"]["code"], "e.p.trust", "{refused}");
     // Anoncrypt proves no sender: not the allowed wallet, whatever its `from` says.
     let anonymous = agent.ask(&wallet, "anoncrypt", message(REQUEST, "x-2", &wallet, &agent.did, body.clone())).await;
     assert_eq!(anonymous["body"]["code"], "e.p.trust", "{anonymous}");
+    assert_eq!(rows().await, before, "a refused sender's request stored something");
     // The allowed wallet, signed instead of encrypted: served.
     let signed = wallet.pack("signed", &message(REQUEST, "x-3", &wallet, &agent.did, body.clone()), &agent.did);
     let (status, _) = agent.post(couchlink::agent::server::SIGNED, signed).await;
@@ -372,4 +381,46 @@ async fn an_oob_short_url_gives_agents_the_invitation_and_browsers_the_redirect(
     // Each answer was logged: the JSON ones as 200 without a Location.
     let lines = app.wait_for_log_lines(2).await;
     assert!(lines.iter().any(|l| l.ends_with(" 200") && l.contains(bare)), "{lines:#?}");
+}
+
+#[tokio::test]
+async fn unresolvable_senders_get_a_problem_report_and_plaintext_needs_the_development_flag() {
+    let app = spawn_app().await;
+    let agent = spawn_agent(&app, &[("--dev-plaintext", "")]).await;
+    // Signed by a did:web key: nothing resolves it offline.
+    let message: affinidi_messaging_didcomm::Message = serde_json::from_value(json!({"id": "w-1",
+        "type": REQUEST, "from": "did:web:wallet.example", "to": [agent.did], "body": {}}))
+    .unwrap();
+    let signed =
+        affinidi_messaging_didcomm::message::pack::pack_signed(&message, "did:web:wallet.example#key-1", &[7u8; 32])
+            .unwrap();
+    let r = http()
+        .post(&agent.url)
+        .header("Content-Type", couchlink::agent::server::SIGNED)
+        .body(signed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["content-type"], couchlink::agent::server::PLAIN);
+    let report: Value = r.json().await.unwrap();
+    assert_eq!(
+        (report["type"].as_str(), report["body"]["code"].as_str()),
+        (Some(couchlink::agent::protocol::PROBLEM_REPORT), Some("e.p.did")),
+        "{report}"
+    );
+    // With the development flag, plaintext is taken (its `from` on trust) and answered in
+    // plaintext.
+    let wallet = Peer::new("http://127.0.0.1:9/w");
+    let body = json!({"url": "https://example.com/dev", "goal_code": "shorten", "requested_validity_seconds": 60});
+    let plaintext = message_json(&wallet, &agent.did, body);
+    let (status, answer) = agent.post(couchlink::agent::server::PLAIN, plaintext).await;
+    assert_eq!(status, 200, "{answer}");
+    let got: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(got["type"], couchlink::agent::protocol::SHORTENED_URL, "{got}");
+    assert_eq!(got["thid"], "p-1");
+}
+
+fn message_json(from: &Peer, to: &str, body: Value) -> String {
+    message(REQUEST, "p-1", from, to, body).to_string()
 }
