@@ -2,18 +2,20 @@
 # couchlink against nginx on this machine, in one run, on loopback only. Prints ratios against
 # references measured in the same run (never bare times: these machines are shared and noisy).
 #
-#   bench/run.sh                     # 100k links, 3 rounds of 10 s per server
+#   bench/run.sh                     # 100k links, 5 interleaved rounds of 10 s per server and row
 #   BENCH_LINKS=20000 BENCH_SECONDS=5 BENCH_ROUNDS=1 bench/run.sh   # quicker
 #
 # Measures: throughput and latency of cached redirects over random IDs (couchlink vs an nginx
-# `return 302` with a Set-Cookie and an access log), cold-miss throughput (couchlink vs CouchDB's
+# `return 302` with a Set-Cookie and an access log) with 64 connections, with 1000, and with 16
+# requests pipelined per connection, in interleaved rounds (couchlink, nginx, nginx, couchlink,
+# ...), each row's median and spread; cold-miss throughput (couchlink vs CouchDB's
 # own doc GETs), edit-to-served latency over 200 edits, RSS per cached link, and whether the
 # access log holds exactly one line per response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 links=${BENCH_LINKS:-100000}
 seconds=${BENCH_SECONDS:-10}
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-5}
 connections=${BENCH_CONNECTIONS:-64}
 threads=${BENCH_THREADS:-1}
 # Serving processes/threads, the same for both servers.
@@ -93,14 +95,34 @@ warm "$links" "$BENCH_IDS"
 cached=$(cache_entries)
 rss_warm=$(python3 bench/helpers.py rss "$couchlink_pid")
 
-echo "== $(date -u +%H:%M:%S) cached redirects over random IDs: $rounds rounds of ${seconds}s each, $connections connections"
-: >"$work/nginx.results"; : >"$work/couchlink.results"
-for round in $(seq 1 "$rounds"); do
-  # Alternate who goes first, so neither always meets a warmer or busier machine.
-  order="nginx couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink nginx"
-  for who in $order; do
-    port=$nginx_port; [ "$who" = couchlink ] && port=$proxy_port
-    wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/random.lua "http://127.0.0.1:$port" | grep RESULT >>"$work/$who.results"
+# rows NAME CONNECTIONS SCRIPT: interleaved rounds of couchlink and nginx (who goes first
+# alternates, so neither always meets a warmer or busier machine); results in $work/NAME.WHO.
+rows() {
+  local name=$1 conns=$2 script=$3
+  echo "== $(date -u +%H:%M:%S) $name: $rounds rounds of ${seconds}s each, $conns connections ($script)"
+  : >"$work/$name.nginx"; : >"$work/$name.couchlink"
+  for round in $(seq 1 "$rounds"); do
+    order="nginx couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink nginx"
+    for who in $order; do
+      port=$nginx_port; [ "$who" = couchlink ] && port=$proxy_port
+      wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port" | grep RESULT >>"$work/$name.$who"
+    done
+  done
+}
+# stat NAME WHO FIELD: "median (min-max)" of FIELD over the rounds.
+stat() {
+  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }
+ulimit -n 65536 2>/dev/null || true
+rows c64 "$connections" random.lua
+rows c1000 1000 random.lua
+rows pipelined "$connections" pipelined.lua
+# The row the targets are stated for, as before.
+for who in nginx couchlink; do
+  for f in rps p50_us p99_us errors; do
+    printf -v "${who}_$f" '%s' "$(med c64 "$who" "$f")"
   done
 done
 
@@ -114,25 +136,24 @@ kill -TERM "$couchlink_pid"
 couchlink_exit=0; wait "$couchlink_pid" || couchlink_exit=$?
 logged=$(cat "$work"/logs/access.*.log | wc -l)
 
-for who in nginx couchlink; do
-  for f in rps p50_us p99_us errors; do
-    printf -v "${who}_$f" '%s' "$(tr ' ' '\n' <"$work/$who.results" | sed -n "s/^$f=//p" | median)"
-  done
-done
 
 cat <<REPORT
 
-couchlink benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, $workers workers each, wrk -t$threads -c$connections, $links links, median of $rounds x ${seconds}s)
+couchlink benchmark ($(date -u +%Y-%m-%d), $(nproc) cores, $workers workers each, wrk -t$threads -c$connections, $links links, median (min-max) of $rounds interleaved rounds x ${seconds}s per row)
                       couchlink      reference        ratio
-cached redirects/s    ${couchlink_rps}    nginx ${nginx_rps}    $(ratio "$couchlink_rps" "$nginx_rps")   (target >= 1.0)
+cached redirects/s    ${couchlink_rps}    nginx ${nginx_rps}    $(ratio "$couchlink_rps" "$nginx_rps")   (target >= 1.2)
 p50 latency (us)      ${couchlink_p50_us}    nginx ${nginx_p50_us}    $(ratio "$couchlink_p50_us" "$nginx_p50_us")
-p99 latency (us)      ${couchlink_p99_us}    nginx ${nginx_p99_us}    $(ratio "$couchlink_p99_us" "$nginx_p99_us")   (target <= 1.2)
+p99 latency (us)      ${couchlink_p99_us}    nginx ${nginx_p99_us}    $(ratio "$couchlink_p99_us" "$nginx_p99_us")   (target <= 1.0)
+$(for row in c64 c1000 pipelined; do
+  printf '%-10s req/s  couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink rps)" "$(stat $row nginx rps)" "$(ratio "$(med $row couchlink rps)" "$(med $row nginx rps)")"
+  printf '%-10s p99 us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink p99_us)" "$(stat $row nginx p99_us)" "$(ratio "$(med $row couchlink p99_us)" "$(med $row nginx p99_us)")"
+done)
 cold misses/s         ${cold}    CouchDB GETs ${direct}    $(ratio "$cold" "$direct")
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})
 RSS per cached link   $(( (rss_warm - rss_half) * 1024 / (cached - cached_half) )) bytes for each link past the first $cached_half (RSS ${rss_start} KiB empty, ${rss_half} at $cached_half links, ${rss_warm} at $cached)
 RSS at 1M links       ~$(( (rss_warm * 1024 + (1000000 - cached) * ((rss_warm - rss_half) * 1024 / (cached - cached_half))) / 1048576 )) MiB extrapolated from that slope (target <= 300)
-errors (wrk)          couchlink ${couchlink_errors}, nginx ${nginx_errors}
+errors (wrk)          couchlink $(cat "$work"/*.couchlink | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}'), nginx $(cat "$work"/*.nginx | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}') (all rows)
 feed                  $(grep -c "feed is down" "$work/couchlink.err" || true) outages reported on stderr$(grep -m1 "feed is down" "$work/couchlink.err" | sed 's/^couchlink: CouchDB _changes feed is down/, first:/' || true)
 access log            ${logged} lines for ${served} responses: $([ "$logged" -eq "$served" ] && echo "none lost" || echo "MISMATCH"); exit code on SIGTERM: ${couchlink_exit}
 REPORT
