@@ -1,5 +1,6 @@
-//! The DIDComm v2 url-shortener agent (the "Shorten URL" protocol, seed 000), run by
-//! `couchlink agent` on a listener of its own. Never on the redirect path.
+//! The DIDComm v2 url-shortener agent (the "Shorten URL" protocol,
+//! `https://didcomm.org/shorten-url/1.0`), run by `couchlink agent` on a listener of its own.
+//! Never on the redirect path.
 //!
 //! - [`identity`]: the agent's X25519 and Ed25519 keys in an owner-only JWK file, and its DID.
 //! - [`peer_did`]: `did:peer:2` DIDs made from keys, and resolved offline back to them.

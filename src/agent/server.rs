@@ -228,8 +228,16 @@ impl Agent {
             None => {
                 create::store(&self.editor, &doc, std::iter::repeat_with(LinkId::random)).await.map_err(|e| match e {
                     CreateError::Couch(e) => Shorten::Couch(e),
-                    CreateError::Refused { reason, .. } => Shorten::Problem(Problem::InvalidUrl(reason)),
-                    other => Shorten::Problem(Problem::InvalidSlug(other.to_string())),
+                    CreateError::Refused { status, reason } => {
+                        refused_or(CouchError::Refused { status, error: "refused".into(), reason })
+                    }
+                    // No free ID after many tries, or the like: the agent's trouble, not the
+                    // request's (503, and a warning for the operator).
+                    other => Shorten::Couch(CouchError::Refused {
+                        status: 409,
+                        error: "conflict".into(),
+                        reason: other.to_string(),
+                    }),
                 })
             }
         }?;

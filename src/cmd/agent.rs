@@ -1,5 +1,6 @@
-//! `couchlink agent`: the DIDComm v2 url-shortener (seed 000) on a listener of its own,
-//! writing links through CouchDB's HTTP API as an editor account. Never on the redirect path.
+//! `couchlink agent`: the DIDComm v2 url-shortener (`https://didcomm.org/shorten-url/1.0`) on a
+//! listener of its own, writing links through CouchDB's HTTP API as an editor account. Never on
+//! the redirect path.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

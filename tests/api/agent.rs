@@ -166,6 +166,12 @@ impl TestAgent {
     }
 }
 
+/// How many documents the links database holds.
+async fn documents(app: &TestApp) -> u64 {
+    let all: Value = app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json().await.unwrap();
+    all["total_rows"].as_u64().unwrap()
+}
+
 fn message(kind: &str, id: &str, from: &Peer, to: &str, body: Value) -> Value {
     json!({"id": id, "type": kind, "from": from.did, "to": [to], "return_route": "all", "body": body})
 }
@@ -218,9 +224,7 @@ async fn every_problem_code_comes_back_threaded_and_nothing_is_stored() {
     let slug = json!({"url": "https://example.com/s", "goal_code": "shorten", "requested_validity_seconds": 60, "short_url_slug": "Sl0g1"});
     let first = agent.ask(&wallet, "authcrypt", message(REQUEST, "s-1", &wallet, &agent.did, slug.clone())).await;
     assert_eq!(first["body"]["shortened_url"], format!("{}/Sl0g1", app.base), "{first}");
-    let before = app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json::<Value>().await.unwrap()
-        ["total_rows"]
-        .clone();
+    let before = documents(&app).await;
     let cases = [
         (slug, "e.p.invalid_slug"),
         (
@@ -247,10 +251,7 @@ async fn every_problem_code_comes_back_threaded_and_nothing_is_stored() {
             "{body}: {report}"
         );
     }
-    let after = app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json::<Value>().await.unwrap()
-        ["total_rows"]
-        .clone();
-    assert_eq!(before, after, "a refused request stored something");
+    assert_eq!(documents(&app).await, before, "a refused request stored something");
 }
 
 #[tokio::test]
@@ -260,16 +261,13 @@ async fn strangers_anonymous_senders_and_malformed_posts_are_turned_away() {
     let agent = spawn_agent(&app, &[("--allow", &wallet.did)]).await;
     let stranger = Peer::new("http://127.0.0.1:9/s");
     let body = json!({"url": "https://example.com/", "goal_code": "shorten"});
-    let rows = || async {
-        app.db.admin(reqwest::Method::GET, "_all_docs", None).await.json::<Value>().await.unwrap()["total_rows"].clone()
-    };
-    let before = rows().await;
+    let before = documents(&app).await;
     let refused = agent.ask(&stranger, "authcrypt", message(REQUEST, "x-1", &stranger, &agent.did, body.clone())).await;
     assert_eq!(refused["body"]["code"], "e.p.trust", "{refused}");
     // Anoncrypt proves no sender: not the allowed wallet, whatever its `from` says.
     let anonymous = agent.ask(&wallet, "anoncrypt", message(REQUEST, "x-2", &wallet, &agent.did, body.clone())).await;
     assert_eq!(anonymous["body"]["code"], "e.p.trust", "{anonymous}");
-    assert_eq!(rows().await, before, "a refused sender's request stored something");
+    assert_eq!(documents(&app).await, before, "a refused sender's request stored something");
     // The allowed wallet, signed instead of encrypted: served.
     let signed = wallet.pack("signed", &message(REQUEST, "x-3", &wallet, &agent.did, body.clone()), &agent.did);
     let (status, _) = agent.post(couchlink::agent::server::SIGNED, signed).await;
@@ -324,7 +322,7 @@ async fn without_return_route_the_answer_goes_to_the_wallets_endpoint_and_links_
         "r-1",
         &wallet,
         &agent.did,
-        json!({"url": "https://example.com/soon", "goal_code": "shorten", "requested_validity_seconds": 2}),
+        json!({"url": "https://example.com/soon", "goal_code": "shorten", "requested_validity_seconds": 8}),
     );
     request.as_object_mut().unwrap().remove("return_route");
     let (status, _) =
@@ -337,8 +335,11 @@ async fn without_return_route_the_answer_goes_to_the_wallets_endpoint_and_links_
     let short = answer["body"]["shortened_url"].as_str().unwrap().to_owned();
     let path = short.strip_prefix(&app.base).unwrap();
     app.wait_until_served(path, 302, Some("https://example.com/soon")).await;
-    // Two seconds later it has expired: no longer served, and no longer invalidatable.
-    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    // Once its expiry time has passed it is no longer served, and no longer invalidatable.
+    let expires = answer["body"]["expires_time"].as_i64().unwrap();
+    let left = expires - time::OffsetDateTime::now_utc().unix_timestamp() + 1;
+    assert!((1..=9).contains(&left), "expires in {left} s");
+    tokio::time::sleep(std::time::Duration::from_secs(left as u64)).await;
     app.wait_until_served(path, 404, None).await;
     let late = agent
         .ask(&wallet, "authcrypt", message(INVALIDATE, "i-1", &wallet, &agent.did, json!({"shortened_url": short})))
