@@ -114,7 +114,8 @@ async fn one_sigterm_stops_everything_the_quick_start_started_and_leaves_nothing
     for p in [couchdb, port, admin] {
         assert!(std::net::TcpStream::connect(("127.0.0.1", p)).is_err(), "port {p} still answers: {output:?}");
     }
-    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "litter left in TMPDIR");
+    let litter: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(litter.is_empty(), "litter left in TMPDIR: {litter:?}");
     let log: String =
         std::fs::read_dir(logs.path()).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
     assert_eq!(log.lines().count(), 1, "the redirect was logged before the exit");
