@@ -22,27 +22,30 @@ done
 
 "$here/install.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-couchdb.XXXXXX")
-# pouchdb-server rewrites its config file (it hashes the admin password), so it gets a copy.
+# pouchdb-server rewrites its config file (it hashes the admin password), so it gets a copy:
+# beside the databases with --data; else in a folder of $TMPDIR, removed once the server answers
+# (it reads its config at start only), so that nothing is left there however it ends (exec below
+# leaves no shell to clean up). With --data nothing goes to $TMPDIR at all: removing a folder
+# there is asynchronous, and a quick start stopped at once could leave it behind.
+mode=(--in-memory)
+if [ -n "$data" ]; then
+  mkdir -p "$data/.pouchdb-server"
+  work=$data/.pouchdb-server
+  mode=(--dir "$data")
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-couchdb.XXXXXX")
+  (for _ in $(seq 1 300); do
+     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+     sleep 0.1
+   done
+   rm -rf "$work") &
+fi
 node -e '
   const [user, ...rest] = process.argv[1].split(":");
   const config = { admins: { [user]: rest.join(":") }, log: { file: process.argv[2] + "/log.txt" } };
   require("fs").writeFileSync(process.argv[2] + "/config.json", JSON.stringify(config));
 ' "$admin" "$work"
 
-# pouchdb-server reads (and rewrites) its config at start only: once it answers, its folder goes,
-# so that nothing is left in $TMPDIR however it ends (exec below leaves no shell to clean up).
-(for _ in $(seq 1 300); do
-   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-   sleep 0.1
- done
- rm -rf "$work") &
-
-mode=(--in-memory)
-if [ -n "$data" ]; then
-  mkdir -p "$data"
-  mode=(--dir "$data")
-fi
 # --unhandled-rejections=warn: pouchdb-server rejects a few requests by crashing otherwise
 # (pouchdb/pouchdb-server#374). -n: no request log on stdout.
 exec node --unhandled-rejections=warn "$here/node_modules/pouchdb-server/bin/pouchdb-server" \
