@@ -13,16 +13,8 @@ command -v nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq ng
 cargo build --release --locked -q
 couchdb/install.sh
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-hostile.XXXXXX")
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 . bench/lib.sh
+bench_work hostile
 export NODE_NO_WARNINGS=1
 couch_port=$(free_port); proxy_port=$(free_port); admin_port=$(free_port); nginx_port=$(free_port)
 couch=http://127.0.0.1:$couch_port

@@ -1,5 +1,21 @@
 # Shell helpers the bench scripts share (sourced, not run).
 
+# bench_work NAME: a scratch folder, $work, for this run. On exit, every process in $pids, an
+# nginx started there and whatever the script's own bench_stop stops (if it defines one) are
+# stopped, then the folder goes.
+bench_work() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-$1.XXXXXX")
+  pids=()
+  trap bench_cleanup EXIT
+}
+bench_cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  if declare -F bench_stop >/dev/null; then bench_stop; fi
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+
 # A TCP port free on loopback now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Waits (at most 30 s) until URL answers 2xx, else stops the script.

@@ -28,16 +28,8 @@ fi
 cargo build --release --locked -q
 couchdb/install.sh
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/couchlink-bench.XXXXXX")
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 . bench/lib.sh
+bench_work bench
 # pouchdb-server warns about its own piled-up change listeners; nothing to act on here.
 export NODE_NO_WARNINGS=1
 
