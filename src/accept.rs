@@ -1,5 +1,6 @@
-//! The accept loop shared by the public and admin listeners: binding, hyper HTTP/1 connections
-//! under hyper-util's graceful shutdown, and a bounded drain.
+//! The accept loop every listener shares (binding, the connection cap, a bounded drain), and
+//! hyper HTTP/1 connections under hyper-util's graceful shutdown for the admin and agent
+//! listeners (the redirect listener has its own, [`crate::http1`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Binds a listener for `addr` that further sockets may share with [`bind_alongside`]
 /// (`SO_REUSEPORT`), so that each serving thread gets its own queue and the kernel spreads
@@ -122,15 +123,23 @@ const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// client to close, before idle ones are closed under it.
 const LAME_DUCK: Duration = Duration::from_secs(1);
 
-/// Serves `service` on `listener` until `shutdown` completes, then stops accepting and gives
-/// in-flight connections up to `drain` to finish.
-///
-/// Closing an idle keep-alive connection races with a client sending on it, and that request
-/// would fail. So the listener closes first (new connections are refused, which clients handle),
-/// then for up to [`LAME_DUCK`] every response carries `Connection: close` and connections end
-/// after their current request; only then are the idle ones closed. Connections the kernel had
-/// already completed when the listener closes are accepted and answered too: closing a listener
-/// resets whatever waits in its queue.
+/// How a listener serves the connections it accepts, and stops them.
+pub trait Connections {
+    /// Serves one accepted connection on its own task, holding `permit` until it closes.
+    fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr, permit: Option<OwnedSemaphorePermit>);
+
+    /// From now on, every response tells its client to close, and its connection ends after it.
+    fn start_closing(&self);
+
+    /// Connections still open.
+    fn open(&self) -> usize;
+
+    /// Closes the idle connections, lets the others finish their request, and completes once
+    /// all have closed.
+    fn close_idle_and_wait(self) -> impl Future<Output = ()>;
+}
+
+/// Serves `service` with hyper on `listener`, as [`run_connections`] does.
 pub async fn run<S: Service>(
     listener: TcpListener,
     service: Arc<S>,
@@ -138,12 +147,31 @@ pub async fn run<S: Service>(
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
-    let connections = Connections {
+    let connections = HyperConnections {
         service,
         graceful: GracefulShutdown::new(),
         closing: Arc::new(AtomicBool::new(false)),
         header_timeout: limits.header_timeout,
     };
+    run_connections(listener, connections, limits, shutdown, drain).await;
+}
+
+/// Accepts on `listener` until `shutdown` completes, then stops accepting and gives in-flight
+/// connections up to `drain` to finish.
+///
+/// Closing an idle keep-alive connection races with a client sending on it, and that request
+/// would fail. So the listener closes first (new connections are refused, which clients handle),
+/// then for up to [`LAME_DUCK`] every response carries `Connection: close` and connections end
+/// after their current request; only then are the idle ones closed. Connections the kernel had
+/// already completed when the listener closes are accepted and answered too: closing a listener
+/// resets whatever waits in its queue.
+pub async fn run_connections(
+    listener: TcpListener,
+    connections: impl Connections,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
     tokio::pin!(shutdown);
     let mut failing = false;
     let mut last_warned = None;
@@ -194,7 +222,7 @@ pub async fn run<S: Service>(
         };
         connections.serve(stream, peer, Some(permit));
     }
-    connections.closing.store(true, Ordering::Relaxed);
+    connections.start_closing();
     // Empty the accept queue with plain non-blocking accepts (tokio's readiness may lag behind
     // the kernel's queue), then close the listener.
     if let Ok(listener) = listener.into_std() {
@@ -207,32 +235,38 @@ pub async fn run<S: Service>(
         }
     }
     let lame_duck_ends = tokio::time::Instant::now() + LAME_DUCK.min(drain);
-    while connections.graceful.count() > 0 && tokio::time::Instant::now() < lame_duck_ends {
+    while connections.open() > 0 && tokio::time::Instant::now() < lame_duck_ends {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::select! {
-        _ = connections.graceful.shutdown() => {}
+        _ = connections.close_idle_and_wait() => {}
         _ = tokio::time::sleep(drain) => tracing::warn!("drain timed out after {drain:?}; closing the remaining connections"),
     }
 }
 
-/// Everything a connection needs: the service, the shutdown watcher, and whether responses
-/// should now tell clients to close.
-struct Connections<S> {
+/// hyper's connections: the service, the shutdown watcher, and whether responses should now
+/// tell clients to close.
+struct HyperConnections<S> {
     service: Arc<S>,
     graceful: GracefulShutdown,
     closing: Arc<AtomicBool>,
     header_timeout: Duration,
 }
 
-impl<S: Service> Connections<S> {
-    /// Serves one accepted connection on its own task, holding `permit` until it closes.
-    fn serve(
-        &self,
-        stream: tokio::net::TcpStream,
-        peer: SocketAddr,
-        permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    ) {
+impl<S: Service> Connections for HyperConnections<S> {
+    fn start_closing(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    fn open(&self) -> usize {
+        self.graceful.count()
+    }
+
+    async fn close_idle_and_wait(self) {
+        self.graceful.shutdown().await;
+    }
+
+    fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr, permit: Option<OwnedSemaphorePermit>) {
         self.service.accepted();
         let _ = stream.set_nodelay(true);
         let (service, closing) = (self.service.clone(), self.closing.clone());

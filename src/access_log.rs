@@ -97,7 +97,8 @@ pub fn format_line(entry: &Entry<'_>, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
+/// Appends `n` in decimal.
+pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
     let mut digits = [0u8; 10];
     let mut i = digits.len();
     loop {
@@ -200,15 +201,27 @@ impl AccessLog {
     /// Records one request. Blocks only when the writer thread is far behind (lossless mode:
     /// back-pressure rather than a dropped line).
     pub fn write(&self, entry: &Entry<'_>) {
-        let mut line = Vec::with_capacity(256);
-        format_line(entry, &mut line);
+        thread_local! {
+            // Each thread formats its lines in one buffer of its own: nothing allocated per line.
+            static LINE: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(512));
+        }
+        LINE.with_borrow_mut(|line| {
+            line.clear();
+            format_line(entry, line);
+            self.append(line);
+        });
+    }
+
+    /// Adds one formatted line to the batch, handing batches that are full or of an earlier
+    /// day to the writer thread.
+    fn append(&self, line: &[u8]) {
         let full = {
             let mut batch = self.shared.batch.lock().expect("log batch lock");
             // A batch holds one UTC day (the first 8 bytes of a line), so each line lands in
             // its own day's file even when it is written just after midnight.
             let new_day = batch.bytes.get(..8).is_some_and(|day| day != &line[..8]);
             let earlier = if new_day { Some(std::mem::take(&mut *batch)) } else { None };
-            batch.bytes.extend_from_slice(&line);
+            batch.bytes.extend_from_slice(line);
             batch.lines += 1;
             let full = (batch.bytes.len() >= MAX_BATCH).then(|| std::mem::take(&mut *batch));
             [earlier, full]

@@ -4,15 +4,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::http::request::Parts;
-use hyper::{Method, Response, StatusCode};
+use hyper::StatusCode;
 use time::OffsetDateTime;
 
 use crate::access_log::{AccessLog, Entry};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{Link, LinkId, PublicUrl, TrackingId};
+use crate::http1::{Headers, Persistence, Request};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
 use crate::store::{LinkStore, Unavailable};
@@ -86,11 +84,9 @@ impl Settings {
 
     /// Whether this request goes untracked: privacy signals honoured, and one of them set.
     /// Global Privacy Control (`Sec-GPC: 1`) and Do Not Track (`DNT: 1`) mean the same here.
-    fn untracked(&self, headers: &HeaderMap) -> bool {
+    fn untracked(&self, headers: &Headers<'_>) -> bool {
         self.honor_privacy_signals
-            && ["sec-gpc", "dnt"]
-                .iter()
-                .any(|name| headers.get(*name).is_some_and(|v| v.as_bytes().trim_ascii() == b"1"))
+            && ["sec-gpc", "dnt"].iter().any(|name| headers.get(name).is_some_and(|v| v.trim_ascii() == b"1"))
     }
 }
 
@@ -110,48 +106,41 @@ enum Outcome {
     Refused(StatusCode),
 }
 
-/// Answers one request. Never fails: every error is already a response here, and every
-/// response is logged and carries the tracking cookie.
-pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
+/// Answers one request, appending the whole response to `out` (its `Connection` header from
+/// `persistence`). Never fails: every error is already a response here, and every response is
+/// logged and carries the tracking cookie.
+pub async fn handle(app: &App, request: &Request<'_>, peer: SocketAddr, persistence: Persistence, out: &mut Vec<u8>) {
     let now = OffsetDateTime::now_utc();
-    let target = match request.uri.scheme() {
-        // Absolute-form targets are logged whole, as received.
-        Some(_) => request.uri.to_string(),
-        None => request.uri.path_and_query().map_or_else(|| request.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
-    };
-    let header_bytes: usize = request.headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
-    let outcome = if target.len() > MAX_TARGET_BYTES {
+    let headers = &request.headers;
+    let outcome = if request.target.len() > MAX_TARGET_BYTES {
         Outcome::Refused(StatusCode::URI_TOO_LONG)
-    } else if header_bytes > MAX_HEADER_BYTES {
+    } else if headers.total_bytes() > MAX_HEADER_BYTES {
         Outcome::Refused(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+    } else if request.has_body {
+        // Nothing here reads a body; the connection closes after this answer.
+        Outcome::NotImplemented
     } else {
         match request.method {
-            Method::GET | Method::HEAD => {
-                let invited = if wants_json(&request.headers) {
-                    invitation(&app.store, request.uri.path(), now).await
-                } else {
-                    None
-                };
+            "GET" | "HEAD" => {
+                let invited = if wants_json(headers) { invitation(&app.store, request.path, now).await } else { None };
                 match invited {
                     Some(outcome) => outcome,
-                    None => locate(&app.store, request.uri.path(), request.uri.query(), now).await,
+                    None => locate(&app.store, request.path, request.query, now).await,
                 }
             }
             _ => Outcome::NotImplemented,
         }
     };
-    let tracking = (!app.settings.untracked(&request.headers)).then(|| {
-        tracking_cookie(&request.headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now))
-    });
-    let response = build_response(&outcome, tracking.as_ref(), &app.settings, request.method == Method::HEAD);
-
-    let status = response.status().as_u16();
+    let tracking = (!app.settings.untracked(headers))
+        .then(|| tracking_cookie(headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now)));
+    let head = Head { version: request.version, omit_body: request.is_head(), persistence, now };
+    let status = write_response(out, &outcome, tracking.as_ref(), &app.settings, head);
     app.log.write(&Entry {
         time: now,
-        client: app.settings.logged_ip(app.settings.trusted_proxies.client_ip(peer.ip(), &request.headers)),
+        client: app.settings.logged_ip(app.settings.trusted_proxies.client_ip(peer.ip(), headers)),
         tracking: tracking.as_ref(),
-        user_agent: request.headers.get(header::USER_AGENT).map(HeaderValue::as_bytes),
-        target: target.as_bytes(),
+        user_agent: headers.get("user-agent"),
+        target: request.target.as_bytes(),
         status,
         location: match &outcome {
             Outcome::Redirect { location, .. } => Some(location.as_str()),
@@ -159,30 +148,19 @@ pub async fn handle(app: &App, request: &Parts, peer: SocketAddr) -> Response<Fu
         },
     });
     app.metrics.response(status);
-    response
 }
 
-impl crate::accept::Service for App {
-    async fn call(&self, request: Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
-        handle(self, &request, peer).await
-    }
-
-    fn rejected(&self, peer: SocketAddr, status: u16) -> Bytes {
-        answer_rejected(self, peer, status)
-    }
-}
-
-/// Answers and logs a request that hyper refused before it reached [`handle`] (unparsable: 400;
-/// a request line or header section past hyper's own limits: 414 or 431). The response, in
-/// place of hyper's bare one, carries a fresh tracking cookie like any other (nothing of the
-/// request can be trusted, its cookie included), and the log line has `-` as User-Agent and
-/// target, so it keeps its 6 well-formed fields. Returned as the bytes to send; the connection
-/// closes after them.
-pub fn answer_rejected(app: &App, peer: SocketAddr, status: u16) -> Bytes {
+/// Answers and logs a request too broken or too large to parse (400; a request line or header
+/// section past [`crate::accept::MAX_HEAD_BYTES`]: 414 or 431), appending the response to
+/// `out`; the connection closes after it. The response carries a fresh tracking cookie like any
+/// other (nothing of the request can be trusted, its cookie included), and the log line has `-`
+/// as User-Agent and target, so it keeps its 6 well-formed fields.
+pub fn reject(app: &App, peer: SocketAddr, status: u16, out: &mut Vec<u8>) {
     let now = OffsetDateTime::now_utc();
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
     let tracking = TrackingId::generate(now);
-    let response = build_response(&Outcome::Refused(status), Some(&tracking), &app.settings, false);
+    let head = Head { version: 1, omit_body: false, persistence: Persistence::Close, now };
+    write_response(out, &Outcome::Refused(status), Some(&tracking), &app.settings, head);
     app.log.write(&Entry {
         time: now,
         client: app.settings.logged_ip(peer.ip()),
@@ -193,30 +171,29 @@ pub fn answer_rejected(app: &App, peer: SocketAddr, status: u16) -> Bytes {
         location: None,
     });
     app.metrics.response(status.as_u16());
-    let (parts, _) = response.into_parts();
-    let body = refused_body(status);
-    let mut raw = Vec::with_capacity(512 + body.len());
-    raw.extend_from_slice(
-        format!("HTTP/1.1 {} {}\r\n", status.as_str(), status.canonical_reason().unwrap_or("")).as_bytes(),
-    );
-    raw.extend_from_slice(format!("date: {}\r\n", http_date(now)).as_bytes());
-    for (name, value) in &parts.headers {
-        raw.extend_from_slice(name.as_str().as_bytes());
-        raw.extend_from_slice(b": ");
-        raw.extend_from_slice(value.as_bytes());
-        raw.extend_from_slice(b"\r\n");
-    }
-    raw.extend_from_slice(b"connection: close\r\n\r\n");
-    raw.extend_from_slice(body.as_bytes());
-    Bytes::from(raw)
 }
 
-/// `Date`'s format (RFC 9110's IMF-fixdate): `Mon, 23 Nov 2026 12:13:00 GMT`.
-fn http_date(now: OffsetDateTime) -> String {
-    let format = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    now.to_offset(time::UtcOffset::UTC).format(format).unwrap_or_default()
+/// `Date`'s value (RFC 9110's IMF-fixdate, `Mon, 23 Nov 2026 12:13:00 GMT`), formatted once
+/// per second and thread.
+fn write_http_date(now: OffsetDateTime, out: &mut Vec<u8>) {
+    thread_local! {
+        static CACHED: std::cell::Cell<(i64, [u8; 29])> = const { std::cell::Cell::new((i64::MIN, [0; 29])) };
+    }
+    let second = now.unix_timestamp();
+    let (cached_second, mut text) = CACHED.get();
+    if cached_second != second {
+        let format = time::macros::format_description!(
+            "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+        );
+        let formatted = now.to_offset(time::UtcOffset::UTC).format(format).unwrap_or_default();
+        match formatted.as_bytes().try_into() {
+            Ok(bytes) => text = bytes,
+            // Years past 9999 or before 1000: not cached.
+            Err(_) => return out.extend_from_slice(formatted.as_bytes()),
+        }
+        CACHED.set((second, text));
+    }
+    out.extend_from_slice(&text);
 }
 
 /// The page sent with a 400, 414 or 431.
@@ -321,10 +298,8 @@ async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetD
 
 /// Whether the client asks for JSON (an agent retrieving a shortened out-of-band invitation).
 /// Browsers' `Accept` never names `application/json`, so their requests stay on the redirect.
-fn wants_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .is_some_and(|v| v.as_bytes().windows(16).any(|w| w.eq_ignore_ascii_case(b"application/json")))
+fn wants_json(headers: &Headers<'_>) -> bool {
+    headers.get("accept").is_some_and(|v| v.windows(16).any(|w| w.eq_ignore_ascii_case(b"application/json")))
 }
 
 /// For `/{id}` of a live link whose document says `oob: true`: its invitation, as RFC 0434's
@@ -342,142 +317,201 @@ async fn invitation(store: &LinkStore, path: &str, now: OffsetDateTime) -> Optio
 }
 
 /// The first valid tracking ID among the request's cookies of that name.
-fn tracking_cookie(headers: &HeaderMap, name: &str) -> Option<TrackingId> {
-    headers.get_all(header::COOKIE).iter().find_map(|value| {
-        let text = String::from_utf8_lossy(value.as_bytes());
+fn tracking_cookie(headers: &Headers<'_>, name: &str) -> Option<TrackingId> {
+    headers.all("cookie").find_map(|value| {
+        let text = String::from_utf8_lossy(value);
         cookie::Cookie::split_parse(text.as_ref())
             .flatten()
             .find_map(|c| (c.name() == name).then(|| TrackingId::parse(c.value())).flatten())
     })
 }
 
-fn build_response(
+/// What a response's head depends on besides its outcome.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    /// The request's HTTP minor version, answered in kind (HTTP/1.0 gets `HTTP/1.0`).
+    version: u8,
+    /// HEAD: the same headers, `Content-Length` included, and no body.
+    omit_body: bool,
+    persistence: Persistence,
+    now: OffsetDateTime,
+}
+
+/// Appends the response for `outcome` to `out`, written straight from the cached link and the
+/// settings (no header map, nothing allocated for a redirect), and returns its status.
+fn write_response(
+    out: &mut Vec<u8>,
     outcome: &Outcome,
     tracking: Option<&TrackingId>,
     settings: &Settings,
-    head: bool,
-) -> Response<Full<Bytes>> {
-    let (status, body) = match outcome {
-        Outcome::Redirect { location, .. } => (StatusCode::FOUND, Bytes::from(redirect_body(location.as_str()))),
-        Outcome::Invitation(json) => (StatusCode::OK, json.clone()),
-        Outcome::NotFound => (StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND_BODY.as_bytes())),
-        Outcome::NotImplemented => (StatusCode::NOT_IMPLEMENTED, Bytes::from_static(NOT_IMPLEMENTED_BODY.as_bytes())),
-        Outcome::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Bytes::from_static(UNAVAILABLE_BODY.as_bytes())),
-        Outcome::Refused(status) => (*status, Bytes::from(refused_body(*status))),
+    head: Head,
+) -> u16 {
+    let refused;
+    let (status, body): (StatusCode, &[u8]) = match outcome {
+        // Written below, straight from the location.
+        Outcome::Redirect { .. } => (StatusCode::FOUND, b""),
+        Outcome::Invitation(json) => (StatusCode::OK, json),
+        Outcome::NotFound => (StatusCode::NOT_FOUND, NOT_FOUND_BODY.as_bytes()),
+        Outcome::NotImplemented => (StatusCode::NOT_IMPLEMENTED, NOT_IMPLEMENTED_BODY.as_bytes()),
+        Outcome::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE_BODY.as_bytes()),
+        Outcome::Refused(status) => {
+            refused = refused_body(*status);
+            (*status, refused.as_bytes())
+        }
     };
-    let mut headers = HeaderMap::with_capacity(8);
-    let content_type = match outcome {
-        Outcome::Invitation(_) => "application/json; charset=utf-8",
-        _ => "text/html; charset=utf-8",
-    };
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    out.extend_from_slice(if head.version == 0 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(match outcome {
+        Outcome::Invitation(_) => b"\r\ncontent-type: application/json; charset=utf-8",
+        _ => b"\r\ncontent-type: text/html; charset=utf-8",
+    });
     // Every answer depends on the live database: a reprinted QR code must reach its new
     // target at once, and every scan must reach the proxy to be logged.
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    out.extend_from_slice(b"\r\ncache-control: no-store\r\ncontent-length: ");
+    let length = match outcome {
+        Outcome::Redirect { location, .. } => redirect_body_len(location.as_str()),
+        _ => body.len(),
+    };
+    crate::access_log::push_decimal(out, length as u32);
     if let Some(tracking) = tracking {
-        let mut cookie = String::with_capacity(settings.cookie_name.len() + 32 + settings.cookie_attributes.len());
-        cookie.push_str(&settings.cookie_name);
-        cookie.push('=');
-        cookie.push_str(tracking.as_str());
-        cookie.push_str(&settings.cookie_attributes);
-        headers.insert(header::SET_COOKIE, header_value(cookie));
+        out.extend_from_slice(b"\r\nset-cookie: ");
+        out.extend_from_slice(settings.cookie_name.as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(tracking.as_str().as_bytes());
+        out.extend_from_slice(settings.cookie_attributes.as_bytes());
     }
     match outcome {
+        // The `Location` is checked by `safe_location`, the public URL and IDs by their types'
+        // `parse`: visible ASCII only, so they are written as they are.
         Outcome::Redirect { location, id } => {
-            headers.insert(header::LOCATION, header_value(location.as_str().to_owned()));
+            out.extend_from_slice(b"\r\nlocation: ");
+            out.extend_from_slice(location.as_str().as_bytes());
             if let Some(id) = id {
-                let short = settings.public_url.short_url(id);
-                let mut link = String::with_capacity(short.len() + 20);
-                link.push('<');
-                link.push_str(&short);
-                link.push_str(">; rel=\"shortlink\"");
-                headers.insert(header::LINK, header_value(link));
+                out.extend_from_slice(b"\r\nlink: <");
+                settings.public_url.write_short_url(id, out);
+                out.extend_from_slice(b">; rel=\"shortlink\"");
             }
         }
-        Outcome::NotImplemented => {
-            headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        }
+        Outcome::NotImplemented => out.extend_from_slice(b"\r\nallow: GET, HEAD"),
         Outcome::Unavailable => {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+            out.extend_from_slice(b"\r\nretry-after: ");
+            out.extend_from_slice(RETRY_AFTER_SECS.as_bytes());
         }
         Outcome::Invitation(_) | Outcome::NotFound | Outcome::Refused(_) => {}
     }
-    // HEAD: the same headers (Content-Length included), no body.
-    let mut response = Response::new(Full::new(if head { Bytes::new() } else { body }));
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
+    out.extend_from_slice(b"\r\ndate: ");
+    write_http_date(head.now, out);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(head.persistence.header());
+    out.extend_from_slice(b"\r\n");
+    if !head.omit_body {
+        match outcome {
+            Outcome::Redirect { location, .. } => write_redirect_body(location.as_str(), out),
+            _ => out.extend_from_slice(body),
+        }
+    }
+    status.as_u16()
 }
 
-/// A header value from text couchlink built: visible ASCII only (the `Location` is checked by
-/// `safe_location`; the public URL, IDs and cookie values by their types' `parse`).
-fn header_value(text: String) -> HeaderValue {
-    HeaderValue::try_from(text).expect("couchlink's header values are visible ASCII")
+/// The redirect page's parts around the escaped target, which comes twice.
+const REDIRECT_BODY: [&str; 3] = [
+    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Redirecting</title></head><body><p>Redirecting to <a href=\"",
+    "\">",
+    "</a></p></body></html>\n",
+];
+
+fn write_redirect_body(location: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(REDIRECT_BODY[0].as_bytes());
+    html_escape_into(location, out);
+    out.extend_from_slice(REDIRECT_BODY[1].as_bytes());
+    html_escape_into(location, out);
+    out.extend_from_slice(REDIRECT_BODY[2].as_bytes());
 }
 
-fn redirect_body(location: &str) -> String {
-    const HEAD: &str = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Redirecting</title></head><body><p>Redirecting to <a href=\"";
-    let mut body = String::with_capacity(HEAD.len() + 2 * location.len() + 32);
-    body.push_str(HEAD);
-    html_escape_into(location, &mut body);
-    body.push_str("\">");
-    html_escape_into(location, &mut body);
-    body.push_str("</a></p></body></html>\n");
-    body
+fn redirect_body_len(location: &str) -> usize {
+    REDIRECT_BODY.iter().map(|part| part.len()).sum::<usize>() + 2 * escaped_len(location)
 }
 
-fn html_escape_into(s: &str, out: &mut String) {
-    let mut rest = s;
-    while let Some(i) = rest.find(['&', '<', '>', '"', '\'']) {
-        out.push_str(&rest[..i]);
-        out.push_str(match rest.as_bytes()[i] {
-            b'&' => "&amp;",
-            b'<' => "&lt;",
-            b'>' => "&gt;",
-            b'"' => "&quot;",
-            _ => "&#39;",
-        });
+/// What each character HTML escapes to, if it does.
+fn html_escape(b: u8) -> Option<&'static str> {
+    match b {
+        b'&' => Some("&amp;"),
+        b'<' => Some("&lt;"),
+        b'>' => Some("&gt;"),
+        b'"' => Some("&quot;"),
+        b'\'' => Some("&#39;"),
+        _ => None,
+    }
+}
+
+fn html_escape_into(s: &str, out: &mut Vec<u8>) {
+    let mut rest = s.as_bytes();
+    while let Some(i) = rest.iter().position(|&b| html_escape(b).is_some()) {
+        out.extend_from_slice(&rest[..i]);
+        out.extend_from_slice(html_escape(rest[i]).unwrap_or_default().as_bytes());
         rest = &rest[i + 1..];
     }
-    out.push_str(rest);
+    out.extend_from_slice(rest);
+}
+
+fn escaped_len(s: &str) -> usize {
+    s.bytes().map(|b| html_escape(b).map_or(1, str::len)).sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn headers(cookie: &'static str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static(cookie));
-        h
+    fn tracking_in(cookie: &'static str) -> Option<TrackingId> {
+        tracking_cookie(&Headers(&[httparse::Header { name: "Cookie", value: cookie.as_bytes() }]), "tid")
     }
 
     #[test]
     fn valid_tracking_cookie_is_found_among_others() {
-        let h = headers("a=1; tid=20261122101733a3f9c1e2b7d4e601; b=2");
-        assert_eq!(tracking_cookie(&h, "tid").unwrap().as_str(), "20261122101733a3f9c1e2b7d4e601");
-        assert!(tracking_cookie(&headers("tid=20261122101733A3F9C1E2B7D4E6012F"), "tid").is_none());
-        assert!(tracking_cookie(&headers("xtid=20261122101733a3f9c1e2b7d4e601"), "tid").is_none());
+        let found = tracking_in("a=1; tid=20261122101733a3f9c1e2b7d4e601; b=2");
+        assert_eq!(found.unwrap().as_str(), "20261122101733a3f9c1e2b7d4e601");
+        assert!(tracking_in("tid=20261122101733A3F9C1E2B7D4E6012F").is_none());
+        assert!(tracking_in("xtid=20261122101733a3f9c1e2b7d4e601").is_none());
+    }
+
+    fn written(outcome: &Outcome, settings: &Settings, omit_body: bool) -> String {
+        let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e601").unwrap();
+        let now = OffsetDateTime::from_unix_timestamp(1_795_436_780).unwrap();
+        let head = Head { version: 1, omit_body, persistence: Persistence::KeepAlive, now };
+        let mut out = Vec::new();
+        write_response(&mut out, outcome, Some(&tid), settings, head);
+        String::from_utf8(out).unwrap()
     }
 
     #[test]
     fn set_cookie_has_every_attribute_and_secure_only_for_https() {
-        let tid = TrackingId::parse("20261122101733a3f9c1e2b7d4e601").unwrap();
         let plain = Settings::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid", TrustedProxies::default());
-        let r = build_response(&Outcome::NotFound, Some(&tid), &plain, false);
-        assert_eq!(
-            r.headers()[header::SET_COOKIE],
-            "tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax"
-        );
+        assert!(written(&Outcome::NotFound, &plain, false).contains(
+            "\r\nset-cookie: tid=20261122101733a3f9c1e2b7d4e601; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax\r\n"
+        ));
         let secure = Settings::new(PublicUrl::parse("HTTPS://0x1f.ie/").unwrap(), "tid", TrustedProxies::default());
-        let r = build_response(&Outcome::NotFound, Some(&tid), &secure, false);
-        assert!(r.headers()[header::SET_COOKIE].to_str().unwrap().ends_with("; SameSite=Lax; Secure"));
+        assert!(written(&Outcome::NotFound, &secure, false).contains("; SameSite=Lax; Secure\r\n"));
     }
 
     #[test]
-    fn redirect_body_escapes_the_target() {
-        assert!(redirect_body("https://t.example/?a=1&b=\"2\"")
-            .contains("href=\"https://t.example/?a=1&amp;b=&quot;2&quot;\""));
+    fn a_redirect_is_written_whole_with_its_length_and_an_escaped_body() {
+        let settings = Settings::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid", TrustedProxies::default());
+        let target = "https://t.example/?a=1&b='2'";
+        let outcome = Outcome::Redirect {
+            location: Location::Resolved(target.to_owned()),
+            id: Some(LinkId::parse("H83if").unwrap()),
+        };
+        let response = written(&outcome, &settings, false);
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 302 Found\r\n"), "{head}");
+        assert!(head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())), "{head}");
+        assert!(head.contains("\r\nlocation: https://t.example/?a=1&b='2'\r\n"), "{head}");
+        assert!(head.contains("\r\nlink: <http://0x1f.ie/H83if>; rel=\"shortlink\"\r\n"), "{head}");
+        assert!(head.contains("\r\ndate: Mon, 23 Nov 2026 12:26:20 GMT"), "{head}");
+        assert!(body.contains("href=\"https://t.example/?a=1&amp;b=&#39;2&#39;\">"), "{body}");
+        // HEAD: the same head, Content-Length included, and no body.
+        assert_eq!(written(&outcome, &settings, true), format!("{head}\r\n\r\n"));
     }
 }

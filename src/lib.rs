@@ -4,7 +4,9 @@
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`, `report`), each with its flags and its run.
-//! - [`accept`]: binding and the graceful accept loop both listeners share (hyper-util).
+//! - [`accept`]: binding, the connection cap and the graceful accept loop every listener shares;
+//!   hyper connections for the admin listener and the agent.
+//! - [`http1`]: the redirect listener's own HTTP/1 connections (httparse): pipelining, limits, drain.
 //! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
 //! - [`resolve`]: the shortlink resolution draft's algorithm, and the checks that keep targets safe.
 //! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.
@@ -36,6 +38,7 @@ pub mod domain;
 pub mod errors;
 pub mod follower;
 pub mod handler;
+pub mod http1;
 pub mod log_retention;
 pub mod metrics;
 pub mod qr;

@@ -8,11 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use clap::Args;
-use http_body_util::Full;
-use hyper::http::request::Parts;
-use hyper::Response;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -26,6 +22,7 @@ use crate::domain::PublicUrl;
 use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Settings};
+use crate::http1::{Persistence, Request};
 use crate::log_retention::Retention;
 use crate::metrics::Metrics;
 use crate::store::LinkStore;
@@ -322,7 +319,7 @@ async fn serve_on_workers(
                 let stop = async move {
                     let _ = closed.wait_for(|closed| *closed).await;
                 };
-                crate::accept::run(listener, app, limits, stop, drain).await;
+                serve_redirects(listener, app, limits, stop, drain).await;
             });
         });
         match thread {
@@ -351,9 +348,21 @@ async fn serve_on_workers(
         shutdown.await;
         let _ = close.send(true);
     };
-    crate::accept::run(listener, Arc::new(Worker { app, index: 0 }), limits, shutdown, drain).await;
+    serve_redirects(listener, Arc::new(Worker { app, index: 0 }), limits, shutdown, drain).await;
     join(threads).await;
     Ok(())
+}
+
+/// One serving thread's accept loop, with couchlink's own HTTP/1 connections.
+async fn serve_redirects(
+    listener: TcpListener,
+    worker: Arc<Worker>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    let connections = crate::http1::Connections::new(worker, limits.header_timeout);
+    crate::accept::run_connections(listener, connections, limits, shutdown, drain).await;
 }
 
 /// The redirect service as one serving thread runs it: the same [`App`], with the thread's
@@ -363,13 +372,13 @@ struct Worker {
     index: usize,
 }
 
-impl crate::accept::Service for Worker {
-    async fn call(&self, request: Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
-        self.app.call(request, peer).await
+impl crate::http1::Respond for Worker {
+    async fn respond(&self, request: &Request<'_>, peer: SocketAddr, persistence: Persistence, out: &mut Vec<u8>) {
+        crate::handler::handle(&self.app, request, peer, persistence, out).await;
     }
 
-    fn rejected(&self, peer: SocketAddr, status: u16) -> Bytes {
-        self.app.rejected(peer, status)
+    fn reject(&self, peer: SocketAddr, status: u16, out: &mut Vec<u8>) {
+        crate::handler::reject(&self.app, peer, status, out);
     }
 
     fn accepted(&self) {

@@ -91,11 +91,16 @@ impl PublicUrl {
 
     /// The short URL of `id`: `{base}/{id}`.
     pub fn short_url(&self, id: &LinkId) -> String {
-        let mut out = String::with_capacity(self.base.len() + 6);
-        out.push_str(&self.base);
-        out.push('/');
-        out.push_str(id.as_str());
-        out
+        let mut out = Vec::with_capacity(self.base.len() + 6);
+        self.write_short_url(id, &mut out);
+        String::from_utf8(out).expect("a base URL and an ID are text")
+    }
+
+    /// Appends [`PublicUrl::short_url`] to `out`, allocating nothing.
+    pub fn write_short_url(&self, id: &LinkId, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.base.as_bytes());
+        out.push(b'/');
+        out.extend_from_slice(id.as_str().as_bytes());
     }
 }
 
