@@ -25,6 +25,19 @@ field() { sed -n "s/.*RESULT.* $1=\([^ ]*\).*/\1/p" | tail -1; }
 # The median of the numbers on stdin, one a line.
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+# cpu_ticks PID...: user + system CPU the processes have used so far, in clock ticks (all threads).
+cpu_ticks() { for p in "$@"; do awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null; done | awk '{ s += $1 } END { print s + 0 }'; }
+# with_cpu PIDS COMMAND...: runs a wrk COMMAND and adds cpu_us= (the PIDS' CPU per request, in
+# microseconds) to its RESULT line: what a request costs the server, which wrk's own limits (it
+# shares the machine) do not hide the way they can hide throughput.
+with_cpu() {
+  local pids=$1; shift
+  local before after
+  before=$(cpu_ticks $pids)
+  "$@" | grep RESULT | { read -r line; after=$(cpu_ticks $pids)
+    echo "$line cpu_us=$(echo "$line" | sed -n 's/.*requests=\([0-9]*\).*/\1/p' |
+      awk -v d=$((after - before)) -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", $1 ? d * 1e6 / hz / $1 : 0 }')"; }
+}
 
 # start_nginx DIR PORT WORKERS EVENTS: the reference server, nginx answering every path with the
 # 302 couchlink would send (a Set-Cookie, Cache-Control, an access log line), in DIR (its pid in

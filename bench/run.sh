@@ -96,8 +96,9 @@ rows() {
   for round in $(seq 1 "$rounds"); do
     order="nginx couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink nginx"
     for who in $order; do
-      port=$nginx_port; [ "$who" = couchlink ] && port=$proxy_port
-      wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port" | grep RESULT >>"$work/$name.$who"
+      port=$nginx_port; pids="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')"
+      [ "$who" = couchlink ] && port=$proxy_port && pids=$couchlink_pid
+      with_cpu "$pids" wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port" >>"$work/$name.$who"
     done
   done
 }
@@ -105,6 +106,11 @@ rows() {
 stat() {
   tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
     awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+# stat2: the same with two decimals (CPU microseconds per request).
+stat2() {
+  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
 }
 med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }
 ulimit -n 65536 2>/dev/null || true
@@ -139,6 +145,7 @@ p99 latency (us)      ${couchlink_p99_us}    nginx ${nginx_p99_us}    $(ratio "$
 $(for row in c64 c1000 pipelined; do
   printf '%-10s req/s  couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink rps)" "$(stat $row nginx rps)" "$(ratio "$(med $row couchlink rps)" "$(med $row nginx rps)")"
   printf '%-10s p99 us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink p99_us)" "$(stat $row nginx p99_us)" "$(ratio "$(med $row couchlink p99_us)" "$(med $row nginx p99_us)")"
+  printf '%-10s CPU us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink cpu_us)" "$(stat2 $row nginx cpu_us)" "$(ratio "$(med $row couchlink cpu_us)" "$(med $row nginx cpu_us)")"
 done)
 cold misses/s         ${cold}    CouchDB GETs ${direct}    $(ratio "$cold" "$direct")
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms

@@ -136,16 +136,33 @@ pub struct Connections<R> {
     header_timeout: Duration,
     /// Set at shutdown: every response from then on says `Connection: close`.
     closing: Arc<AtomicBool>,
-    /// Set to `true` at the end of the drain's lame-duck second: idle connections close. Each
-    /// connection holds a receiver, so the receivers left are the connections open.
-    stop: watch::Sender<bool>,
+    /// Set at the end of the drain's lame-duck second: idle connections close.
+    stop: Arc<Stop>,
+    /// Each connection holds a receiver (never read): the receivers left are the connections
+    /// open, and `closed()` completes when the last one ends.
+    open: watch::Sender<()>,
+}
+
+/// The signal that closes idle connections: a flag for connections that start after it, and a
+/// wake-up for those waiting. Each connection registers once for its whole life, not once per
+/// read (a `watch` receiver's `changed()` per read cost 2% of the CPU at 1000 connections).
+#[derive(Default)]
+struct Stop {
+    set: AtomicBool,
+    notify: tokio::sync::Notify,
 }
 
 impl<R: Respond> Connections<R> {
     /// Serves `responder`, closing connections whose next request head does not arrive within
     /// `header_timeout` of their opening or of their previous response.
     pub fn new(responder: Arc<R>, header_timeout: Duration) -> Self {
-        Connections { responder, header_timeout, closing: Arc::default(), stop: watch::Sender::new(false) }
+        Connections {
+            responder,
+            header_timeout,
+            closing: Arc::default(),
+            stop: Arc::default(),
+            open: watch::Sender::new(()),
+        }
     }
 }
 
@@ -158,7 +175,8 @@ impl<R: Respond> crate::accept::Connections for Connections<R> {
             peer,
             responder: self.responder.clone(),
             closing: self.closing.clone(),
-            stop: self.stop.subscribe(),
+            stop: self.stop.clone(),
+            _open: self.open.subscribe(),
             header_timeout: self.header_timeout,
             buf: Vec::with_capacity(INITIAL_BUFFER),
             out: Vec::new(),
@@ -174,12 +192,13 @@ impl<R: Respond> crate::accept::Connections for Connections<R> {
     }
 
     fn open(&self) -> usize {
-        self.stop.receiver_count()
+        self.open.receiver_count()
     }
 
     async fn close_idle_and_wait(self) {
-        let _ = self.stop.send(true);
-        self.stop.closed().await;
+        self.stop.set.store(true, Ordering::SeqCst);
+        self.stop.notify.notify_waiters();
+        self.open.closed().await;
     }
 }
 
@@ -189,7 +208,9 @@ struct Connection<R> {
     peer: SocketAddr,
     responder: Arc<R>,
     closing: Arc<AtomicBool>,
-    stop: watch::Receiver<bool>,
+    stop: Arc<Stop>,
+    /// Held while the connection is open.
+    _open: watch::Receiver<()>,
     header_timeout: Duration,
     /// Bytes read and not yet answered.
     buf: Vec<u8>,
@@ -213,7 +234,12 @@ impl<R: Respond> Connection<R> {
         let mut since = Instant::now();
         let timer = tokio::time::sleep_until(since + self.header_timeout);
         tokio::pin!(timer);
-        let mut stopping = *self.stop.borrow();
+        let stop = self.stop.clone();
+        let stopped = stop.notify.notified();
+        tokio::pin!(stopped);
+        // Registered before the flag is read, so a stop signalled in between is not missed.
+        stopped.as_mut().enable();
+        let mut stopping = stop.set.load(Ordering::SeqCst);
         let mut start = 0;
         loop {
             // Answer every complete request buffered, in order.
@@ -298,7 +324,7 @@ impl<R: Respond> Connection<R> {
                     }
                     timer.as_mut().reset(deadline);
                 }
-                _ = self.stop.changed(), if !stopping => {
+                _ = &mut stopped, if !stopping => {
                     stopping = true;
                 }
             }
