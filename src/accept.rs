@@ -6,10 +6,8 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -82,15 +80,6 @@ pub trait Service: Send + Sync + 'static {
         let (parts, _body) = request.into_parts();
         self.call(parts, peer)
     }
-
-    /// A request hyper refused before it reached [`Service::call`] (400, 414 or 431): the whole
-    /// response to send in place of hyper's own bare one (the connection closes after it).
-    fn rejected(&self, _peer: SocketAddr, status: u16) -> Bytes {
-        Bytes::from(format!("HTTP/1.1 {status} \r\ncontent-length: 0\r\nconnection: close\r\n\r\n"))
-    }
-
-    /// Told about each connection accepted.
-    fn accepted(&self) {}
 }
 
 /// What a listener allows its clients: how many connections at once, and how long a request
@@ -104,7 +93,7 @@ pub struct Limits {
     /// The most connections, as configured (for messages).
     pub max_connections: usize,
     /// How long a connection may take to deliver a complete request head, counted from its
-    /// opening or from its previous response. hyper has one timer for both, so this is the
+    /// opening or from its previous response. One timer serves both, so this is the
     /// idle keep-alive timeout and the slow-header (slowloris) timeout at once.
     pub header_timeout: Duration,
 }
@@ -267,7 +256,6 @@ impl<S: Service> Connections for HyperConnections<S> {
     }
 
     fn serve(&self, stream: tokio::net::TcpStream, peer: SocketAddr, permit: Option<OwnedSemaphorePermit>) {
-        self.service.accepted();
         let _ = stream.set_nodelay(true);
         let (service, closing) = (self.service.clone(), self.closing.clone());
         let svc = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
@@ -280,18 +268,9 @@ impl<S: Service> Connections for HyperConnections<S> {
                 Ok::<_, Infallible>(response)
             }
         });
-        let answered = Arc::new(AtomicBool::new(false));
-        let stream = Rejections {
-            io: stream,
-            pending: Bytes::new(),
-            service: self.service.clone(),
-            peer,
-            answered: answered.clone(),
-        };
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
-            // Room for a request line up to hyper's own 64 KiB limit plus headers, so that an
-            // over-long target is told 414 rather than 431; the handler's limits are lower.
+            // Request heads are bounded as on the redirect listener.
             .max_buf_size(MAX_HEAD_BYTES)
             // A client that sends no complete request head this long after connecting or after
             // its previous response (idle, or slowloris) is dropped.
@@ -301,141 +280,11 @@ impl<S: Service> Connections for HyperConnections<S> {
         tokio::spawn(async move {
             let _permit = permit;
             if let Err(e) = connection.await {
-                // Answered and logged by `Rejections` when hyper wrote its error response; a
-                // parse error hyper could not answer (the connection broke) is only traced.
-                if !answered.load(Ordering::Relaxed) {
-                    tracing::debug!(%peer, "connection ended with an error: {e}");
-                }
+                tracing::debug!(%peer, "connection ended with an error: {e}");
             }
         });
     }
 }
 
-/// The request head hyper reads at most (request line and headers); past it, 431.
+/// The request head a listener reads at most (request line and headers); past it, 414 or 431.
 pub const MAX_HEAD_BYTES: usize = 96 * 1024;
-
-/// The connection's stream, replacing the bare response hyper writes for a request it could
-/// not parse (400, 414, 431: no cookie, no log line) with the service's own. hyper writes such
-/// a response only for a request the service never saw, as a head alone with
-/// `content-length: 0`, and closes the connection after it; the service's own responses always
-/// have a body, so the two cannot be mistaken for each other.
-struct Rejections<S> {
-    io: tokio::net::TcpStream,
-    /// The replacement, still to be written.
-    pending: Bytes,
-    service: Arc<S>,
-    peer: SocketAddr,
-    /// Set once a response was replaced (and so logged).
-    answered: Arc<AtomicBool>,
-}
-
-/// The status of a response head hyper wrote for a parse error, if `bytes` is one.
-fn hyper_rejection(bytes: &[u8]) -> Option<u16> {
-    let status = match bytes.get(..13)? {
-        b"HTTP/1.1 400 " => 400,
-        b"HTTP/1.1 414 " => 414,
-        b"HTTP/1.1 431 " => 431,
-        _ => return None,
-    };
-    let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let empty = bytes[..head_end].split(|&b| b == b'\n').any(|line| line.eq_ignore_ascii_case(b"content-length: 0\r"));
-    (empty && head_end + 4 == bytes.len()).then_some(status)
-}
-
-impl<S: Service> Rejections<S> {
-    /// Writes what is left of the replacement; ready once it is all written.
-    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        use tokio::io::AsyncWrite;
-        while !self.pending.is_empty() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.pending))?;
-            if n == 0 {
-                return Poll::Ready(Err(ErrorKind::WriteZero.into()));
-            }
-            bytes::Buf::advance(&mut self.pending, n);
-        }
-        Poll::Ready(Ok(()))
-    }
-
-    /// Takes `bytes` as written when they are hyper's bare rejection, queueing the service's
-    /// response in their place.
-    fn replaced(&mut self, bytes: &[u8]) -> bool {
-        match hyper_rejection(bytes) {
-            Some(status) if !self.answered.swap(true, Ordering::Relaxed) => {
-                self.pending = self.service.rejected(self.peer, status);
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-impl<S: Service> tokio::io::AsyncRead for Rejections<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<S: Service> tokio::io::AsyncWrite for Rejections<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        ready!(self.poll_pending(cx))?;
-        if self.replaced(buf) {
-            let _ = self.poll_pending(cx)?;
-            return Poll::Ready(Ok(buf.len()));
-        }
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        ready!(self.poll_pending(cx))?;
-        if let [only] = bufs {
-            if self.replaced(only) {
-                let _ = self.poll_pending(cx)?;
-                return Poll::Ready(Ok(only.len()));
-            }
-        }
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        ready!(self.poll_pending(cx))?;
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        ready!(self.poll_pending(cx))?;
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_hypers_bare_rejections_are_recognised() {
-        let date = "date: Mon, 23 Nov 2026 12:13:00 GMT\r\n";
-        for (status, reason) in [(400, "Bad Request"), (414, "URI Too Long"), (431, "Request Header Fields Too Large")]
-        {
-            let head = format!("HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\n{date}\r\n");
-            assert_eq!(hyper_rejection(head.as_bytes()), Some(status));
-        }
-        let ours = format!("HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 120\r\n{date}\r\n");
-        assert_eq!(hyper_rejection(ours.as_bytes()), None, "the service's own 431 has a body");
-        let with_body = format!("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n{date}\r\nextra");
-        assert_eq!(hyper_rejection(with_body.as_bytes()), None);
-        assert_eq!(hyper_rejection(b"HTTP/1.1 302 Found\r\ncontent-length: 0\r\n\r\n"), None);
-        assert_eq!(hyper_rejection(b"<!DOCTYPE html>"), None);
-    }
-}

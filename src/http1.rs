@@ -6,12 +6,14 @@
 //! dispatcher, a `HeaderMap` built for each request and response, a timer armed per request)
 //! cost more than the redirect itself; see bench/run.sh and the README's figures. What hyper
 //! gave is kept: the limits on request heads (400, 414, 431, answered by the service with a
-//! cookie and a log line), one header timeout for idle and slow clients, `Connection: close`
-//! and HTTP/1.0 keep-alive, and the graceful drain of [`crate::accept::run_connections`].
+//! cookie and a log line), one header timeout for idle and slow clients (and, here, for clients
+//! that stop reading their responses), `Connection: close` and HTTP/1.0 keep-alive, and the
+//! graceful drain of [`crate::accept::run_connections`].
 
 use std::future::Future;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,14 +21,15 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::accept::MAX_HEAD_BYTES;
 
 /// The most header fields in one request (hyper's default); more gets 431.
 const MAX_HEADERS: usize = 100;
-/// The read buffer a connection starts with; it grows only for a larger request head.
-const INITIAL_BUFFER: usize = 4 * 1024;
+/// The read buffer a connection starts with (most request heads fit); it doubles, up to
+/// `MAX_HEAD_BYTES`, only for a larger head. Idle connections hold little else.
+const INITIAL_BUFFER: usize = 1024;
 /// Responses gathered before they are written, at most: pipelined requests are answered with
 /// one write per batch, and a client that pipelines without reading cannot grow it unbounded.
 const MAX_PENDING_OUTPUT: usize = 64 * 1024;
@@ -269,19 +272,12 @@ impl<R: Respond> Connection<R> {
                         close = true;
                     }
                 }
-                if self.out.len() >= MAX_PENDING_OUTPUT && !close {
-                    if self.stream.write_all(&self.out).await.is_err() {
-                        return;
-                    }
-                    self.out.clear();
-                }
-            }
-            if !self.out.is_empty() {
-                if self.stream.write_all(&self.out).await.is_err() {
+                if self.out.len() >= MAX_PENDING_OUTPUT && !close && !self.flush(timer.as_mut(), &mut since).await {
                     return;
                 }
-                self.out.clear();
-                since = Instant::now();
+            }
+            if !self.out.is_empty() && !self.flush(timer.as_mut(), &mut since).await {
+                return;
             }
             if close {
                 self.close().await;
@@ -299,15 +295,16 @@ impl<R: Respond> Connection<R> {
             if self.buf.len() >= MAX_HEAD_BYTES {
                 let status = if memchr::memchr(b'\n', &self.buf).is_none() { 414 } else { 431 };
                 self.responder.reject(self.peer, status, &mut self.out);
-                let _ = self.stream.write_all(&self.out).await;
-                self.close().await;
+                if self.flush(timer.as_mut(), &mut since).await {
+                    self.close().await;
+                }
                 return;
             }
             if stopping && self.buf.is_empty() {
                 return;
             }
-            if self.buf.capacity() - self.buf.len() < 1024 {
-                self.buf.reserve(INITIAL_BUFFER.min(MAX_HEAD_BYTES - self.buf.len()).max(1024));
+            if self.buf.capacity() - self.buf.len() < INITIAL_BUFFER / 2 {
+                self.buf.reserve(self.buf.len().max(INITIAL_BUFFER));
             }
             tokio::select! {
                 biased;
@@ -331,11 +328,39 @@ impl<R: Respond> Connection<R> {
         }
     }
 
+    /// Writes the responses gathered; `false` if the connection is lost. The header timeout
+    /// counts from here (`since`) and bounds the write as well: a client that reads nothing for
+    /// that long, its buffers full, is dropped rather than held open for ever.
+    async fn flush(&mut self, mut timer: Pin<&mut Sleep>, since: &mut Instant) -> bool {
+        *since = Instant::now();
+        let deadline = *since + self.header_timeout;
+        let written = {
+            let write = self.stream.write_all(&self.out);
+            tokio::pin!(write);
+            loop {
+                tokio::select! {
+                    // A write that completes at once never polls the timer.
+                    biased;
+                    written = &mut write => break written.is_ok(),
+                    _ = timer.as_mut() => {
+                        if Instant::now() >= deadline {
+                            break false;
+                        }
+                        timer.as_mut().reset(deadline);
+                    }
+                }
+            }
+        };
+        self.out.clear();
+        written
+    }
+
     /// Ends the connection after its last response: a FIN, then what the client still sends is
     /// read and dropped for a moment, so that unread bytes do not turn the close into a reset.
     async fn close(mut self) {
         let _ = self.stream.shutdown().await;
-        let mut scratch = [0u8; 4096];
+        // On the heap, and only now: every connection's task would otherwise carry it.
+        let mut scratch = vec![0u8; 4096];
         let _ = tokio::time::timeout(LINGER, async {
             while let Ok(n) = self.stream.read(&mut scratch).await {
                 if n == 0 {

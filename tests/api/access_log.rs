@@ -55,7 +55,7 @@ async fn hostile_input_still_gives_one_well_formed_line() {
         b"GET /\xc3\xa9t\xc3\xa9 HTTP/1.1\r\nHost: x\r\nUser-Agent:\r\nCookie: \xff tid=\r\nConnection: close\r\n\r\n",
         b"POST /H83if?q=%0d%0a HTTP/1.1\r\nHost: x\r\nUser-Agent: a\tb\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         b"GET http://example.com/H83if?x=%22y%22 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        // Not valid UTF-8 in the target: hyper refuses it with 400 before couchlink sees it.
+        // Not valid UTF-8 in the target: the parser refuses it with 400 before the handler sees it.
         b"GET /\xe9t\xe9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     ];
     for raw in requests {
@@ -72,7 +72,7 @@ async fn hostile_input_still_gives_one_well_formed_line() {
     assert!(all.contains(" - /%C3%A9t%C3%A9 404"), "empty UA is '-', non-ASCII encoded: {all}");
     assert!(all.contains(" a%09b /H83if?q=%0d%0a 501"), "{all}");
     assert!(all.contains(" - http://example.com/H83if?x=%22y%22 404"), "absolute-form target logged whole: {all}");
-    assert!(all.contains(" - - 400"), "hyper's own 400 is logged too: {all}");
+    assert!(all.contains(" - - 400"), "the parser's own 400 is logged too: {all}");
 }
 
 #[tokio::test]
@@ -182,8 +182,8 @@ async fn anonymized_addresses_for_peers_and_forwarded_clients_alike() {
     assert_eq!(ips, ["127.0.0.0", "203.0.113.0", "2001:db8:1::"]);
 }
 
-/// Any bytes as target, User-Agent and cookie, through the whole proxy (hyper, the response
-/// rewriting, the handler): every request gets exactly one response and exactly one
+/// Any bytes as target, User-Agent and cookie, through the whole proxy (the HTTP/1
+/// parser, the handler): every request gets exactly one response and exactly one
 /// well-formed log line, whether it redirects, is not found, or is refused as malformed.
 #[test]
 fn any_request_bytes_give_one_response_and_one_well_formed_line() {

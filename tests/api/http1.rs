@@ -189,3 +189,48 @@ fn any_split_of_pipelined_requests_gives_the_same_answers() {
     let lines = runtime.block_on(app.wait_for_log_lines(sent));
     assert_eq!(lines.len(), sent, "one line per response");
 }
+
+/// A client that pipelines requests and never reads the responses (its receive buffer full,
+/// couchlink's send buffer full) is dropped after the header timeout, not held for ever.
+#[tokio::test]
+async fn a_client_that_never_reads_is_dropped_after_the_header_timeout() {
+    let app = spawn_app_with(AppOptions::args(&[("--header-timeout-secs", "1")])).await;
+    let one = app.raw(b"GET /nope1 HTTP/1.1\r\nHost: x\r\n\r\n").await.len();
+    let stream = TcpStream::connect(app.addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    // Far more response bytes than loopback's socket buffers hold.
+    let (batches, per_batch) = (100, 1000);
+    let request = b"GET /nope1 HTTP/1.1\r\nHost: x\r\n\r\n".repeat(per_batch);
+    let writing = tokio::spawn(async move {
+        for _ in 0..batches {
+            if writer.write_all(&request).await.is_err() {
+                break;
+            }
+        }
+        // Kept open: the client never says it is done.
+        writer
+    });
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Now read what was sent before couchlink gave up, up to the end of the connection.
+    let mut total = 0usize;
+    let mut chunk = vec![0u8; 1 << 16];
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match reader.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the connection ended");
+    assert!(
+        total < batches * per_batch * one / 2,
+        "dropped long before answering everything: {total} bytes of {}",
+        batches * per_batch * one
+    );
+    drop(writing.await.unwrap());
+    // Every other client is still served.
+    let response = app.raw(b"GET /nope1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+    assert!(response.starts_with("HTTP/1.1 404 "), "{response}");
+}
