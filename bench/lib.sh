@@ -12,13 +12,6 @@ bench_cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
   if declare -F bench_stop >/dev/null; then bench_stop; fi
-  # Bounded: a server that outlives SIGTERM (once, pouchdb-server, holding the caller's pipe open
-  # so that `bench/run.sh | grep` never ended) is killed after 10 s rather than waited for.
-  for _ in $(seq 1 100); do
-    alive=0; for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ "$alive" -eq 0 ] && break; sleep 0.1
-  done
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }

@@ -96,9 +96,10 @@ rows() {
   for round in $(seq 1 "$rounds"); do
     order="nginx couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink nginx"
     for who in $order; do
-      port=$nginx_port; pids="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')"
-      [ "$who" = couchlink ] && port=$proxy_port && pids=$couchlink_pid
-      with_cpu "$pids" wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port" >>"$work/$name.$who"
+      # Not `pids`: that array is what bench_cleanup stops at exit.
+      port=$nginx_port; server_pids="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')"
+      [ "$who" = couchlink ] && port=$proxy_port && server_pids=$couchlink_pid
+      with_cpu "$server_pids" wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port" >>"$work/$name.$who"
     done
   done
 }
