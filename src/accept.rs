@@ -64,14 +64,14 @@ fn reuse_port_listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListene
     Ok(socket.into())
 }
 
-/// What a listener serves: requests in, responses out, never an error.
+/// What a hyper listener (admin, agent) serves: requests in, responses out, never an error.
 pub trait Service: Send + Sync + 'static {
     /// Answers one request (its body is not read: nothing here needs one).
     fn call(&self, request: Parts, peer: SocketAddr) -> impl Future<Output = Response<Full<Bytes>>> + Send;
 
     /// Answers one request whose body the service may read: by default, [`Service::call`]
-    /// with the body left unread (the redirect and admin listeners need none; the DIDComm
-    /// agent reads its messages here).
+    /// with the body left unread (the admin listener needs none; the DIDComm agent reads its
+    /// messages here).
     fn call_with_body(
         &self,
         request: hyper::Request<hyper::body::Incoming>,
