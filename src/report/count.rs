@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
 
+use rayon::slice::ParallelSliceMut;
 use smallvec::SmallVec;
 
 use super::line::{self, Day, Malformed, Stamp};
@@ -13,40 +14,96 @@ use crate::domain::{LinkId, TrackingId};
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Distinct visitors, each one `u64`: the top 61 bits of a digest of its tracking ID, and in
-/// the low 3 bits how it was seen ([`HUMAN`], [`BOT`], [`NEW`]). 8 bytes a visitor where a map
-/// from digest to flags takes 16 and the 30-character ID 48: a report holds one entry per link
-/// a visitor clicked, so the table's size is the report's memory and much of its time (page
-/// faults, cache misses). Two of a million visitors share a digest about once in ten million
-/// reports.
-#[derive(Default, Clone)]
-struct Visitors(hashbrown::HashTable<u64>);
+/// One visitor seen on one version of one link, appended per counted line and sorted once at
+/// the end, which makes the distinct counts a walk over runs of equal entries. A hash set per
+/// link did the same with one random memory access per line into tables that outgrow the
+/// caches (measured: the largest share of a report's time); appending is sequential, and the
+/// sort works through cache-sized pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Seen {
+    /// The link's index in [`Tally::links`] in the high 32 bits, the version's in the low.
+    at: u64,
+    /// The top 61 bits of a digest of the tracking ID, and in the low 3 bits how it was seen
+    /// ([`HUMAN`], [`BOT`], [`NEW`]). Two of a million visitors share a digest about once in
+    /// ten million reports.
+    visitor: u64,
+}
 
-/// The bits of an entry that are flags.
-const FLAGS: u64 = 0b111;
-
-impl Visitors {
-    /// The table's hash of an entry: from its digest bits only, as flags change. The digest is
-    /// random already; the multiplication spreads it to the high bits the table's tags use.
-    fn hash(entry: u64) -> u64 {
-        (entry >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+impl Seen {
+    fn link(&self) -> usize {
+        (self.at >> 32) as usize
     }
 
-    /// Adds `flags` to visitor `key` (a digest with its low 3 bits clear), adding the visitor.
-    fn add(&mut self, key: u64, flags: u8) {
-        let flags = u64::from(flags);
-        match self.0.entry(Self::hash(key), |&e| e & !FLAGS == key, |&e| Self::hash(e)) {
-            hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() |= flags,
-            hashbrown::hash_table::Entry::Vacant(e) => drop(e.insert(key | flags)),
-        }
+    fn version(&self) -> usize {
+        (self.at & 0xffff_ffff) as usize
     }
 
-    fn len(&self) -> usize {
-        self.0.len()
+    fn same_visitor(&self, other: &Seen) -> bool {
+        self.at == other.at && (self.visitor ^ other.visitor) & !FLAGS == 0
     }
 }
 
-/// The digest of a tracking ID, as a [`Visitors`] key: the same in every thread and every
+/// The bits of [`Seen::visitor`] that are flags.
+const FLAGS: u64 = 0b111;
+
+/// Entries a thread appends before it sorts them and keeps one per visitor, link and version:
+/// bounds a report's memory by the visitors it finds, not by the lines it reads (32 MiB).
+const SEEN_BATCH: usize = 1 << 21;
+
+/// Sorts `seen` and keeps one entry per visitor and version, with the flags of all of them.
+fn compact(seen: &mut Vec<Seen>) {
+    seen.sort_unstable();
+    seen.dedup_by(|later, kept| {
+        let same = later.same_visitor(kept);
+        if same {
+            kept.visitor |= later.visitor & FLAGS;
+        }
+        same
+    });
+}
+
+/// Distinct visitors, and how many of them were seen as new, as humans, as bots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Visitors {
+    /// Distinct tracking IDs.
+    pub all: u64,
+    /// Issued their ID by one of the redirects counted.
+    pub new: u64,
+    /// Seen with a human User-Agent.
+    pub human: u64,
+    /// Seen with a bot's.
+    pub bot: u64,
+}
+
+impl Visitors {
+    /// Counts `visitors` (digest and flags, sorted, so one visitor's entries are adjacent).
+    fn of(visitors: impl Iterator<Item = u64>) -> Visitors {
+        let mut counts = Visitors::default();
+        let mut tally = |flags: u64| {
+            counts.all += 1;
+            counts.new += u64::from(flags & u64::from(NEW) != 0);
+            counts.human += u64::from(flags & u64::from(HUMAN) != 0);
+            counts.bot += u64::from(flags & u64::from(BOT) != 0);
+        };
+        let mut current: Option<u64> = None;
+        for v in visitors {
+            match current {
+                Some(c) if (c ^ v) & !FLAGS == 0 => current = Some(c | v),
+                Some(c) => {
+                    tally(c);
+                    current = Some(v);
+                }
+                None => current = Some(v),
+            }
+        }
+        if let Some(c) = current {
+            tally(c);
+        }
+        counts
+    }
+}
+
+/// The digest of a tracking ID, as a [`Seen::visitor`]: the same in every thread and every
 /// run, so tallies merge.
 fn visitor_key(id: &TrackingId) -> u64 {
     DIGEST.hash_one(id.as_str()) & !FLAGS
@@ -91,38 +148,19 @@ pub struct Stats {
     pub redirects: u64,
     /// Of which to a bot's User-Agent.
     pub bot_redirects: u64,
-    /// Distinct visitors, with how they were seen; for the only version of a link, kept once,
-    /// in the link's own `Stats` (see [`LinkTally`]).
-    visitors: Visitors,
+    /// Its distinct visitors, once [`Tally::count_visitors`] has run.
+    pub visitors: Visitors,
 }
 
 impl Stats {
-    fn add(&mut self, visitor: Option<u64>, flags: u8) {
+    fn add(&mut self, bot: bool) {
         self.redirects += 1;
-        self.bot_redirects += u64::from(flags & BOT != 0);
-        if let Some(v) = visitor {
-            self.visitors.add(v, flags);
-        }
+        self.bot_redirects += u64::from(bot);
     }
 
-    fn merge(&mut self, other: Stats) {
+    fn merge(&mut self, other: &Stats) {
         self.redirects += other.redirects;
         self.bot_redirects += other.bot_redirects;
-        self.visitors.0.reserve(other.visitors.len(), |&e| Visitors::hash(e));
-        for entry in other.visitors.0 {
-            self.visitors.add(entry & !FLAGS, (entry & FLAGS) as u8);
-        }
-    }
-
-    /// Distinct visitors: all, issued their ID by this link, seen as humans, seen as bots.
-    pub fn visitors(&self) -> (u64, u64, u64, u64) {
-        let mut counts = (self.visitors.len() as u64, 0, 0, 0);
-        for entry in self.visitors.0.iter() {
-            counts.1 += u64::from(entry & u64::from(NEW) != 0);
-            counts.2 += u64::from(entry & u64::from(HUMAN) != 0);
-            counts.3 += u64::from(entry & u64::from(BOT) != 0);
-        }
-        counts
     }
 }
 
@@ -164,31 +202,29 @@ impl Version {
     /// Moves the day being counted into `days`.
     fn settle(&mut self) {
         if let Some((day, counts)) = self.today.take() {
-            match self.days.binary_search_by_key(&day, |(d, _)| *d) {
-                Ok(i) => (0..2).for_each(|k| self.days[i].1[k] += counts[k]),
-                Err(i) => self.days.insert(i, (day, counts)),
-            }
+            add_day(&mut self.days, day, counts);
         }
     }
 
-    fn merge(&mut self, mut other: Version) {
-        self.settle();
-        other.settle();
+    fn merge(&mut self, other: &Version) {
         self.first = self.first.min(other.first);
         self.last = self.last.max(other.last);
-        self.stats.merge(other.stats);
-        for (day, counts) in other.days {
-            match self.days.binary_search_by_key(&day, |(d, _)| *d) {
-                Ok(i) => (0..2).for_each(|k| self.days[i].1[k] += counts[k]),
-                Err(i) => self.days.insert(i, (day, counts)),
-            }
+        self.stats.merge(&other.stats);
+        for &(day, counts) in &other.days {
+            add_day(&mut self.days, day, counts);
         }
     }
 }
 
-/// A link's redirects: in all, and per target version. Most links never change target, and
-/// then their one version's visitors are the link's: they are kept once, in `total`, and copied
-/// to the first version only when a second appears.
+/// Adds one day's `[human, bot]` redirects to `days`, kept in day order.
+pub fn add_day(days: &mut Vec<(Day, [u64; 2])>, day: Day, counts: [u64; 2]) {
+    match days.binary_search_by_key(&day, |(d, _)| *d) {
+        Ok(i) => (0..2).for_each(|k| days[i].1[k] += counts[k]),
+        Err(i) => days.insert(i, (day, counts)),
+    }
+}
+
+/// A link's redirects: in all, and per target version.
 #[derive(Default)]
 pub struct LinkTally {
     /// All its redirects.
@@ -196,24 +232,6 @@ pub struct LinkTally {
     /// Per distinct `Location`, in no particular order until the report sorts them. The first
     /// is held inline: most links have one, and finding it then costs no pointer to follow.
     pub versions: SmallVec<[Version; 1]>,
-}
-
-impl LinkTally {
-    /// The visitors of version `i`.
-    pub fn version_visitors(&self, i: usize) -> &Stats {
-        if self.versions.len() == 1 {
-            &self.total
-        } else {
-            &self.versions[i].stats
-        }
-    }
-
-    /// Gives the only version its own copy of the visitors, before a second version comes.
-    fn split_visitors(&mut self) {
-        if let [only] = &mut self.versions[..] {
-            only.stats.visitors = self.total.visitors.clone();
-        }
-    }
 }
 
 /// A malformed line, kept as an example.
@@ -230,7 +248,6 @@ pub struct Sample {
 }
 
 /// What some pieces of the log hold.
-#[derive(Default)]
 pub struct Tally {
     /// Lines read.
     pub lines: u64,
@@ -242,8 +259,14 @@ pub struct Tally {
     pub statuses: Vec<u64>,
     /// 404 responses by request path (query left out).
     pub not_found: Map<Box<[u8]>, u64>,
-    /// Per link.
-    pub links: Map<LinkId, LinkTally>,
+    /// Per link, in the order first seen ([`Seen::at`] holds indices into it).
+    pub links: Vec<(LinkId, LinkTally)>,
+    /// Where each link is in `links`.
+    index: Map<LinkId, u32>,
+    /// Visitors per link and version, not yet counted.
+    seen: Vec<Seen>,
+    /// `seen`'s length at which it is next compacted.
+    compact_at: usize,
     /// The first malformed lines of each piece.
     pub samples: Vec<Sample>,
     /// Lines per piece, to number sampled lines within their file.
@@ -251,10 +274,39 @@ pub struct Tally {
     bots: BotCache,
 }
 
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            lines: 0,
+            in_range: 0,
+            malformed: 0,
+            statuses: Vec::new(),
+            not_found: Map::default(),
+            links: Vec::new(),
+            index: Map::default(),
+            seen: Vec::new(),
+            compact_at: SEEN_BATCH,
+            samples: Vec::new(),
+            piece_lines: Vec::new(),
+            bots: BotCache::default(),
+        }
+    }
+}
+
 impl Tally {
     /// Counts the lines of piece number `piece` through the returned counter.
     pub fn piece<'a>(&'a mut self, piece: usize, options: &'a Options) -> PieceCounter<'a> {
         PieceCounter { tally: self, options, piece, line: 0, samples: 0 }
+    }
+
+    /// The index of link `id` in `links`, adding it.
+    fn link(&mut self, id: LinkId) -> usize {
+        let next = self.links.len();
+        let i = *self.index.entry(id).or_insert_with(|| next as u32) as usize;
+        if i == next {
+            self.links.push((id, LinkTally::default()));
+        }
+        i
     }
 
     /// Adds `other`'s counts to these.
@@ -271,25 +323,59 @@ impl Tally {
         for (path, n) in other.not_found {
             *self.not_found.entry(path).or_default() += n;
         }
-        for (id, mut theirs) in other.links {
-            let ours = self.links.entry(id).or_default();
-            let versions: std::collections::HashSet<&[u8]> =
-                ours.versions.iter().chain(&theirs.versions).map(|v| &*v.location).collect();
-            if versions.len() > 1 {
-                ours.split_visitors();
-                theirs.split_visitors();
-            }
-            ours.total.merge(theirs.total);
+        // Where each of `other`'s links and versions is in ours, to move its visitors over.
+        let mut moved: Vec<(u64, Vec<u32>)> = Vec::with_capacity(other.links.len());
+        for (id, theirs) in other.links {
+            let i = self.link(id);
+            let ours = &mut self.links[i].1;
+            ours.total.merge(&theirs.total);
+            let mut versions = Vec::with_capacity(theirs.versions.len());
             for version in theirs.versions {
-                match ours.versions.iter_mut().find(|v| v.location == version.location) {
-                    Some(v) => v.merge(version),
-                    None => ours.versions.push(version),
-                }
+                let j = match ours.versions.iter().position(|v| v.digest == version.digest) {
+                    Some(j) => {
+                        ours.versions[j].merge(&version);
+                        j
+                    }
+                    None => {
+                        ours.versions.push(version);
+                        ours.versions.len() - 1
+                    }
+                };
+                versions.push(j as u32);
             }
+            moved.push(((i as u64) << 32, versions));
         }
+        self.seen.reserve(other.seen.len());
+        self.seen.extend(other.seen.iter().map(|s| {
+            let (link, versions) = &moved[s.link()];
+            Seen { at: link | u64::from(versions[s.version()]), visitor: s.visitor }
+        }));
         self.samples.extend(other.samples);
         self.piece_lines.extend(other.piece_lines);
         self
+    }
+
+    /// Counts the distinct visitors of every link and version, once all pieces are merged.
+    pub fn count_visitors(&mut self) {
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.par_sort_unstable();
+        let mut visitors = Vec::new();
+        for of_link in seen.chunk_by(|a, b| a.link() == b.link()) {
+            let link = &mut self.links[of_link[0].link()].1;
+            for of_version in of_link.chunk_by(|a, b| a.at == b.at) {
+                link.versions[of_version[0].version()].stats.visitors =
+                    Visitors::of(of_version.iter().map(|s| s.visitor));
+            }
+            link.total.visitors = if link.versions.len() == 1 {
+                link.versions[0].stats.visitors
+            } else {
+                // A visitor of two versions is one visitor of the link.
+                visitors.clear();
+                visitors.extend(of_link.iter().map(|s| s.visitor));
+                visitors.sort_unstable();
+                Visitors::of(visitors.iter().copied())
+            };
+        }
     }
 }
 
@@ -340,40 +426,48 @@ impl PieceCounter<'_> {
             return;
         }
         let bot = tally.bots.is_bot(line.user_agent);
-        let flags = if bot { BOT } else { HUMAN } | if line.issued_tracking_id() { NEW } else { 0 };
-        let visitor = line.tracking.as_ref().map(visitor_key);
-        let link = tally.links.entry(link).or_default();
+        let i = tally.link(link);
+        let link = &mut tally.links[i].1;
+        link.total.add(bot);
         let digest = DIGEST.hash_one(location);
-        let known = link.versions.iter().position(|v| v.digest == digest);
-        if known.is_none() {
-            link.split_visitors();
-        }
-        link.total.add(visitor, flags);
-        let i = known.unwrap_or_else(|| {
-            link.versions.push(Version {
-                location: location.into(),
-                digest,
-                first: line.stamp,
-                last: line.stamp,
-                stats: Stats::default(),
-                days: Vec::new(),
-                today: None,
-            });
-            link.versions.len() - 1
-        });
-        // The only version's visitors are the link's (kept in `total`).
-        let shared = link.versions.len() == 1;
-        let version = &mut link.versions[i];
+        let j = match link.versions.iter().position(|v| v.digest == digest) {
+            Some(j) => j,
+            None => {
+                link.versions.push(Version {
+                    location: location.into(),
+                    digest,
+                    first: line.stamp,
+                    last: line.stamp,
+                    stats: Stats::default(),
+                    days: Vec::new(),
+                    today: None,
+                });
+                link.versions.len() - 1
+            }
+        };
+        let version = &mut link.versions[j];
         version.first = version.first.min(line.stamp);
         version.last = version.last.max(line.stamp);
-        version.stats.add(visitor.filter(|_| !shared), flags);
+        version.stats.add(bot);
         version.count_day(line.stamp.day(), bot);
+        if let Some(id) = &line.tracking {
+            let flags = if bot { BOT } else { HUMAN } | if line.issued_tracking_id() { NEW } else { 0 };
+            if tally.seen.capacity() == 0 {
+                // Growing by doubling would copy it every time (measured: 4% of a report).
+                tally.seen.reserve(SEEN_BATCH);
+            }
+            tally.seen.push(Seen { at: (i as u64) << 32 | j as u64, visitor: visitor_key(id) | u64::from(flags) });
+            if tally.seen.len() >= tally.compact_at {
+                compact(&mut tally.seen);
+                tally.compact_at = tally.compact_at.max(2 * tally.seen.len());
+            }
+        }
     }
 
     /// Records how many lines the piece had, and settles every version's day counts.
     pub fn finish(self) {
         self.tally.piece_lines.push((self.piece, self.line));
-        for link in self.tally.links.values_mut() {
+        for (_, link) in &mut self.tally.links {
             link.versions.iter_mut().for_each(Version::settle);
         }
     }
@@ -429,6 +523,22 @@ mod tests {
         tally
     }
 
+    /// A tally whose visitors are counted, as the report sees it.
+    fn counted(mut tally: Tally) -> Tally {
+        tally.count_visitors();
+        tally
+    }
+
+    fn link<'a>(tally: &'a Tally, id: &str) -> &'a LinkTally {
+        let id = LinkId::parse(id).unwrap();
+        &tally.links.iter().find(|(i, _)| *i == id).unwrap().1
+    }
+
+    fn visitors(stats: &Stats) -> (u64, u64, u64, u64) {
+        let v = stats.visitors;
+        (v.all, v.new, v.human, v.bot)
+    }
+
     const FIREFOX: &str =
         "Mozilla%2F5.0%20(X11%3B%20Linux%20x86_64%3B%20rv%3A120.0)%20Gecko%2F20100101%20Firefox%2F120.0";
     const GOOGLEBOT: &str =
@@ -446,18 +556,18 @@ mod tests {
             "garbage".to_string(),
         ];
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let tally = count(&lines, &Options::default());
+        let tally = counted(count(&lines, &Options::default()));
         assert_eq!((tally.lines, tally.in_range, tally.malformed), (6, 5, 1));
         assert_eq!(tally.samples[0].line, 6);
-        let link = &tally.links[&LinkId::parse("H83if").unwrap()];
+        let link = link(&tally, "H83if");
         assert_eq!((link.total.redirects, link.total.bot_redirects), (4, 2));
         // a: new (its ID issued at 10:00:00) and human; b: new and a bot; the untracked
         // client is a request, not a visitor.
-        assert_eq!(link.total.visitors(), (2, 2, 1, 1));
+        assert_eq!(visitors(&link.total), (2, 2, 1, 1));
         let two = link.versions.iter().find(|v| &*v.location == b"https://e.x/two").unwrap();
         assert_eq!(two.stats.redirects, 3);
         // a returned to the second version: not new there.
-        assert_eq!(two.stats.visitors(), (2, 1, 1, 1));
+        assert_eq!(visitors(&two.stats), (2, 1, 1, 1));
         assert_eq!(two.days, vec![(Day::parse_iso("2026-11-22").unwrap(), [1, 2])]);
         assert_eq!(tally.not_found[&b"/nope1"[..]], 1);
     }
@@ -477,20 +587,20 @@ mod tests {
             .collect();
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let options = Options::default();
-        let whole = count(&lines, &options);
-        let merged = count(&lines[..13], &options).merge(count(&lines[13..], &options));
+        let whole = counted(count(&lines, &options));
+        let merged = counted(count(&lines[..13], &options).merge(count(&lines[13..], &options)));
+        assert_eq!(whole.links.len(), 2);
         for (id, link) in &whole.links {
-            let other = &merged.links[id];
-            assert_eq!(link.total.visitors(), other.total.visitors());
+            let other = self::link(&merged, id.as_str());
+            assert_eq!(visitors(&link.total), visitors(&other.total));
             assert_eq!(link.versions.len(), other.versions.len());
-            for (i, v) in link.versions.iter().enumerate() {
-                let j = other.versions.iter().position(|w| w.location == v.location).unwrap();
-                let w = &other.versions[j];
+            for v in &link.versions {
+                let w = other.versions.iter().find(|w| w.location == v.location).unwrap();
                 assert_eq!(
                     (v.first, v.last, &v.days, v.stats.redirects),
                     (w.first, w.last, &w.days, w.stats.redirects)
                 );
-                assert_eq!(link.version_visitors(i).visitors(), other.version_visitors(j).visitors());
+                assert_eq!(visitors(&v.stats), visitors(&w.stats));
             }
         }
     }
@@ -506,13 +616,49 @@ mod tests {
         fn strs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }
-        let merged = count(&strs(&a), &options).merge(count(&strs(&b), &options));
-        let link = &merged.links[&LinkId::parse("H83if").unwrap()];
-        assert_eq!(link.total.visitors().0, 3);
+        let merged = counted(count(&strs(&a), &options).merge(count(&strs(&b), &options)));
+        let link = link(&merged, "H83if");
+        assert_eq!(link.total.visitors.all, 3);
         let mut per_version: Vec<(Vec<u8>, u64)> =
-            (0..2).map(|i| (link.versions[i].location.to_vec(), link.version_visitors(i).visitors().0)).collect();
+            link.versions.iter().map(|v| (v.location.to_vec(), v.stats.visitors.all)).collect();
         per_version.sort();
         assert_eq!(per_version, [(b"https://e.x/one".to_vec(), 2), (b"https://e.x/two".to_vec(), 2)]);
+    }
+
+    #[test]
+    fn compacting_the_seen_visitors_on_the_way_changes_no_count() {
+        let lines: Vec<String> = (0..300)
+            .map(|i| {
+                let agent = if i % 4 == 0 { GOOGLEBOT } else { FIREFOX };
+                format!(
+                    "20261122100{:03}.0 ::1 20261122100{:03}{:016x} {agent} /H83i{} 302 https://e.x/{}",
+                    i % 60,
+                    i % 7,
+                    i % 7,
+                    i % 3,
+                    i % 2
+                )
+            })
+            .collect();
+        let options = Options::default();
+        let whole = counted(count(&lines.iter().map(String::as_str).collect::<Vec<_>>(), &options));
+        let mut small = Tally { compact_at: 8, ..Tally::default() };
+        let mut counter = small.piece(0, &options);
+        for l in &lines {
+            counter.line(l.as_bytes(), true);
+        }
+        counter.finish();
+        assert!(small.seen.len() < 300 && small.compact_at > 8, "compacted on the way");
+        let small = counted(small);
+        for (id, link) in &whole.links {
+            let other = self::link(&small, id.as_str());
+            assert_eq!(visitors(&link.total), visitors(&other.total));
+            for v in &link.versions {
+                let w = other.versions.iter().find(|w| w.location == v.location).unwrap();
+                assert_eq!(visitors(&v.stats), visitors(&w.stats));
+            }
+        }
+        assert!(whole.links.iter().any(|(_, l)| l.total.visitors.new > 0 && l.total.visitors.bot > 0));
     }
 
     #[test]

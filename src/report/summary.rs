@@ -1,9 +1,10 @@
 //! The finished report: plain numbers and strings, in the order they are shown, serialised
 //! as-is for `--format json` (schema `couchlink-report/1`, README "Link analytics").
 
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::Serialize;
 
-use super::count::{LinkTally, Sample, Stats, Tally, SAMPLES};
+use super::count::{add_day, LinkTally, Sample, Stats, Tally, SAMPLES};
 use super::line::{Day, Stamp};
 use super::read::{Piece, Source};
 use super::Options;
@@ -95,18 +96,16 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// The redirects counted in `s`, and the visitors in `v` (the same, but for the only
-    /// version of a link, whose visitors the link keeps).
-    fn new(s: &Stats, v: &Stats) -> Counts {
-        let (visitors, new_visitors, human_visitors, bot_visitors) = v.visitors();
+    fn new(s: &Stats) -> Counts {
+        let v = s.visitors;
         Counts {
             redirects: s.redirects,
             human_redirects: s.redirects - s.bot_redirects,
             bot_redirects: s.bot_redirects,
-            visitors,
-            new_visitors,
-            human_visitors,
-            bot_visitors,
+            visitors: v.all,
+            new_visitors: v.new,
+            human_visitors: v.human,
+            bot_visitors: v.bot,
         }
     }
 }
@@ -191,7 +190,9 @@ impl Report {
             .map(|(p, count)| PathCount { path: String::from_utf8_lossy(&p).into_owned(), count })
             .collect();
         not_found.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.path.cmp(&b.path)));
-        let mut links: Vec<LinkReport> = tally.links.into_iter().map(|(id, t)| link_report(id.as_str(), t)).collect();
+        // Per link on all cores: thousands of links, each with its versions and days.
+        let mut links: Vec<LinkReport> =
+            tally.links.into_par_iter().map(|(id, t)| link_report(id.as_str(), t)).collect();
         links.sort_by(|a, b| b.counts.redirects.cmp(&a.counts.redirects).then_with(|| a.id.cmp(&b.id)));
         Report {
             schema: "couchlink-report/1",
@@ -233,14 +234,8 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
     tally.versions.sort_by(|a, b| (a.first, &a.location).cmp(&(b.first, &b.location)));
     let mut days: Vec<(Day, [u64; 2])> = Vec::new();
     for v in &tally.versions {
-        for &(day, [human, bot]) in &v.days {
-            match days.binary_search_by_key(&day, |(d, _)| *d) {
-                Ok(i) => {
-                    days[i].1[0] += human;
-                    days[i].1[1] += bot;
-                }
-                Err(i) => days.insert(i, (day, [human, bot])),
-            }
+        for &(day, counts) in &v.days {
+            add_day(&mut days, day, counts);
         }
     }
     let first = tally.versions.iter().map(|v| v.first).min().unwrap_or(Stamp::at(time::OffsetDateTime::UNIX_EPOCH));
@@ -254,13 +249,13 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
             location: String::from_utf8_lossy(&v.location).into_owned(),
             first_seen: v.first.to_string(),
             last_seen: v.last.to_string(),
-            counts: Counts::new(&v.stats, tally.version_visitors(i)),
+            counts: Counts::new(&v.stats),
             days: day_counts(&v.days),
         })
         .collect();
     LinkReport {
         id: id.to_owned(),
-        counts: Counts::new(&tally.total, &tally.total),
+        counts: Counts::new(&tally.total),
         first_seen: first.to_string(),
         last_seen: last.to_string(),
         days: day_counts(&days),
