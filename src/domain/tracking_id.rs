@@ -54,6 +54,11 @@ impl TrackingId {
         std::str::from_utf8(&self.bytes).expect("tracking IDs are ASCII")
     }
 
+    /// Its 30 ASCII bytes.
+    pub fn as_bytes(&self) -> &[u8; LEN] {
+        &self.bytes
+    }
+
     /// The UTC second it was issued, as the 14 digits `yyyymmddhhmmss`.
     pub fn issued(&self) -> &[u8] {
         &self.bytes[..STAMP_LEN]

@@ -21,7 +21,10 @@ impl Stamp {
         let number = digits_value(digits)?;
         let stamp = Stamp(number * 10 + u64::from(tenth - b'0'));
         let (hour, minute, second) = ((number / 10_000) % 100, (number / 100) % 100, number % 100);
-        (hour < 24 && minute < 60 && second < 60 && stamp.day().date().is_some()).then_some(stamp)
+        // Days 1 to 28 of months 1 to 12 exist in every year: checked without the calendar.
+        let (month, day) = ((number / 100_000_000) % 100, (number / 1_000_000) % 100);
+        let date = (1..=12).contains(&month) && (1..=28).contains(&day) || stamp.day().date().is_some();
+        (hour < 24 && minute < 60 && second < 60 && date).then_some(stamp)
     }
 
     /// The start of `at`'s tenth of a second (UTC).

@@ -104,6 +104,6 @@ pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, ReportError> 
     for t in tallies {
         tally = tally.merge(t?);
     }
-    tally.count_visitors();
+    tally.settle();
     Ok(Report::new(tally, &sources, &pieces, options))
 }
