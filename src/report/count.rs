@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
 
+use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 
 use super::line::{self, Day, Malformed, Stamp};
@@ -39,6 +40,37 @@ impl Seen {
 
     fn same_visitor(&self, other: &Seen) -> bool {
         self.at == other.at && (self.visitor ^ other.visitor) & !FLAGS == 0
+    }
+}
+
+/// The entries of several sorted parts, in order.
+struct Sorted<'a> {
+    parts: &'a [Vec<Seen>],
+    next: Vec<usize>,
+}
+
+impl<'a> Sorted<'a> {
+    fn new(parts: &'a [Vec<Seen>]) -> Sorted<'a> {
+        Sorted { parts, next: vec![0; parts.len()] }
+    }
+}
+
+impl Iterator for Sorted<'_> {
+    type Item = Seen;
+
+    fn next(&mut self) -> Option<Seen> {
+        // Parts are few (one per thread): a look at each head beats a heap.
+        let mut best: Option<(usize, Seen)> = None;
+        for (i, part) in self.parts.iter().enumerate() {
+            if let Some(&s) = part.get(self.next[i]) {
+                if best.is_none_or(|(_, b)| s < b) {
+                    best = Some((i, s));
+                }
+            }
+        }
+        let (i, s) = best?;
+        self.next[i] += 1;
+        Some(s)
     }
 }
 
@@ -271,6 +303,9 @@ pub struct Tally {
     day_runs: Vec<DayRun>,
     /// Visitors per link and version, not yet counted.
     seen: Vec<Seen>,
+    /// More of them, from merged tallies (in this tally's indices): each is sorted apart, on
+    /// its own core, and the sorted parts are walked side by side.
+    parts: Vec<Vec<Seen>>,
     /// `seen`'s length at which it is next compacted.
     compact_at: usize,
     /// The first malformed lines of each piece.
@@ -295,6 +330,7 @@ impl Default for Tally {
             colds: Vec::new(),
             day_runs: Vec::new(),
             seen: Vec::new(),
+            parts: Vec::new(),
             compact_at: SEEN_BATCH,
             samples: Vec::new(),
             piece_lines: Vec::new(),
@@ -403,16 +439,36 @@ impl Tally {
             links.push((link as u64) << 32);
         }
         self.day_runs.extend(other.day_runs.iter().map(|r| DayRun { counter: counters[r.counter as usize], ..*r }));
-        self.seen.reserve(other.seen.len());
-        self.seen.extend(
-            other
-                .seen
-                .iter()
-                .map(|s| Seen { at: links[s.link()] | u64::from(counters[s.version()]), visitor: s.visitor }),
-        );
+        let mut theirs = other.parts;
+        theirs.push(other.seen);
+        for part in &mut theirs {
+            for s in part.iter_mut() {
+                s.at = links[s.link()] | u64::from(counters[s.version()]);
+            }
+        }
+        self.parts.extend(theirs.into_iter().filter(|p| !p.is_empty()));
         self.samples.extend(other.samples);
         self.piece_lines.extend(other.piece_lines);
         self
+    }
+
+    /// Counts the visitors of one link's versions (`of_link`: its entries, in order), and of the
+    /// link; `visitors` is room to sort in.
+    fn count_link(&mut self, of_link: &[Seen], link_visitors: &mut [Visitors], visitors: &mut Vec<u64>) {
+        let mut versions = 0;
+        for of_version in of_link.chunk_by(|a, b| a.at == b.at) {
+            self.colds[of_version[0].version()].visitors = Visitors::of(of_version.iter().map(|s| s.visitor));
+            versions += 1;
+        }
+        link_visitors[of_link[0].link()] = if versions == 1 {
+            self.colds[of_link[0].version()].visitors
+        } else {
+            // A visitor of two versions is one visitor of the link.
+            visitors.clear();
+            visitors.extend(of_link.iter().map(|s| s.visitor));
+            visitors.sort_unstable();
+            Visitors::of(visitors.iter().copied())
+        };
     }
 
     /// Once all pieces are merged: counts the distinct visitors of every link and version, and
@@ -426,27 +482,22 @@ impl Tally {
             // In day order already: appended, not inserted.
             self.colds[run[0].counter as usize].days.push((run[0].day, counts));
         }
-        let mut seen = std::mem::take(&mut self.seen);
-        seen.par_sort_unstable();
+        let mut parts = std::mem::take(&mut self.parts);
+        parts.push(std::mem::take(&mut self.seen));
+        parts.par_iter_mut().for_each(|part| part.sort_unstable());
         let mut link_visitors = vec![Visitors::default(); self.ids.len()];
-        let mut visitors = Vec::new();
-        for of_link in seen.chunk_by(|a, b| a.link() == b.link()) {
-            let mut versions = 0;
-            for of_version in of_link.chunk_by(|a, b| a.at == b.at) {
-                self.colds[of_version[0].version()].visitors = Visitors::of(of_version.iter().map(|s| s.visitor));
-                versions += 1;
+        let (mut of_link, mut visitors) = (Vec::new(), Vec::new());
+        for seen in Sorted::new(&parts) {
+            if of_link.last().is_some_and(|last: &Seen| last.link() != seen.link()) {
+                self.count_link(&of_link, &mut link_visitors, &mut visitors);
+                of_link.clear();
             }
-            link_visitors[of_link[0].link()] = if versions == 1 {
-                self.colds[of_link[0].version()].visitors
-            } else {
-                // A visitor of two versions is one visitor of the link.
-                visitors.clear();
-                visitors.extend(of_link.iter().map(|s| s.visitor));
-                visitors.sort_unstable();
-                Visitors::of(visitors.iter().copied())
-            };
+            of_link.push(seen);
         }
-        drop(seen);
+        if !of_link.is_empty() {
+            self.count_link(&of_link, &mut link_visitors, &mut visitors);
+        }
+        drop(parts);
         self.links = self
             .ids
             .iter()
