@@ -103,6 +103,13 @@ impl Day {
     }
 }
 
+/// `"2026-11-22"`, as the report's JSON schema has it.
+impl serde::Serialize for Day {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(std::str::from_utf8(&self.iso()).map_err(serde::ser::Error::custom)?)
+    }
+}
+
 /// `2026-11-22`.
 impl fmt::Display for Day {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -113,8 +113,8 @@ impl Counts {
 /// Redirects of one UTC day.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DayCount {
-    /// `YYYY-MM-DD`.
-    pub day: String,
+    /// `YYYY-MM-DD` in JSON.
+    pub day: Day,
     /// To humans.
     pub human: u64,
     /// To bots.
@@ -220,13 +220,10 @@ impl Report {
     }
 
     /// Every day from the first redirect to the last, for charts that show quiet days too.
-    pub fn days(&self) -> Vec<String> {
-        let parse = |d: &str| Day::parse_iso(d).and_then(Day::date);
-        let all = self.links.iter().flat_map(|l| l.days.iter().filter_map(|d| parse(&d.day)));
+    pub fn days(&self) -> Vec<Day> {
+        let all = self.links.iter().flat_map(|l| l.days.iter().filter_map(|d| d.day.date()));
         let (Some(first), Some(last)) = (all.clone().min(), all.max()) else { return Vec::new() };
-        std::iter::successors(Some(first), |d| d.next_day().filter(|n| *n <= last))
-            .map(|d| Day::of(d).to_string())
-            .collect()
+        std::iter::successors(Some(first), |d| d.next_day().filter(|n| *n <= last)).map(Day::of).collect()
     }
 }
 
@@ -264,5 +261,5 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
 }
 
 fn day_counts(days: &[(Day, [u64; 2])]) -> Vec<DayCount> {
-    days.iter().map(|(d, [human, bot])| DayCount { day: d.to_string(), human: *human, bot: *bot }).collect()
+    days.iter().map(|(d, [human, bot])| DayCount { day: *d, human: *human, bot: *bot }).collect()
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use super::super::line::Day;
 use super::super::summary::{Counts, LinkReport};
 use super::super::Report;
 
@@ -173,7 +174,7 @@ fn page_into(report: &Report, p: &mut String) -> std::fmt::Result {
     Ok(())
 }
 
-fn link_card(p: &mut String, link: &LinkReport, days: &[String]) -> std::fmt::Result {
+fn link_card(p: &mut String, link: &LinkReport, days: &[Day]) -> std::fmt::Result {
     let c = &link.counts;
     write!(
         p,
@@ -222,7 +223,7 @@ struct Series {
 }
 
 /// A stacked bar per day, with a light grid and the first, middle and last days labelled.
-fn bars(p: &mut String, days: &[String], series: &[Series], height: u32) -> std::fmt::Result {
+fn bars(p: &mut String, days: &[Day], series: &[Series], height: u32) -> std::fmt::Result {
     const WIDTH: f64 = 1000.0;
     const LEFT: f64 = 52.0;
     const BOTTOM: f64 = 20.0;
@@ -258,7 +259,7 @@ fn bars(p: &mut String, days: &[String], series: &[Series], height: u32) -> std:
                 "<rect x=\"{x:.1}\" y=\"{y1:.1}\" width=\"{bar:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} {}: {}</title></rect>",
                 (y0 - y1).max(0.5),
                 s.color,
-                esc(day),
+                day,
                 esc(&s.label),
                 thousands(s.values[d])
             )?;
@@ -273,7 +274,7 @@ fn bars(p: &mut String, days: &[String], series: &[Series], height: u32) -> std:
                 "end" => WIDTH,
                 _ => LEFT + slot * (d as f64 + 0.5),
             };
-            write!(p, "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>", height - 4, esc(day))?;
+            write!(p, "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>", height - 4, day)?;
         }
     }
     if days.is_empty() {
