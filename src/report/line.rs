@@ -168,6 +168,51 @@ impl fmt::Display for Malformed {
 
 /// Splits `line` (without its `\n`) into its fields, checking each against the log's format.
 pub fn parse(line: &[u8]) -> Result<Line<'_>, Malformed> {
+    fast(line).map_or_else(|| split(line), Ok)
+}
+
+/// [`parse`] for a well-formed line, looking for fields where couchlink writes them (the
+/// time's 16 bytes, the tracking ID's 30 or 1) instead of searching for every space (measured:
+/// a tenth of the report's time). `None` for anything else, which [`split`] then reads and
+/// names what is wrong with; whatever this accepts, `split` reads the same.
+fn fast(line: &[u8]) -> Option<Line<'_>> {
+    if line.get(16) != Some(&b' ') {
+        return None;
+    }
+    let stamp = Stamp::parse(&line[..16])?;
+    let field = |rest: &'_ [u8]| -> Option<usize> { memchr::memchr(b' ', rest).filter(|&end| end > 0) };
+    let rest = &line[17..];
+    let rest = &rest[field(rest)? + 1..]; // the client IP
+    let (tracking, rest) = match rest {
+        [b'-', b' ', rest @ ..] => (None, rest),
+        _ if rest.get(30) == Some(&b' ') => (Some(TrackingId::parse_bytes(&rest[..30])?), &rest[31..]),
+        _ => return None,
+    };
+    let end = field(rest)?;
+    let (user_agent, rest) = (&rest[..end], &rest[end + 1..]);
+    let end = field(rest)?;
+    let (target, rest) = (&rest[..end], &rest[end + 1..]);
+    let (status, location) = match rest {
+        [a @ b'1'..=b'5', b @ b'0'..=b'9', c @ b'0'..=b'9', rest @ ..] => {
+            let status = u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0');
+            match rest {
+                [] => (status, None),
+                [b' ', location @ ..] if !location.is_empty() && memchr::memchr(b' ', location).is_none() => {
+                    (status, Some(location))
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    if location.is_some() != (status == 302) {
+        return None;
+    }
+    Some(Line { stamp, second: &line[..14], tracking, user_agent, target, status, location })
+}
+
+/// [`parse`] for any line: its fields at every space.
+fn split(line: &[u8]) -> Result<Line<'_>, Malformed> {
     let mut fields = [&line[..0]; 7];
     let mut count = 0;
     let mut start = 0;
@@ -221,7 +266,11 @@ impl Line<'_> {
 }
 
 fn digits_value(digits: &[u8]) -> Option<u64> {
-    digits.iter().try_fold(0u64, |n, &b| b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0')))
+    // Without a branch per digit: the compiler unrolls and vectorises the check.
+    let (value, ok) = digits.iter().fold((0u64, true), |(n, ok), &b| {
+        (n.wrapping_mul(10).wrapping_add(u64::from(b.wrapping_sub(b'0'))), ok & b.is_ascii_digit())
+    });
+    ok.then_some(value)
 }
 
 #[cfg(test)]
@@ -279,6 +328,39 @@ mod tests {
         ] {
             assert_eq!(parse(line), Err(why), "{}", String::from_utf8_lossy(line));
         }
+    }
+
+    #[test]
+    fn the_fast_reading_accepts_only_what_the_full_one_reads_the_same() {
+        let mut lines: Vec<Vec<u8>> = vec![
+            EXAMPLE.to_vec(),
+            b"20261122101733.5 ::1 - - /wp-login.php?x=1 404".to_vec(),
+            b"20261122101734.0 ::1 20261122101733a3f9c1e2b7d4e601 - /H83if/a/b 302 https://e.x/a/b".to_vec(),
+            b"20261122101733.5 ::1 - - /H83if 302 https://e.x/ extra".to_vec(),
+            b"20261122101733.5 ::1 - - /H83if 302 ".to_vec(),
+            b"20261122101733.5 ::1 -  /H83if 404".to_vec(),
+            b"20261122101733.5 ::1 20261122101733a3f9c1e2b7d4e60 - /H83if 404".to_vec(),
+            b"20261122101733.5 ::1 20261122101733a3f9c1e2b7d4e6011 - /H83if 404".to_vec(),
+            b"20261122101733.5 ::1 20261122101733a3f9c1e2b7d4e601 - /H83if 4040".to_vec(),
+        ];
+        // Every line above with each byte in turn made a space, or cut off there.
+        for base in lines.clone() {
+            for i in 0..base.len() {
+                let mut spaced = base.clone();
+                spaced[i] = b' ';
+                lines.push(spaced);
+                lines.push(base[..i].to_vec());
+            }
+        }
+        let mut fast_ones = 0;
+        for line in &lines {
+            if let Some(fast) = fast(line) {
+                fast_ones += 1;
+                assert_eq!(Ok(fast), split(line), "{}", String::from_utf8_lossy(line));
+            }
+            assert_eq!(parse(line), split(line));
+        }
+        assert!(fast(EXAMPLE).is_some() && fast_ones > 3, "the fast reading reads well-formed lines");
     }
 
     #[test]
