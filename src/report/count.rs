@@ -19,27 +19,46 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// link did the same with one random memory access per line into tables that outgrow the
 /// caches (measured: the largest share of a report's time); appending is sequential, and the
 /// sort works through cache-sized pieces.
+///
+/// Packed in one number ordered as the walk needs it: the link's index (32 bits), the top 61
+/// bits of a digest of the tracking ID, the version's counter (32 bits), and how the visitor
+/// was seen ([`HUMAN`], [`BOT`], [`NEW`]; 3 bits). Sorted, a link's entries are together, and
+/// within them one visitor's, and within those one visitor's on one version: the link's
+/// distinct visitors and each version's come out of the same walk. Two of a million visitors
+/// share a digest about once in ten million reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Seen {
-    /// The link's index in [`Tally::links`] in the high 32 bits, the version's in the low.
-    at: u64,
-    /// The top 61 bits of a digest of the tracking ID, and in the low 3 bits how it was seen
-    /// ([`HUMAN`], [`BOT`], [`NEW`]). Two of a million visitors share a digest about once in
-    /// ten million reports.
-    visitor: u64,
-}
+struct Seen(u128);
 
 impl Seen {
-    fn link(&self) -> usize {
-        (self.at >> 32) as usize
+    fn new(link: usize, visitor: u64, counter: usize, flags: u8) -> Seen {
+        Seen((link as u128) << 96 | u128::from(visitor >> 3) << 35 | (counter as u128) << 3 | u128::from(flags))
     }
 
-    fn version(&self) -> usize {
-        (self.at & 0xffff_ffff) as usize
+    fn link(self) -> usize {
+        (self.0 >> 96) as usize
     }
 
-    fn same_visitor(&self, other: &Seen) -> bool {
-        self.at == other.at && (self.visitor ^ other.visitor) & !FLAGS == 0
+    /// The visitor's digest.
+    fn visitor(self) -> u64 {
+        (self.0 >> 35) as u64 & ((1 << 61) - 1)
+    }
+
+    fn counter(self) -> usize {
+        (self.0 >> 3) as u32 as usize
+    }
+
+    fn flags(self) -> u8 {
+        (self.0 & 0b111) as u8
+    }
+
+    /// The same visitor and flags, at another link's index and counter (a merged tally's).
+    fn moved(self, link: usize, counter: usize) -> Seen {
+        Seen::new(link, self.visitor() << 3, counter, self.flags())
+    }
+
+    /// Whether both are the same visitor on the same version (flags aside).
+    fn same(self, other: Seen) -> bool {
+        self.0 >> 3 == other.0 >> 3
     }
 }
 
@@ -74,9 +93,6 @@ impl Iterator for Sorted<'_> {
     }
 }
 
-/// The bits of [`Seen::visitor`] that are flags.
-const FLAGS: u64 = 0b111;
-
 /// Entries a thread appends before it sorts them and keeps one per visitor, link and version:
 /// bounds a report's memory by the visitors it finds, not by the lines it reads (32 MiB).
 const SEEN_BATCH: usize = 1 << 21;
@@ -85,9 +101,9 @@ const SEEN_BATCH: usize = 1 << 21;
 fn compact(seen: &mut Vec<Seen>) {
     seen.sort_unstable();
     seen.dedup_by(|later, kept| {
-        let same = later.same_visitor(kept);
+        let same = later.same(*kept);
         if same {
-            kept.visitor |= later.visitor & FLAGS;
+            kept.0 |= later.0 & 0b111;
         }
         same
     });
@@ -107,37 +123,44 @@ pub struct Visitors {
 }
 
 impl Visitors {
-    /// Counts `visitors` (digest and flags, sorted, so one visitor's entries are adjacent).
-    fn of(visitors: impl Iterator<Item = u64>) -> Visitors {
-        let mut counts = Visitors::default();
-        let mut tally = |flags: u64| {
-            counts.all += 1;
-            counts.new += u64::from(flags & u64::from(NEW) != 0);
-            counts.human += u64::from(flags & u64::from(HUMAN) != 0);
-            counts.bot += u64::from(flags & u64::from(BOT) != 0);
-        };
-        let mut current: Option<u64> = None;
-        for v in visitors {
-            match current {
-                Some(c) if (c ^ v) & !FLAGS == 0 => current = Some(c | v),
-                Some(c) => {
-                    tally(c);
-                    current = Some(v);
-                }
-                None => current = Some(v),
-            }
-        }
-        if let Some(c) = current {
-            tally(c);
-        }
-        counts
+    /// Counts one more visitor, seen as `flags` say.
+    fn add(&mut self, flags: u8) {
+        self.all += 1;
+        self.new += u64::from(flags & NEW != 0);
+        self.human += u64::from(flags & HUMAN != 0);
+        self.bot += u64::from(flags & BOT != 0);
     }
 }
 
-/// The digest of a tracking ID, as a [`Seen::visitor`]: the same in every thread and every
+/// A run of equal keys in a sorted walk, with the flags of all its entries.
+#[derive(Default)]
+struct Run {
+    key: Option<u128>,
+    flags: u8,
+}
+
+impl Run {
+    /// Adds an entry: the flags of the run it ended, if it started a new one.
+    fn push(&mut self, key: u128, flags: u8) -> Option<u8> {
+        if self.key == Some(key) {
+            self.flags |= flags;
+            return None;
+        }
+        let ended = self.key.map(|_| self.flags);
+        (self.key, self.flags) = (Some(key), flags);
+        ended
+    }
+
+    /// Ends the walk: the last run's flags.
+    fn finish(&mut self) -> Option<u8> {
+        self.key.take().map(|_| self.flags)
+    }
+}
+
+/// The digest of a tracking ID (its top 61 bits go in a [`Seen`]): the same in every thread and every
 /// run, so tallies merge.
 fn visitor_key(id: &TrackingId) -> u64 {
-    DIGEST.hash_one(id.as_bytes()) & !FLAGS
+    DIGEST.hash_one(id.as_bytes())
 }
 
 /// One fixed seed: digests must agree between threads, whose tallies merge.
@@ -436,39 +459,20 @@ impl Tally {
                 }
                 c = theirs.next as usize;
             }
-            links.push((link as u64) << 32);
+            links.push(link);
         }
         self.day_runs.extend(other.day_runs.iter().map(|r| DayRun { counter: counters[r.counter as usize], ..*r }));
         let mut theirs = other.parts;
         theirs.push(other.seen);
         for part in &mut theirs {
             for s in part.iter_mut() {
-                s.at = links[s.link()] | u64::from(counters[s.version()]);
+                *s = s.moved(links[s.link()], counters[s.counter()] as usize);
             }
         }
         self.parts.extend(theirs.into_iter().filter(|p| !p.is_empty()));
         self.samples.extend(other.samples);
         self.piece_lines.extend(other.piece_lines);
         self
-    }
-
-    /// Counts the visitors of one link's versions (`of_link`: its entries, in order), and of the
-    /// link; `visitors` is room to sort in.
-    fn count_link(&mut self, of_link: &[Seen], link_visitors: &mut [Visitors], visitors: &mut Vec<u64>) {
-        let mut versions = 0;
-        for of_version in of_link.chunk_by(|a, b| a.at == b.at) {
-            self.colds[of_version[0].version()].visitors = Visitors::of(of_version.iter().map(|s| s.visitor));
-            versions += 1;
-        }
-        link_visitors[of_link[0].link()] = if versions == 1 {
-            self.colds[of_link[0].version()].visitors
-        } else {
-            // A visitor of two versions is one visitor of the link.
-            visitors.clear();
-            visitors.extend(of_link.iter().map(|s| s.visitor));
-            visitors.sort_unstable();
-            Visitors::of(visitors.iter().copied())
-        };
     }
 
     /// Once all pieces are merged: counts the distinct visitors of every link and version, and
@@ -486,16 +490,27 @@ impl Tally {
         parts.push(std::mem::take(&mut self.seen));
         parts.par_iter_mut().for_each(|part| part.sort_unstable());
         let mut link_visitors = vec![Visitors::default(); self.ids.len()];
-        let (mut of_link, mut visitors) = (Vec::new(), Vec::new());
+        // One walk: a new visitor of a link counts for the link, a new visitor of a version
+        // for the version, each with the flags of all its entries.
+        let (mut visitor, mut on_version) = (Run::default(), Run::default());
+        let mut at: Option<(usize, usize)> = None;
         for seen in Sorted::new(&parts) {
-            if of_link.last().is_some_and(|last: &Seen| last.link() != seen.link()) {
-                self.count_link(&of_link, &mut link_visitors, &mut visitors);
-                of_link.clear();
+            let key = seen.0 >> 3;
+            if let Some(flags) = visitor.push(key >> 32, seen.flags()) {
+                let (link, _) = at.expect("a run ended, so one began");
+                link_visitors[link].add(flags);
             }
-            of_link.push(seen);
+            if let Some(flags) = on_version.push(key, seen.flags()) {
+                let (_, counter) = at.expect("a run ended, so one began");
+                self.colds[counter].visitors.add(flags);
+            }
+            at = Some((seen.link(), seen.counter()));
         }
-        if !of_link.is_empty() {
-            self.count_link(&of_link, &mut link_visitors, &mut visitors);
+        if let (Some(flags), Some((link, _))) = (visitor.finish(), at) {
+            link_visitors[link].add(flags);
+        }
+        if let (Some(flags), Some((_, counter))) = (on_version.finish(), at) {
+            self.colds[counter].visitors.add(flags);
         }
         drop(parts);
         self.links = self
@@ -601,7 +616,7 @@ impl PieceCounter<'_> {
                 // Growing by doubling would copy it every time (measured: 4% of a report).
                 tally.seen.reserve(SEEN_BATCH);
             }
-            tally.seen.push(Seen { at: (link as u64) << 32 | c as u64, visitor: visitor_key(id) | u64::from(flags) });
+            tally.seen.push(Seen::new(link, visitor_key(id), c, flags));
             if tally.seen.len() >= tally.compact_at {
                 compact(&mut tally.seen);
                 tally.compact_at = tally.compact_at.max(2 * tally.seen.len());
