@@ -150,7 +150,7 @@ pub async fn run<S: Service>(
 ///
 /// Closing an idle keep-alive connection races with a client sending on it, and that request
 /// would fail. So the listener closes first (new connections are refused, which clients handle),
-/// then for up to [`LAME_DUCK`] every response carries `Connection: close` and connections end
+/// then for up to `LAME_DUCK` (one second) every response carries `Connection: close` and connections end
 /// after their current request; only then are the idle ones closed. Connections the kernel had
 /// already completed when the listener closes are accepted and answered too: closing a listener
 /// resets whatever waits in its queue.

@@ -239,7 +239,7 @@ pub fn add_day(days: &mut Vec<(Day, [u64; 2])>, day: Day, counts: [u64; 2]) {
 }
 
 /// What a redirect line changes in its version, kept apart from the rest of the version: a
-/// line's link is one of thousands at random, and with only these 56 bytes each the counters
+/// line's link is one of thousands at random, and with only these 64 bytes each the counters
 /// of 5000 links' versions fit a core's cache (a link's whole tally did not: two cache misses
 /// per line, measured).
 #[derive(Debug, Clone, Copy)]
@@ -261,6 +261,8 @@ struct Counter {
 
 /// [`Counter::next`] of a link's last version.
 const LAST: u32 = u32::MAX;
+
+const _: () = assert!(std::mem::size_of::<Counter>() == 64, "one cache line a version");
 
 impl Counter {
     fn new(digest: u64, at: Stamp) -> Counter {
@@ -314,7 +316,7 @@ pub struct Tally {
     pub not_found: Map<Box<[u8]>, u64>,
     /// Per link, once [`Tally::settle`] has run.
     pub links: Vec<(LinkId, LinkTally)>,
-    /// Each link's index (in `ids`, and in [`Seen::at`]) and its first version's counter.
+    /// Each link's index (in `ids`, and in a [`Seen`]) and its first version's counter.
     index: Map<LinkId, (u32, u32)>,
     /// The links, in the order first seen.
     ids: Vec<LinkId>,

@@ -2,10 +2,10 @@
 //! redirect path).
 //!
 //! - [`read`]: which files, and their lines: plain files in chunks, gzipped ones streamed.
-//! - [`line`]: one line split into its fields and checked against the log's format.
+//! - [`line`](mod@line): one line split into its fields and checked against the log's format.
 //! - [`count`]: lines into per-link, per-version, per-day tallies, one per thread, merged.
 //! - [`summary`]: the finished report, in the shape JSON gets it.
-//! - [`print`]: the report as a table, CSV, JSON or a self-contained HTML page.
+//! - [`print`](mod@print): the report as a table, CSV, JSON or a self-contained HTML page.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
