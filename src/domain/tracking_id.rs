@@ -31,12 +31,18 @@ impl TrackingId {
 
     /// [`TrackingId::parse`] over bytes (an access log's field, say).
     pub fn parse_bytes(raw: &[u8]) -> Option<Self> {
-        let bytes: [u8; LEN] = raw.try_into().ok()?;
+        Self::validate(raw).map(|bytes| TrackingId { bytes: *bytes })
+    }
+
+    /// `raw` as a tracking ID's bytes when it is one, [`TrackingId::parse`]'s check without a
+    /// copy (the report checks one per log line, in place).
+    pub fn validate(raw: &[u8]) -> Option<&[u8; LEN]> {
+        let bytes: &[u8; LEN] = raw.try_into().ok()?;
         let (stamp, random) = bytes.split_at(STAMP_LEN);
-        // Without a branch per byte (the report checks one per log line).
+        // Without a branch per byte.
         let ok = stamp.iter().fold(true, |ok, b| ok & b.is_ascii_digit())
             & random.iter().fold(true, |ok, b| ok & matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        ok.then_some(TrackingId { bytes })
+        ok.then_some(bytes)
     }
 
     /// A new ID issued at `now` (converted to UTC).
