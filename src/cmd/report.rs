@@ -83,6 +83,13 @@ impl ReportArgs {
                 return Err(ReportCommandError::EmptyRange { since, until });
             }
         }
+        // Small pages for this process from here on. The allocator asks for transparent huge
+        // pages, and a report's memory is mostly touched once: zeroing 2 MiB for each first
+        // touch nearly doubled its resident memory and cost a fifth of its time after the
+        // machine had been idle (measured on 1M lines: 93 -> 53 MiB, 0.22 -> 0.18 s). A kernel
+        // that refuses only leaves the report as it was.
+        #[cfg(target_os = "linux")]
+        let _ = rustix::thread::disable_transparent_huge_pages(true);
         let paths = if self.paths.is_empty() { vec![self.log_dir] } else { self.paths };
         let options = Options { since: self.since, until: self.until, links: self.links.into_iter().collect() };
         let report = report::run(&paths, &options)?;
