@@ -70,6 +70,11 @@ impl Day {
             + u32::from(date.day()))
     }
 
+    /// `yyyymmdd` as a number: ordered as the days are.
+    pub fn number(self) -> u32 {
+        self.0
+    }
+
     /// Reads the `YYYY-MM-DD` in a log file's name (`access.YYYY-MM-DD.log`).
     pub fn parse_iso(text: &str) -> Option<Day> {
         let format = time::macros::format_description!("[year]-[month]-[day]");
