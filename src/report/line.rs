@@ -102,7 +102,7 @@ impl Day {
     }
 
     /// `YYYY-MM-DD`.
-    fn iso(self) -> [u8; 10] {
+    pub fn iso(self) -> [u8; 10] {
         let mut out = *b"0000-00-00";
         let mut put = |at: usize, digits: usize, mut value: u32| {
             for i in (at..at + digits).rev() {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefMutIterator, ParallelIterator};
 use serde::Serialize;
 
-use super::summary::{FileRead, Totals};
+use super::summary::{Counts, DayCount, FileRead, LinkReport, Totals};
 use super::Report;
 
 mod csv;
@@ -39,7 +39,7 @@ pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     for (batch, links) in report.links.chunks(JSON_BATCH).enumerate() {
         buffers.par_iter_mut().zip(links).try_for_each(|(buf, link)| {
             buf.clear();
-            serde_json::to_writer(buf, link)
+            link_json(buf, link)
         })?;
         for (i, buf) in buffers[..links.len()].iter().enumerate() {
             if batch > 0 || i > 0 {
@@ -50,6 +50,69 @@ pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     }
     out.write_all(b"]}\n")?;
     out.flush()
+}
+
+/// Writes `link` as `serde_json::to_writer` does (the test below holds them to the same
+/// bytes), but by hand: a link's days, half a million `{"day","human","bot"}` objects in a
+/// month of a busy log, went through serde's machinery field by field, and the flattened
+/// counts through a map (measured: a tenth of a report's time).
+fn link_json(out: &mut Vec<u8>, link: &LinkReport) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"id\":");
+    serde_json::to_writer(&mut *out, &link.id)?;
+    counts_json(out, &link.counts);
+    out.extend_from_slice(b",\"first_seen\":");
+    serde_json::to_writer(&mut *out, &link.first_seen)?;
+    out.extend_from_slice(b",\"last_seen\":");
+    serde_json::to_writer(&mut *out, &link.last_seen)?;
+    days_json(out, &link.days);
+    out.extend_from_slice(b",\"versions\":[");
+    for (i, v) in link.versions.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"{\"version\":" } else { b",{\"version\":" });
+        out.extend_from_slice(itoa::Buffer::new().format(v.version).as_bytes());
+        out.extend_from_slice(b",\"location\":");
+        serde_json::to_writer(&mut *out, &v.location)?;
+        out.extend_from_slice(b",\"first_seen\":");
+        serde_json::to_writer(&mut *out, &v.first_seen)?;
+        out.extend_from_slice(b",\"last_seen\":");
+        serde_json::to_writer(&mut *out, &v.last_seen)?;
+        counts_json(out, &v.counts);
+        days_json(out, &v.days);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+/// [`Counts`]' fields, each after a comma, as `#[serde(flatten)]` writes them.
+fn counts_json(out: &mut Vec<u8>, c: &Counts) {
+    let Counts { redirects, human_redirects, bot_redirects, visitors, new_visitors, human_visitors, bot_visitors } = *c;
+    for (name, n) in [
+        (&b",\"redirects\":"[..], redirects),
+        (b",\"human_redirects\":", human_redirects),
+        (b",\"bot_redirects\":", bot_redirects),
+        (b",\"visitors\":", visitors),
+        (b",\"new_visitors\":", new_visitors),
+        (b",\"human_visitors\":", human_visitors),
+        (b",\"bot_visitors\":", bot_visitors),
+    ] {
+        out.extend_from_slice(name);
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    }
+}
+
+/// `,"days":[...]` of [`DayCount`]s.
+fn days_json(out: &mut Vec<u8>, days: &[DayCount]) {
+    out.extend_from_slice(b",\"days\":[");
+    for (i, d) in days.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"{\"day\":\"" } else { b",{\"day\":\"" });
+        out.extend_from_slice(&d.day.iso());
+        out.extend_from_slice(b"\",\"human\":");
+        out.extend_from_slice(itoa::Buffer::new().format(d.human).as_bytes());
+        out.extend_from_slice(b",\"bot\":");
+        out.extend_from_slice(itoa::Buffer::new().format(d.bot).as_bytes());
+        out.push(b'}');
+    }
+    out.push(b']');
 }
 
 /// Links serialised side by side before they are written.
@@ -78,11 +141,14 @@ mod tests {
             "20261122100000.1 ::1 20261122100000aaaaaaaaaaaaaaaa - /H83if 302 https://e.x/one\n\
              20261122100001.1 ::1 - - /Ab3dE 302 https://e.x/two\n\
              20261122100002.1 ::1 - - /nope1 404\n\
+             20261123100000.1 ::1 20261122100000aaaaaaaaaaaaaaaa Firefox /H83if 302 https://e.x/one\n\
+             20261123100001.1 ::1 20261123100001bbbbbbbbbbbbbbbb - /H83if 302 https://e.x/\"three\\\n\
              garbage\n",
         )
         .unwrap();
         let report = crate::report::run(&[path], &crate::report::Options::default()).unwrap();
         assert_eq!(report.links.len(), 2);
+        assert_eq!((report.links[0].versions.len(), report.links[0].days.len()), (2, 2), "versions and days written");
         let mut ours = Vec::new();
         json(&report, &mut ours).unwrap();
         let mut whole = serde_json::to_vec(&report).unwrap();
