@@ -118,9 +118,10 @@ impl Visitors {
 
 /// Distinct visitors per link (by index), and per version (by counter, only those seen), from
 /// the visitor entries of all parts. The entries are put in one bucket per link, a range of
-/// links to each core, and each bucket is sorted and walked on its own: a link's buckets fit
-/// a core's cache, where sorting each part whole and merging the parts in one walk did not
-/// (measured: a fifth of a report, most of it on one core).
+/// links to each core, and each bucket's distinct visitors are found with one set: a link's
+/// bucket fits a core's cache, where sorting each part whole and merging the parts in one
+/// walk did not (measured: 33 ms of a 1M-line report, most of it on one core, now 25 on two).
+/// A log that is nearly all one link still counts that link on one core.
 fn distinct_visitors(parts: &[Part], links: usize) -> (Vec<Visitors>, Vec<(u32, Visitors)>) {
     let per_link = parts
         .par_iter()
@@ -250,7 +251,8 @@ fn walk_many(bucket: &[u128], set: &mut Distinct, link: &mut Visitors, versions:
 }
 
 /// An open-addressing map from a key (up to 93 bits) to 35 bits of flags, reused from link to
-/// link: one link's fits a core's cache, where sorting its entries cost more (measured).
+/// link: one link's fits a core's cache. Sorting each link's entries and walking them took a
+/// little longer (measured: 12 ms against 11 on 1M lines).
 #[derive(Default)]
 struct Distinct {
     /// `key << 35 | flags`, or 0 for an empty slot (every entry has a flag set).
