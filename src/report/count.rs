@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 
 use rayon::iter::{IntoParallelIterator, IntoParallelRefIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
+use serde::Serialize;
 
 use super::line::{self, Day, Malformed, Stamp};
 use super::Options;
@@ -351,8 +352,8 @@ pub struct Version {
     pub last: Stamp,
     /// Its redirects and visitors.
     pub stats: Stats,
-    /// Redirects per UTC day, `[human, bot]`, in day order.
-    pub days: Vec<(Day, [u64; 2])>,
+    /// Redirects per UTC day, in day order.
+    pub days: Vec<DayCount>,
 }
 
 /// A link's redirects: in all, and per target version.
@@ -364,11 +365,22 @@ pub struct LinkTally {
     pub versions: Vec<Version>,
 }
 
-/// Adds one day's `[human, bot]` redirects to `days`, kept in day order.
-pub fn add_day(days: &mut Vec<(Day, [u64; 2])>, day: Day, counts: [u64; 2]) {
-    match days.binary_search_by_key(&day, |(d, _)| *d) {
-        Ok(i) => (0..2).for_each(|k| days[i].1[k] += counts[k]),
-        Err(i) => days.insert(i, (day, counts)),
+/// Redirects of one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DayCount {
+    /// `YYYY-MM-DD` in JSON.
+    pub day: Day,
+    /// To humans.
+    pub human: u64,
+    /// To bots.
+    pub bot: u64,
+}
+
+/// Adds one day's redirects to `days`, kept in day order.
+pub fn add_day(days: &mut Vec<DayCount>, day: &DayCount) {
+    match days.binary_search_by_key(&day.day, |d| d.day) {
+        Ok(i) => (days[i].human, days[i].bot) = (days[i].human + day.human, days[i].bot + day.bot),
+        Err(i) => days.insert(i, day.clone()),
     }
 }
 
@@ -419,7 +431,7 @@ struct DayRun {
 #[derive(Debug)]
 struct Cold {
     location: Box<[u8]>,
-    days: Vec<(Day, [u64; 2])>,
+    days: Vec<DayCount>,
     visitors: Visitors,
 }
 
@@ -623,7 +635,7 @@ impl Tally {
             for run in version.chunk_by(|a, b| a.day == b.day) {
                 let counts =
                     run.iter().fold([0; 2], |n, r| [n[0] + u64::from(r.counts[0]), n[1] + u64::from(r.counts[1])]);
-                days.push((run[0].day, counts));
+                days.push(DayCount { day: run[0].day, human: counts[0], bot: counts[1] });
             }
             self.colds[version[0].counter as usize].days = days;
         }
@@ -882,7 +894,7 @@ mod tests {
         assert_eq!(two.stats.redirects, 3);
         // a returned to the second version: not new there.
         assert_eq!(visitors(&two.stats), (2, 1, 1, 1));
-        assert_eq!(two.days, vec![(Day::parse_iso("2026-11-22").unwrap(), [1, 2])]);
+        assert_eq!(two.days, vec![DayCount { day: Day::parse_iso("2026-11-22").unwrap(), human: 1, bot: 2 }]);
         assert_eq!(tally.not_found[&b"/nope1"[..]], 1);
     }
 

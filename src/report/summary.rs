@@ -110,16 +110,8 @@ impl Counts {
     }
 }
 
-/// Redirects of one UTC day.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DayCount {
-    /// `YYYY-MM-DD` in JSON.
-    pub day: Day,
-    /// To humans.
-    pub human: u64,
-    /// To bots.
-    pub bot: u64,
-}
+/// Redirects of one UTC day: as counted, moved into the report without a copy.
+pub use super::count::DayCount;
 
 /// One link.
 #[derive(Debug, Serialize)]
@@ -229,17 +221,17 @@ impl Report {
 
 fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
     tally.versions.sort_by(|a, b| (a.first, &a.location).cmp(&(b.first, &b.location)));
-    let mut days: Vec<(Day, [u64; 2])> = Vec::new();
+    let mut days: Vec<DayCount> = Vec::new();
     for v in &tally.versions {
-        for &(day, counts) in &v.days {
-            add_day(&mut days, day, counts);
+        for day in &v.days {
+            add_day(&mut days, day);
         }
     }
     let first = tally.versions.iter().map(|v| v.first).min().unwrap_or(Stamp::at(time::OffsetDateTime::UNIX_EPOCH));
     let last = tally.versions.iter().map(|v| v.last).max().unwrap_or(first);
     let versions = tally
         .versions
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, v)| VersionReport {
             version: i + 1,
@@ -247,7 +239,7 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
             first_seen: v.first.to_string(),
             last_seen: v.last.to_string(),
             counts: Counts::new(&v.stats),
-            days: day_counts(&v.days),
+            days: v.days,
         })
         .collect();
     LinkReport {
@@ -255,11 +247,7 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
         counts: Counts::new(&tally.total),
         first_seen: first.to_string(),
         last_seen: last.to_string(),
-        days: day_counts(&days),
+        days,
         versions,
     }
-}
-
-fn day_counts(days: &[(Day, [u64; 2])]) -> Vec<DayCount> {
-    days.iter().map(|(d, [human, bot])| DayCount { day: *d, human: *human, bot: *bot }).collect()
 }
