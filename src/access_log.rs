@@ -120,7 +120,7 @@ fn extend_encoded(out: &mut Vec<u8>, bytes: &[u8], set: &'static AsciiSet) {
 
 /// Why the access log could not be opened.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the access log in {dir}: {source}")]
+#[error("cannot write the access log in {dir}")]
 pub struct OpenError {
     dir: String,
     #[source]

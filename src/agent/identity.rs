@@ -31,7 +31,7 @@ impl std::fmt::Debug for Identity {
 #[derive(Debug, thiserror::Error)]
 pub enum KeysError {
     /// It could not be read, created or written.
-    #[error("the agent's keys file {}: {source}", path.display())]
+    #[error("the agent's keys file {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

@@ -51,7 +51,7 @@ impl Options {
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// A file or directory could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         /// Which.
         path: PathBuf,
