@@ -65,7 +65,7 @@ pub enum ReportCommandError {
         until: Stamp,
     },
     /// The output could not be written.
-    #[error("cannot write the report to {where_}: {source}")]
+    #[error("cannot write the report to {where_}")]
     Write {
         /// The file, or standard output.
         where_: String,
@@ -115,7 +115,11 @@ impl ReportArgs {
             Format::Json => print::json(&report, &mut out),
             Format::Html => print::html(&report, &mut out),
         };
-        printed.and_then(|()| out.flush()).map_err(fail)?;
+        match printed.and_then(|()| out.flush()) {
+            // A reader that has seen enough (`couchlink report | head`) is not a failure.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe && self.out.is_none() => {}
+            done => done.map_err(fail)?,
+        }
         // The process ends next: freeing the report's hundreds of thousands of small pieces one
         // by one would only make it end later.
         std::mem::forget(report);

@@ -3,9 +3,9 @@
 //! its CSV and JSON schemas, the HTML page in headless Chromium, the README's GoAccess recipe
 //! with the real goaccess, and the report of a log couchlink itself wrote.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
@@ -270,6 +270,34 @@ fn an_unreadable_file_is_an_error_naming_it() {
     let out = report(&[], empty.path());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no access.*.log or access.*.log.gz files in"));
     assert!(!out.status.success());
+}
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    // `couchlink report | head`: more than a pipe holds, and a reader that leaves after a line.
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String =
+        (0..3000).map(|i| format!("20261122090000.0 ::1 - - /L{i:04} 302 https://example.com/{i}\n")).collect();
+    std::fs::write(dir.path().join("access.2026-11-22.log"), lines).unwrap();
+    let mut child = couchlink_command()
+        .arg("report")
+        .env("COUCHLINK_LOG_DIR", dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("couchlink runs");
+    let mut first = [0; 100];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("pipe"), "{stderr}");
+    // Where the output is a file that cannot be written, it is an error.
+    let out = report(&["--out", "/proc/no-such-dir/report.txt"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("cannot write the report to /proc/no-such-dir/report.txt"),
+        "{stderr}"
+    );
 }
 
 /// Where screenshots go, for people to look at.
