@@ -287,7 +287,8 @@ mod tests {
         std::fs::write(&path, "one").unwrap();
         let err =
             read_piece(&source, pieces(std::slice::from_ref(&source))[0], &mut Vec::new(), |_, _| ()).unwrap_err();
-        assert!(err.to_string().contains("shrank"), "{err}");
+        let shown = crate::errors::Causes(&err).to_string();
+        assert!(shown.contains("cannot read") && shown.contains("shrank"), "{shown}");
     }
 
     #[test]
