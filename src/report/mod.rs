@@ -100,9 +100,12 @@ pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, ReportError> 
         }
         Ok::<_, ReportError>(tally)
     });
-    let mut tally = count::Tally::default();
+    // Into the one with the most lines: its links, versions and days stay where they are.
+    let mut tallies = tallies.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let largest = (0..tallies.len()).max_by_key(|&i| tallies[i].lines).unwrap_or(0);
+    let mut tally = if tallies.is_empty() { count::Tally::default() } else { tallies.swap_remove(largest) };
     for t in tallies {
-        tally = tally.merge(t?);
+        tally = tally.merge(t);
     }
     tally.settle();
     Ok(Report::new(tally, &sources, &pieces, options))
