@@ -192,36 +192,33 @@ pub fn parse(line: &[u8]) -> Result<Line<'_>, Malformed> {
 }
 
 /// [`parse`] for a well-formed line, looking for fields where couchlink writes them (the
-/// time's 16 bytes, the tracking ID's 30 or 1) instead of searching for every space (measured:
-/// a tenth of the report's time). `None` for anything else, which [`split`] then reads and
-/// names what is wrong with; whatever this accepts, `split` reads the same.
+/// time's 16 bytes first) and finding the other fields' ends in one pass (measured: searching
+/// for every space was a tenth of the report's time, and a search per field a twentieth).
+/// `None` for anything else, which [`split`] then reads and names what is wrong with;
+/// whatever this accepts, `split` reads the same.
 fn fast(line: &[u8]) -> Option<Line<'_>> {
     if line.get(16) != Some(&b' ') {
         return None;
     }
     let stamp = Stamp::parse(&line[..16])?;
-    let field = |rest: &'_ [u8]| -> Option<usize> { memchr::memchr(b' ', rest).filter(|&end| end > 0) };
     let rest = &line[17..];
-    let rest = &rest[field(rest)? + 1..]; // the client IP
-    let (tracking, rest) = match rest {
-        [b'-', b' ', rest @ ..] => (None, rest),
-        _ if rest.get(30) == Some(&b' ') => (Some(TrackingId::validate(&rest[..30])?), &rest[31..]),
-        _ => return None,
+    // The ends of the client IP, tracking ID, User-Agent, target and (before a Location) status.
+    let mut ends = [rest.len(); 5];
+    let spaces = spaces(rest, &mut ends).filter(|&n| n >= 4)?;
+    let (ip, tracking, user_agent, target) =
+        (&rest[..ends[0]], &rest[ends[0] + 1..ends[1]], &rest[ends[1] + 1..ends[2]], &rest[ends[2] + 1..ends[3]]);
+    let status = &rest[ends[3] + 1..ends[4]];
+    let location = (spaces == 5).then(|| &rest[ends[4] + 1..]);
+    if ip.is_empty() || user_agent.is_empty() || target.is_empty() || location == Some(b"") {
+        return None;
+    }
+    let tracking = match tracking {
+        b"-" => None,
+        id => Some(TrackingId::validate(id)?),
     };
-    let end = field(rest)?;
-    let (user_agent, rest) = (&rest[..end], &rest[end + 1..]);
-    let end = field(rest)?;
-    let (target, rest) = (&rest[..end], &rest[end + 1..]);
-    let (status, location) = match rest {
-        [a @ b'1'..=b'5', b @ b'0'..=b'9', c @ b'0'..=b'9', rest @ ..] => {
-            let status = u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0');
-            match rest {
-                [] => (status, None),
-                [b' ', location @ ..] if !location.is_empty() && memchr::memchr(b' ', location).is_none() => {
-                    (status, Some(location))
-                }
-                _ => return None,
-            }
+    let status = match *status {
+        [a @ b'1'..=b'5', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
         }
         _ => return None,
     };
@@ -229,6 +226,48 @@ fn fast(line: &[u8]) -> Option<Line<'_>> {
         return None;
     }
     Some(Line { stamp, second: &line[..14], tracking, user_agent, target, status, location })
+}
+
+/// Puts where the spaces of `bytes` are into `at`, and says how many there are; `None` when
+/// there are more than it holds. Sixteen bytes at a time, each block compared at once.
+fn spaces(bytes: &[u8], at: &mut [usize; 5]) -> Option<usize> {
+    let mut found = 0;
+    let mut note = |base: usize, mut mask: u32| {
+        while mask != 0 {
+            *at.get_mut(found)? = base + mask.trailing_zeros() as usize;
+            found += 1;
+            mask &= mask - 1;
+        }
+        Some(())
+    };
+    let blocks = bytes.chunks_exact(16);
+    let tail = blocks.remainder();
+    for (i, block) in blocks.enumerate() {
+        note(16 * i, space_mask(block.try_into().ok()?))?;
+    }
+    if let Some(last) = bytes.last_chunk::<16>() {
+        // The last 16 bytes, less those already looked at: no copy of the tail.
+        note(bytes.len() - tail.len(), space_mask(last) >> (16 - tail.len()))?;
+    } else {
+        let mut last = [0; 16];
+        last[..tail.len()].copy_from_slice(tail);
+        note(0, space_mask(&last))?;
+    }
+    Some(found)
+}
+
+/// Bit `i` set where `block[i]` is a space: one SSE2 comparison (every x86-64 has SSE2; the
+/// `safe_arch` crate wraps it without an `unsafe` block here).
+#[cfg(target_arch = "x86_64")]
+fn space_mask(block: &[u8; 16]) -> u32 {
+    use safe_arch::{cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i, set_splat_i8_m128i};
+    move_mask_i8_m128i(cmp_eq_mask_i8_m128i(load_unaligned_m128i(block), set_splat_i8_m128i(b' ' as i8))) as u32
+}
+
+/// Bit `i` set where `block[i]` is a space.
+#[cfg(not(target_arch = "x86_64"))]
+fn space_mask(block: &[u8; 16]) -> u32 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| mask | u32::from(b == b' ') << i)
 }
 
 /// [`parse`] for any line: its fields at every space.
@@ -351,6 +390,8 @@ mod tests {
 
     #[test]
     fn the_fast_reading_accepts_only_what_the_full_one_reads_the_same() {
+        const SHORT: &[u8] = b"20261122101733.5 ::1 - - /a 404";
+        const BLOCK: &[u8] = b"20261122101733.5 ::1 - - /abc 404";
         let mut lines: Vec<Vec<u8>> = vec![
             EXAMPLE.to_vec(),
             b"20261122101733.5 ::1 - - /wp-login.php?x=1 404".to_vec(),
@@ -361,6 +402,10 @@ mod tests {
             b"20261122101733.5 ::1 20261122101733a3f9c1e2b7d4e60 - /H83if 404".to_vec(),
             b"20261122101733.5 ::1 20261122101733a3f9c1e2b7d4e6011 - /H83if 404".to_vec(),
             b"20261122101733.5 ::1 20261122101733a3f9c1e2b7d4e601 - /H83if 4040".to_vec(),
+            // After the time: fewer than 16 bytes, exactly 16, exactly 32 (no partial block).
+            SHORT.to_vec(),
+            BLOCK.to_vec(),
+            b"20261122101733.5 ::1 - - /abcdefghijklmnop 404".to_vec(),
         ];
         // Every line above with each byte in turn made a space, or cut off there.
         for base in lines.clone() {
@@ -379,7 +424,8 @@ mod tests {
             }
             assert_eq!(parse(line), split(line));
         }
-        assert!(fast(EXAMPLE).is_some() && fast_ones > 3, "the fast reading reads well-formed lines");
+        assert!([EXAMPLE, SHORT, BLOCK].iter().all(|l| fast(l).is_some()), "the fast reading reads well-formed lines");
+        assert!(fast_ones > 6);
     }
 
     /// The stamp's reading, digit by digit and with the calendar.
