@@ -1021,7 +1021,7 @@ mod tests {
             let other = self::link(&merged, id.as_str());
             // Visitors i % 13 of link i % 97: every link sees each of the 13 visitors once or never.
             let expected = (0..600)
-                .filter(|i| i % 97 == usize::from_str_radix(&id.as_str()[1..], 10).unwrap())
+                .filter(|i| i % 97 == id.as_str()[1..].parse::<usize>().unwrap())
                 .map(|i| i % 13)
                 .collect::<std::collections::BTreeSet<_>>()
                 .len() as u64;
