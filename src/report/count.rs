@@ -979,12 +979,18 @@ mod tests {
             count(&lines[..7], &options).merge(count(&lines[7..20], &options).merge(count(&lines[20..], &options))),
         );
         assert_eq!(whole.links.len(), 2);
-        for ((id, link), merged) in whole.links.iter().flat_map(|l| [(l, &merged), (l, &nested)]) {
-            let other = self::link(merged, id.as_str());
-            assert_eq!(visitors(&link.total), visitors(&other.total));
-            assert_eq!(link.versions.len(), other.versions.len());
+        assert_counted_alike(&whole, &merged);
+        assert_counted_alike(&whole, &nested);
+    }
+
+    /// Every link of `whole` has the same counts in `other`, in all and per version.
+    fn assert_counted_alike(whole: &Tally, other: &Tally) {
+        for (id, link) in &whole.links {
+            let theirs = self::link(other, id.as_str());
+            assert_eq!(visitors(&link.total), visitors(&theirs.total), "{id:?}");
+            assert_eq!(link.versions.len(), theirs.versions.len());
             for v in &link.versions {
-                let w = other.versions.iter().find(|w| w.location == v.location).unwrap();
+                let w = theirs.versions.iter().find(|w| w.location == v.location).unwrap();
                 assert_eq!(
                     (v.first, v.last, &v.days, v.stats.redirects),
                     (w.first, w.last, &w.days, w.stats.redirects)
@@ -1018,20 +1024,15 @@ mod tests {
         assert!(shards.len() > SHARDS / 2, "the links fall in many shards: {shards:?}");
         assert_eq!(whole.links.len(), 97);
         for (id, link) in &whole.links {
-            let other = self::link(&merged, id.as_str());
-            // Visitors i % 13 of link i % 97: every link sees each of the 13 visitors once or never.
+            // Link i % 97 sees visitors i % 13.
             let expected = (0..600)
                 .filter(|i| i % 97 == id.as_str()[1..].parse::<usize>().unwrap())
                 .map(|i| i % 13)
                 .collect::<std::collections::BTreeSet<_>>()
                 .len() as u64;
             assert_eq!(link.total.visitors.all, expected, "{id:?}");
-            assert_eq!(visitors(&link.total), visitors(&other.total), "{id:?}");
-            for v in &link.versions {
-                let w = other.versions.iter().find(|w| w.location == v.location).unwrap();
-                assert_eq!(visitors(&v.stats), visitors(&w.stats));
-            }
         }
+        assert_counted_alike(&whole, &merged);
     }
 
     #[test]
@@ -1078,15 +1079,7 @@ mod tests {
         }
         counter.finish();
         assert!(small.seen_len < 300 && small.compact_at > 8, "compacted on the way");
-        let small = counted(small);
-        for (id, link) in &whole.links {
-            let other = self::link(&small, id.as_str());
-            assert_eq!(visitors(&link.total), visitors(&other.total));
-            for v in &link.versions {
-                let w = other.versions.iter().find(|w| w.location == v.location).unwrap();
-                assert_eq!(visitors(&v.stats), visitors(&w.stats));
-            }
-        }
+        assert_counted_alike(&whole, &counted(small));
         assert!(whole.links.iter().any(|(_, l)| l.total.visitors.new > 0 && l.total.visitors.bot > 0));
     }
 
