@@ -439,7 +439,6 @@ impl Counter {
             runs.push(DayRun { counter: c as u32, day: current, counts: self.today.map(u32::from) });
             self.today = [0; 2];
             self.today[b] = 1;
-            self.last = at;
         } else {
             // Out of order by a day or more: a run of its own.
             let mut counts = [0; 2];
@@ -940,6 +939,9 @@ mod tests {
         // the 21st, then the 23rd and a bot on the 22nd again.
         let mut lines = vec![line(22, FIREFOX), line(20, FIREFOX)];
         lines.extend(std::iter::repeat_n(line(22, FIREFOX), 70_000));
+        // Another link: its latest redirect comes first, and its day's count fills up after.
+        lines.push("20261122230000.0 ::1 - - /H83ig 302 https://e.x/one".into());
+        lines.extend(std::iter::repeat_n("20261122100000.0 ::1 - - /H83ig 302 https://e.x/one".into(), 70_000));
         lines.extend([line(21, GOOGLEBOT), line(23, FIREFOX), line(22, GOOGLEBOT)]);
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let tally = counted(count(&lines, &Options::default()));
@@ -950,6 +952,8 @@ mod tests {
             [day("2026-11-20", 1, 0), day("2026-11-21", 0, 1), day("2026-11-22", 70_001, 1), day("2026-11-23", 1, 0)]
         );
         assert_eq!((link.total.redirects, link.total.bot_redirects), (70_005, 2));
+        let other = &self::link(&tally, "H83ig").versions[0];
+        assert_eq!((other.last.to_string(), other.stats.redirects), ("2026-11-22T23:00:00.0Z".into(), 70_001));
         let v = &link.versions[0];
         assert_eq!(
             (v.first.to_string(), v.last.to_string()),
