@@ -308,8 +308,12 @@ impl Line<'_> {
     /// The link the request asked for: the target's first path segment, when it is a link ID.
     pub fn link(&self) -> Option<LinkId> {
         let rest = self.target.strip_prefix(b"/")?;
-        let end = memchr::memchr3(b'/', b'?', b'#', rest).unwrap_or(rest.len());
-        LinkId::parse_bytes(&rest[..end])
+        // An ID is 5 characters: a look at the byte after them, not a search for the segment's
+        // end (measured: 1% of a report).
+        match rest.get(5) {
+            None | Some(b'/' | b'?' | b'#') => LinkId::parse_bytes(rest.get(..5)?),
+            Some(_) => None,
+        }
     }
 
     /// The target's path, without its query.
@@ -358,6 +362,29 @@ mod tests {
         assert_eq!(line.path(), b"/wp-login.php");
         assert_eq!(line.link(), None);
         assert!(!line.issued_tracking_id());
+    }
+
+    #[test]
+    fn the_link_is_the_first_path_segment_when_it_is_a_link_id() {
+        for (target, link) in [
+            ("/H83if", Some("H83if")),
+            ("/H83if/", Some("H83if")),
+            ("/H83if?utm=1", Some("H83if")),
+            ("/H83if#top", Some("H83if")),
+            ("/H83ifX", None),
+            ("/H83if.", None),
+            ("/H83i", None),
+            ("/H83i?x", None),
+            ("/H8?if", None),
+            ("/H83i/f", None),
+            ("/", None),
+            ("H83if", None),
+            ("//H83if", None),
+        ] {
+            let line = format!("20261122101734.0 ::1 - - {target} 302 https://e.x/");
+            let parsed = parse(line.as_bytes()).unwrap();
+            assert_eq!(parsed.link().map(|l| l.as_str().to_owned()).as_deref(), link, "{target}");
+        }
     }
 
     #[test]
