@@ -98,6 +98,7 @@ pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, ReportError> 
             .inspect_err(|_| failed.store(true, Ordering::Relaxed))?;
             counter.finish();
         }
+        tally.sum_days();
         Ok::<_, ReportError>(tally)
     });
     // Into the one with the most lines: its links, versions and days stay where they are.
