@@ -387,39 +387,22 @@ pub struct DayCount {
     pub bot: u64,
 }
 
-/// Adds one day's redirects to `days`, kept in day order.
-pub fn add_day(days: &mut Vec<DayCount>, day: &DayCount) {
-    match days.binary_search_by_key(&day.day, |d| d.day) {
-        Ok(i) => (days[i].human, days[i].bot) = (days[i].human + day.human, days[i].bot + day.bot),
-        Err(i) => days.insert(i, day.clone()),
-    }
-}
-
 /// Two lists of days in day order as one, a day in both summed.
-pub fn merge_days(a: Vec<DayCount>, b: Vec<DayCount>) -> Vec<DayCount> {
-    if b.is_empty() {
-        return a;
-    }
-    if a.is_empty() {
-        return b;
-    }
+pub fn merge_days(a: &[DayCount], b: &[DayCount]) -> Vec<DayCount> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
     loop {
         let next = match (a.peek(), b.peek()) {
             (Some(x), Some(y)) if x.day == y.day => {
-                let y = b.next().expect("peeked");
-                a.next().map(|x| DayCount { human: x.human + y.human, bot: x.bot + y.bot, ..x })
+                let (x, y) = (a.next().expect("peeked"), b.next().expect("peeked"));
+                DayCount { human: x.human + y.human, bot: x.bot + y.bot, ..x.clone() }
             }
-            (Some(x), Some(y)) if x.day < y.day => a.next(),
-            (Some(_), Some(_)) => b.next(),
-            (Some(_), None) => a.next(),
-            (None, _) => b.next(),
+            (Some(x), Some(y)) if x.day < y.day => a.next().expect("peeked").clone(),
+            (Some(_), Some(_)) | (None, Some(_)) => b.next().expect("peeked").clone(),
+            (Some(_), None) => a.next().expect("peeked").clone(),
+            (None, None) => return out,
         };
-        match next {
-            Some(day) => out.push(day),
-            None => return out,
-        }
+        out.push(next);
     }
 }
 
@@ -502,7 +485,11 @@ impl Cold {
     /// Adds `days` (in day order) and their redirects, `[human, bot]`.
     fn add_days(&mut self, days: Vec<DayCount>, redirects: [u64; 2]) {
         self.redirects = [self.redirects[0] + redirects[0], self.redirects[1] + redirects[1]];
-        self.days = merge_days(std::mem::take(&mut self.days), days);
+        if self.days.is_empty() {
+            self.days = days;
+        } else if !days.is_empty() {
+            self.days = merge_days(&self.days, &days);
+        }
     }
 }
 
@@ -1145,11 +1132,11 @@ mod tests {
             bot,
         };
         assert_eq!(
-            merge_days(vec![day(1, 1, 0), day(3, 2, 1), day(9, 1, 1)], vec![day(2, 5, 0), day(3, 1, 1), day(10, 0, 4)]),
+            merge_days(&[day(1, 1, 0), day(3, 2, 1), day(9, 1, 1)], &[day(2, 5, 0), day(3, 1, 1), day(10, 0, 4)]),
             [day(1, 1, 0), day(2, 5, 0), day(3, 3, 2), day(9, 1, 1), day(10, 0, 4)]
         );
-        assert_eq!(merge_days(Vec::new(), vec![day(4, 1, 0)]), [day(4, 1, 0)]);
-        assert_eq!(merge_days(vec![day(4, 1, 0)], Vec::new()), [day(4, 1, 0)]);
+        assert_eq!(merge_days(&[], &[day(4, 1, 0)]), [day(4, 1, 0)]);
+        assert_eq!(merge_days(&[day(4, 1, 0)], &[]), [day(4, 1, 0)]);
     }
 
     #[test]

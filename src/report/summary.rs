@@ -4,7 +4,7 @@
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::Serialize;
 
-use super::count::{add_day, LinkTally, Sample, Stats, Tally, SAMPLES};
+use super::count::{merge_days, LinkTally, Sample, Stats, Tally, SAMPLES};
 use super::line::{Day, Stamp};
 use super::read::{Piece, Source};
 use super::Options;
@@ -223,9 +223,7 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
     tally.versions.sort_by(|a, b| (a.first, &a.location).cmp(&(b.first, &b.location)));
     let mut days: Vec<DayCount> = Vec::new();
     for v in &tally.versions {
-        for day in &v.days {
-            add_day(&mut days, day);
-        }
+        days = merge_days(&days, &v.days);
     }
     let first = tally.versions.iter().map(|v| v.first).min().unwrap_or(Stamp::at(time::OffsetDateTime::UNIX_EPOCH));
     let last = tally.versions.iter().map(|v| v.last).max().unwrap_or(first);
