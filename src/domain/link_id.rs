@@ -1,6 +1,7 @@
 //! `LinkId`: the 5-character base-62 document ID of a short link (the README's "Link documents").
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use rand::Rng;
 
@@ -10,8 +11,18 @@ const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 /// A short link's ID: exactly 5 characters of `[A-Za-z0-9]`, case-sensitive.
 ///
 /// Stored inline (5 bytes) so the link cache keys cost no allocation.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct LinkId([u8; 5]);
+
+/// One 64-bit word per ID, equal IDs equal words: a derived `Hash` writes the array's length
+/// and then its bytes, two rounds of the hasher on every lookup of the redirect cache and of
+/// the report's link index.
+impl Hash for LinkId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let [a, b, c, d, e] = self.0;
+        state.write_u64(u64::from_le_bytes([a, b, c, d, e, 0, 0, 0]));
+    }
+}
 
 /// The reason a string is not a [`LinkId`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +81,17 @@ impl fmt::Debug for LinkId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_character_of_an_id_goes_into_its_hash() {
+        let hash = |id: &str| {
+            std::hash::BuildHasher::hash_one(&foldhash::fast::FixedState::with_seed(1), LinkId::parse(id).unwrap())
+        };
+        assert_eq!(hash("H83if"), hash("H83if"));
+        for other in ["h83if", "H93if", "H8Xif", "H83Xf", "H83iF"] {
+            assert_ne!(hash("H83if"), hash(other), "{other}");
+        }
+    }
 
     #[test]
     fn accepts_five_alphanumerics_case_sensitively() {
