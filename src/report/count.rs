@@ -441,7 +441,7 @@ pub struct LinkTally {
 }
 
 /// Redirects of one UTC day.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DayCount {
     /// `YYYY-MM-DD` in JSON.
     pub day: Day,
@@ -454,20 +454,22 @@ pub struct DayCount {
 /// Two lists of days in day order as one, a day in both summed.
 pub fn merge_days(a: &[DayCount], b: &[DayCount]) -> Vec<DayCount> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
-    loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.day == y.day => {
-                let (x, y) = (a.next().expect("peeked"), b.next().expect("peeked"));
-                DayCount { human: x.human + y.human, bot: x.bot + y.bot, ..x.clone() }
-            }
-            (Some(x), Some(y)) if x.day < y.day => a.next().expect("peeked").clone(),
-            (Some(_), Some(_)) | (None, Some(_)) => b.next().expect("peeked").clone(),
-            (Some(_), None) => a.next().expect("peeked").clone(),
-            (None, None) => return out,
-        };
-        out.push(next);
+    let (mut i, mut j) = (0, 0);
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        out.push(if x.day == y.day {
+            (i, j) = (i + 1, j + 1);
+            DayCount { day: x.day, human: x.human + y.human, bot: x.bot + y.bot }
+        } else if x.day < y.day {
+            i += 1;
+            *x
+        } else {
+            j += 1;
+            *y
+        });
     }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// What a redirect line changes in its version, kept apart from the rest of the version: a
