@@ -491,11 +491,11 @@ mod tests {
                 cases.push(case.to_vec());
             }
         }
-        for (year, month, day) in [1900, 2000, 2023, 2024, 2100]
+        for (year, month, day) in [0, 4, 1900, 2000, 2023, 2024, 2100, 9999]
             .iter()
             .flat_map(|y| (0..=13).flat_map(move |m| (0..=32).map(move |d| (y, m, d))))
         {
-            cases.push(format!("{year}{month:02}{day:02}235959.9").into_bytes());
+            cases.push(format!("{year:04}{month:02}{day:02}235959.9").into_bytes());
         }
         for case in &cases {
             assert_eq!(Stamp::parse(case), stamp_by_the_calendar(case), "{}", String::from_utf8_lossy(case));
