@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -111,7 +112,13 @@ impl ReportArgs {
             let fail = |source| ReportCommandError::Write { where_: where_.clone(), source };
             let mut out: Box<dyn Write> = match &self.out {
                 Some(path) => Box::new(BufWriter::new(File::create(path).map_err(fail)?)),
-                None => Box::new(BufWriter::new(io::stdout().lock())),
+                // Standard output's own file descriptor, not `io::stdout()`: that looks for the
+                // last newline in everything written through it, to flush lines as they end
+                // (measured: 2% of a JSON report's instructions, in its one-thread part).
+                None => {
+                    let fd = io::stdout().as_fd().try_clone_to_owned().map_err(fail)?;
+                    Box::new(BufWriter::with_capacity(1 << 16, File::from(fd)))
+                }
             };
             let printed = match self.format {
                 Format::Table => print::table(&report, &mut out),
