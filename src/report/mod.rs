@@ -111,3 +111,11 @@ pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, ReportError> 
     tally.settle();
     Ok(Report::new(tally, &sources, &pieces, options))
 }
+
+/// Asks for the cache line of `value` to be loaded, without waiting for it.
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    safe_arch::prefetch_t0(value);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
