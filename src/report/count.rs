@@ -369,11 +369,11 @@ impl Distinct {
 
 /// The digest of a tracking ID (its top 61 bits go in a [`Seen`]): the same in every thread and
 /// every run, so tallies merge. Its 30 bytes as four words (the last two overlapping), folded
-/// pairwise by 128-bit multiplies and the two results once more, as foldhash folds its input:
-/// a third of the instructions of hashing the array through `Hash`, which adds its length and
-/// takes the general path for byte strings. Every byte of the constants has its high bit set
-/// and a checked ID is ASCII, so no factor of the first two multiplies is ever zero (which
-/// would make the other word of its pair not count).
+/// pairwise by 128-bit multiplies and the two results once more, as foldhash folds its input
+/// (1.8% fewer instructions in a whole report than hashing the array through `Hash`, which
+/// adds its length and takes the general path for byte strings). Every byte of the constants
+/// has its high bit set and a checked ID is ASCII, so no factor of the first two multiplies is
+/// ever zero (which would make the other word of its pair not count).
 fn visitor_key(id: &[u8; 30]) -> u64 {
     let word = |at: usize| u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7].map(|i| id[at + i]));
     let fold = |a: u64, b: u64| {
@@ -1307,6 +1307,7 @@ mod tests {
         assert!(!cache.is_bot(FIREFOX.as_bytes()));
         assert!(!cache.is_bot(FIREFOX.as_bytes()), "from the cache");
     }
+
     #[test]
     fn visitor_digests_are_distinct_and_spread() {
         // Realistic IDs: issue seconds over a month, random hex (a fixed xorshift stream).
@@ -1331,7 +1332,7 @@ mod tests {
         digests.sort_unstable();
         digests.dedup();
         assert_eq!(digests.len(), n, "no two IDs share a 61-bit digest");
-        // About 195 per bucket, give or take 14: every bucket within six of those of it.
+        // About 195 per bucket, give or take 14: every bucket within six standard deviations.
         for buckets in [top, low] {
             assert!(
                 buckets.iter().all(|&b| (110..=280).contains(&b)),
