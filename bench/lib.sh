@@ -28,15 +28,21 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 # cpu_ticks PID...: user + system CPU the processes have used so far, in clock ticks (all threads).
 cpu_ticks() { for p in "$@"; do awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null; done | awk '{ s += $1 } END { print s + 0 }'; }
 # with_cpu PIDS COMMAND...: runs a wrk COMMAND and adds cpu_us= (the PIDS' CPU per request, in
-# microseconds) to its RESULT line: what a request costs the server, which wrk's own limits (it
-# shares the machine) do not hide the way they can hide throughput.
+# microseconds) and wrk_us= (wrk's own) to its RESULT line: what a request costs the server, which
+# wrk's own limits (it shares the machine) do not hide the way they can hide throughput, and what
+# it costs the client that shares the cores with it.
 with_cpu() {
   local pids=$1; shift
-  local before after
+  local before after line client TIMEFORMAT='%3U %3S'
   before=$(cpu_ticks $pids)
-  "$@" | grep RESULT | { read -r line; after=$(cpu_ticks $pids)
-    echo "$line cpu_us=$(echo "$line" | sed -n 's/.*requests=\([0-9]*\).*/\1/p' |
-      awk -v d=$((after - before)) -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", $1 ? d * 1e6 / hz / $1 : 0 }')"; }
+  # `time` reports wrk's user and system seconds on the group's stderr; wrk's own stderr is kept.
+  client=$({ { time "$@" 2>&3 >"$work/with_cpu.out"; } 2>&1; } 3>&2)
+  after=$(cpu_ticks $pids)
+  line=$(grep RESULT "$work/with_cpu.out")
+  echo "$line" | sed -n 's/.*requests=\([0-9]*\).*/\1/p' |
+    awk -v line="$line" -v d=$((after - before)) -v hz="$(getconf CLK_TCK)" -v client="$client" '{
+      split(client, c, " ")
+      printf "%s cpu_us=%.2f wrk_us=%.2f\n", line, $1 ? d * 1e6 / hz / $1 : 0, $1 ? (c[1] + c[2]) * 1e6 / $1 : 0 }'
 }
 
 # start_nginx DIR PORT WORKERS EVENTS: the reference server, nginx answering every path with the

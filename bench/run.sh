@@ -135,6 +135,14 @@ kill -TERM "$couchlink_pid"
 couchlink_exit=0; wait "$couchlink_pid" || couchlink_exit=$?
 logged=$(cat "$work"/logs/access.*.log | wc -l)
 
+# wrk and the server share the same cores: at full load the rate is about the cores over what a
+# request costs both, so the throughput ratio these costs allow is (wrk + nginx) / (wrk + couchlink).
+cpu_split=$(python3 -c '
+import sys
+server, nginx, wrk_c, wrk_n = map(float, sys.argv[1:])
+print(f"CPU split, c64       (wrk + nginx) / (wrk + couchlink) per request = {(wrk_n + nginx) / (wrk_c + server):.2f},"
+      f" the ratio these costs allow on shared cores; 1.2x needs couchlink at <= {(wrk_n + nginx) / 1.2 - wrk_c:.2f} us")
+' "$(med c64 couchlink cpu_us)" "$(med c64 nginx cpu_us)" "$(med c64 couchlink wrk_us)" "$(med c64 nginx wrk_us)")
 
 cat <<REPORT
 
@@ -147,7 +155,9 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s req/s  couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink rps)" "$(stat $row nginx rps)" "$(ratio "$(med $row couchlink rps)" "$(med $row nginx rps)")"
   printf '%-10s p99 us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink p99_us)" "$(stat $row nginx p99_us)" "$(ratio "$(med $row couchlink p99_us)" "$(med $row nginx p99_us)")"
   printf '%-10s CPU us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink cpu_us)" "$(stat2 $row nginx cpu_us)" "$(ratio "$(med $row couchlink cpu_us)" "$(med $row nginx cpu_us)")"
+  printf '%-10s wrk us vs couchlink %-21s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink wrk_us)" "$(stat2 $row nginx wrk_us)" "$(ratio "$(med $row couchlink wrk_us)" "$(med $row nginx wrk_us)")"
 done)
+${cpu_split}
 cold misses/s         ${cold}    CouchDB GETs ${direct}    $(ratio "$cold" "$direct")
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})
