@@ -9,7 +9,7 @@
 # `return 302` with a Set-Cookie and an access log) with 64 connections, with 1000, and with 16
 # requests pipelined per connection, in interleaved rounds (couchlink, nginx, nginx, couchlink,
 # ...), each row's median and spread; cold-miss throughput (couchlink vs CouchDB's
-# own doc GETs), edit-to-served latency over 200 edits, RSS per cached link, and whether the
+# own doc GETs, interleaved rounds on fresh IDs), edit-to-served latency over 200 edits, RSS per cached link, and whether the
 # access log holds exactly one line per response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,10 +61,46 @@ rss_start=$(python3 bench/helpers.py rss "$couchlink_pid")
 start_nginx "$work" "$nginx_port" "$workers" "worker_connections 4096;"
 wait_http "http://127.0.0.1:$nginx_port/abcde" || true
 
-echo "== $(date -u +%H:%M:%S) cold misses: every request an ID couchlink has not seen"
+# stat NAME WHO FIELD: "median (min-max)" of FIELD over the rounds.
+stat() {
+  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+# stat2: the same with two decimals (CPU microseconds per request).
+stat2() {
+  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }
+
+# Cold misses: each round gives couchlink and CouchDB each a slice of the list nobody has asked
+# for, so neither reads IDs the other just brought into CouchDB's caches, and who goes first
+# alternates (the first reads after the load are the slowest). sequential.lua wraps round to the
+# slice's start when it runs out, so a round that asked for more than its slice counts hits too:
+# the report says so. A round lasts as long as its slice takes at 1500 reads a second (at most
+# `seconds`), so with fewer links it is shorter than the other rows' rounds.
+slice=$((links / (2 * rounds)))
+cold_seconds=$((slice / 1500)); [ "$cold_seconds" -gt "$seconds" ] && cold_seconds=$seconds
+[ "$cold_seconds" -lt 1 ] && cold_seconds=1
+split -l "$slice" -d -a 3 "$BENCH_IDS" "$work/slice."
+echo "== $(date -u +%H:%M:%S) cold misses: $rounds rounds of ${cold_seconds}s each, a fresh slice of $slice IDs for each side"
 couch_auth=$(python3 bench/helpers.py auth couchlink-reader reader)
-cold=$(wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/sequential.lua "http://127.0.0.1:$proxy_port" | field rps)
-direct=$(BENCH_PREFIX=/links BENCH_AUTH=$couch_auth wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/sequential.lua "$couch" | field rps)
+: >"$work/cold.couchlink"; : >"$work/cold.couchdb"
+for round in $(seq 1 "$rounds"); do
+  order="couchdb couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink couchdb"
+  for who in $order; do
+    if [ "$who" = couchlink ]; then
+      BENCH_IDS=$(printf '%s/slice.%03d' "$work" $((2 * round - 2))) \
+        wrk -t"$threads" -c"$connections" -d"${cold_seconds}s" -s bench/sequential.lua "http://127.0.0.1:$proxy_port"
+    else
+      BENCH_IDS=$(printf '%s/slice.%03d' "$work" $((2 * round - 1))) BENCH_PREFIX=/links BENCH_AUTH=$couch_auth \
+        wrk -t"$threads" -c"$connections" -d"${cold_seconds}s" -s bench/sequential.lua "$couch"
+    fi | grep RESULT >>"$work/cold.$who"
+  done
+done
+cold=$(med cold couchlink rps)
+direct=$(med cold couchdb rps)
+wrapped=$(cat "$work"/cold.* | tr ' ' '\n' | sed -n 's/^requests=//p' | awk -v n="$slice" '$1 > n { w++ } END { print w + 0 }')
 
 echo "== $(date -u +%H:%M:%S) warming the cache with every link"
 # Walks the list (links already held are quick hits) for as long as the cold rate says it
@@ -103,17 +139,6 @@ rows() {
     done
   done
 }
-# stat NAME WHO FIELD: "median (min-max)" of FIELD over the rounds.
-stat() {
-  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
-    awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
-}
-# stat2: the same with two decimals (CPU microseconds per request).
-stat2() {
-  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
-    awk '{ v[NR] = $1 } END { printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
-}
-med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }
 ulimit -n 65536 2>/dev/null || true
 rows c64 "$connections" random.lua
 rows c1000 1000 random.lua
@@ -158,7 +183,7 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s wrk us vs couchlink %-21s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink wrk_us)" "$(stat2 $row nginx wrk_us)" "$(ratio "$(med $row couchlink wrk_us)" "$(med $row nginx wrk_us)")"
 done)
 ${cpu_split}
-cold misses/s         ${cold}    CouchDB GETs ${direct}    $(ratio "$cold" "$direct")
+cold misses/s    couchlink $(stat cold couchlink rps)    CouchDB GETs $(stat cold couchdb rps)    $(ratio "$cold" "$direct")   ($rounds interleaved rounds x ${cold_seconds}s; $([ "$wrapped" -eq 0 ] && echo "every request a miss" || echo "$wrapped rounds ran past their slice and counted cache hits: raise BENCH_LINKS"))
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})
 RSS per cached link   $(( (rss_warm - rss_half) * 1024 / (cached - cached_half) )) bytes for each link past the first $cached_half (RSS ${rss_start} KiB empty, ${rss_half} at $cached_half links, ${rss_warm} at $cached)
