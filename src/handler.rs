@@ -83,10 +83,12 @@ impl Settings {
     }
 
     /// Whether this request goes untracked: privacy signals honoured, and one of them set.
-    /// Global Privacy Control (`Sec-GPC: 1`) and Do Not Track (`DNT: 1`) mean the same here.
+    /// Global Privacy Control (`Sec-GPC: 1`) and Do Not Track (`DNT: 1`) mean the same here,
+    /// and any instance saying `1` counts: a client that sends both `0` and `1` asked not to be
+    /// tracked.
     fn untracked(&self, headers: &Headers<'_>) -> bool {
         self.honor_privacy_signals
-            && ["sec-gpc", "dnt"].iter().any(|name| headers.get(name).is_some_and(|v| v.trim_ascii() == b"1"))
+            && ["sec-gpc", "dnt"].iter().any(|name| headers.all(name).any(|v| v.trim_ascii() == b"1"))
     }
 }
 
@@ -132,7 +134,7 @@ pub async fn handle(app: &App, request: &Request<'_>, peer: SocketAddr, persiste
         }
     };
     let tracking = (!app.settings.untracked(headers))
-        .then(|| tracking_cookie(headers, &app.settings.cookie_name).unwrap_or_else(|| TrackingId::generate(now)));
+        .then(|| tracking_cookie(headers, &app.settings.cookie_name, now).unwrap_or_else(|| TrackingId::generate(now)));
     let head = Head { version: request.version, omit_body: request.is_head(), persistence, now };
     let status = write_response(out, &outcome, tracking.as_ref(), &app.settings, head);
     app.log.write(&Entry {
@@ -316,13 +318,13 @@ async fn invitation(store: &LinkStore, path: &str, now: OffsetDateTime) -> Optio
     }
 }
 
-/// The first valid tracking ID among the request's cookies of that name.
-fn tracking_cookie(headers: &Headers<'_>, name: &str) -> Option<TrackingId> {
+/// The first valid tracking ID among the request's cookies of that name, at `now`.
+fn tracking_cookie(headers: &Headers<'_>, name: &str, now: OffsetDateTime) -> Option<TrackingId> {
     headers.all("cookie").find_map(|value| {
         let text = String::from_utf8_lossy(value);
         cookie::Cookie::split_parse(text.as_ref())
             .flatten()
-            .find_map(|c| (c.name() == name).then(|| TrackingId::parse(c.value())).flatten())
+            .find_map(|c| (c.name() == name).then(|| TrackingId::parse_received(c.value(), now)).flatten())
     })
 }
 
@@ -465,7 +467,8 @@ mod tests {
     use super::*;
 
     fn tracking_in(cookie: &'static str) -> Option<TrackingId> {
-        tracking_cookie(&Headers(&[httparse::Header { name: "Cookie", value: cookie.as_bytes() }]), "tid")
+        let now = time::macros::datetime!(2026-11-23 12:00:00 UTC);
+        tracking_cookie(&Headers(&[httparse::Header { name: "Cookie", value: cookie.as_bytes() }]), "tid", now)
     }
 
     #[test]
@@ -474,6 +477,22 @@ mod tests {
         assert_eq!(found.unwrap().as_str(), "20261122101733a3f9c1e2b7d4e601");
         assert!(tracking_in("tid=20261122101733A3F9C1E2B7D4E6012F").is_none());
         assert!(tracking_in("xtid=20261122101733a3f9c1e2b7d4e601").is_none());
+        // An impossible time first, a real one after: the real one is taken.
+        let found = tracking_in("tid=99991399999999a3f9c1e2b7d4e601; tid=20261122101733a3f9c1e2b7d4e601");
+        assert_eq!(found.unwrap().as_str(), "20261122101733a3f9c1e2b7d4e601");
+        assert!(tracking_in("tid=20271122101733a3f9c1e2b7d4e601").is_none(), "a year ahead");
+    }
+
+    #[test]
+    fn any_privacy_signal_saying_1_counts() {
+        let settings = Settings::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid", TrustedProxies::default());
+        let settings = Settings { honor_privacy_signals: true, ..settings };
+        let h = |pairs: &[(&'static str, &'static str)]| -> Vec<httparse::Header<'static>> {
+            pairs.iter().map(|(name, value)| httparse::Header { name, value: value.as_bytes() }).collect()
+        };
+        assert!(settings.untracked(&Headers(&h(&[("Sec-GPC", "0"), ("Sec-GPC", "1")]))));
+        assert!(settings.untracked(&Headers(&h(&[("DNT", "0"), ("dnt", " 1 ")]))));
+        assert!(!settings.untracked(&Headers(&h(&[("Sec-GPC", "0"), ("DNT", "0")]))));
     }
 
     fn written(outcome: &Outcome, settings: &Settings, omit_body: bool) -> String {

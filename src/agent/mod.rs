@@ -7,7 +7,9 @@
 //! - [`envelope`]: encrypted and signed messages opened (sender checked), replies sealed.
 //! - [`protocol`]: the Shorten URL messages checked, and the replies and problem reports built.
 //! - [`server`]: the listener: messages in, links through CouchDB, replies out.
+//! - [`delivery`]: replies POSTed to senders' endpoints, never to an address a stranger picks.
 
+pub mod delivery;
 pub mod envelope;
 pub mod identity;
 pub mod peer_did;

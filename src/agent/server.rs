@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use super::delivery::Delivery;
 use super::envelope::{self, KidStyle, Opened, Sender};
 use super::identity::Identity;
 use super::peer_did::PeerDid;
@@ -76,8 +77,8 @@ pub struct Agent {
     pub max_validity: Option<u64>,
     /// Plaintext messages accepted (development only: they prove no sender).
     pub accept_plaintext: bool,
-    /// For replies sent to senders' endpoints.
-    pub http: reqwest::Client,
+    /// Replies sent to senders' endpoints, under the endpoint policy.
+    pub delivery: Delivery,
 }
 
 /// What the agent answers a message with, before sealing.
@@ -129,12 +130,8 @@ impl Agent {
             Err(e @ envelope::EnvelopeError::UnknownSender { .. }) => {
                 // A DID that does not resolve offline: no key to encrypt an answer to, so the
                 // problem report goes back in plaintext (it holds nothing but the reason).
-                let report = json!({"type": protocol::PROBLEM_REPORT, "id": uuid::Uuid::new_v4().to_string(),
-                    "body": {"code": "e.p.did", "comment": format!("{e}; this agent resolves did:peer:2 and did:key DIDs")}});
-                let mut response = json_response(&report);
-                *response.status_mut() = StatusCode::BAD_REQUEST;
-                response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(PLAIN));
-                return response;
+                let comment = format!("{e}; this agent resolves did:peer:2 and did:key DIDs");
+                return plaintext_problem(StatusCode::BAD_REQUEST, "e.p.did", &comment);
             }
             Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
         };
@@ -142,8 +139,24 @@ impl Agent {
         if !addressed {
             return plain(StatusCode::BAD_REQUEST, "the message's \"to\" does not name this agent");
         }
+        if !opened.message["from"].is_string() {
+            // Nobody could be told the short URL, so none is made.
+            return plaintext_problem(
+                StatusCode::BAD_REQUEST,
+                "e.p.msg.no-sender",
+                "the message has no \"from\": nobody could be told the answer, so nothing was done",
+            );
+        }
+        if !self.allow.admits(&opened.sender) {
+            // A refused sender never makes the agent send anything anywhere: its report goes
+            // back in this response only.
+            let report = json!({"type": protocol::PROBLEM_REPORT, "id": uuid::Uuid::new_v4().to_string(),
+                "pthid": protocol::thread_of(&opened.message),
+                "body": {"code": "e.p.trust", "comment": "this url-shortener does not take requests from this sender (COUCHLINK_AGENT_ALLOW)"}});
+            return self.answer(&opened, Ok(Reply { message: report }), media == PLAIN, true).await;
+        }
         let reply = self.handle(&opened).await;
-        self.answer(&opened, reply, media == PLAIN).await
+        self.answer(&opened, reply, media == PLAIN, false).await
     }
 
     /// The reply to an opened message: a protocol message or a problem report.
@@ -151,12 +164,6 @@ impl Agent {
         let message = &opened.message;
         let id = || uuid::Uuid::new_v4().to_string();
         let problem = |p: Problem| Ok(Reply { message: p.report(id(), message) });
-        if !self.allow.admits(&opened.sender) {
-            return Ok(Reply {
-                message: json!({"type": protocol::PROBLEM_REPORT, "id": id(), "pthid": protocol::thread_of(message),
-                    "body": {"code": "e.p.trust", "comment": "this url-shortener does not take requests from this sender (COUCHLINK_AGENT_ALLOW)"}}),
-            });
-        }
         let body = &message["body"];
         match message["type"].as_str() {
             Some(protocol::REQUEST_SHORTENED_URL) => {
@@ -272,22 +279,23 @@ impl Agent {
         Err(CouchError::Refused { status: 409, error: "conflict".into(), reason: format!("{id} keeps changing") })
     }
 
-    /// Sends `reply` where the sender asked: in the HTTP response (`return_route: all`), or
-    /// to its DIDComm endpoint (then `202 Accepted` here). Sealed for the sender, but for a
-    /// plaintext message (development only), answered in plaintext.
+    /// Sends `reply` where the sender asked: in the HTTP response (`return_route: all`, or
+    /// `in_response`), or to its DIDComm endpoint (then `202 Accepted` here, or `502` when it
+    /// could not be delivered). Sealed for the sender, but for a plaintext message
+    /// (development only), answered in plaintext. The message must have a `from`.
     async fn answer(
         &self,
         opened: &Opened,
         reply: Result<Reply, Box<CouchError>>,
         plaintext: bool,
+        in_response: bool,
     ) -> Response<Full<Bytes>> {
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => return unavailable(&e),
         };
         let Some(to) = opened.message["from"].as_str() else {
-            // Anonymous and without a `from`: nobody to answer.
-            return plain(StatusCode::ACCEPTED, "received; the message has no \"from\" to answer");
+            return plain(StatusCode::BAD_REQUEST, "the message has no \"from\" to answer");
         };
         let mut message = reply.message;
         message["from"] = json!(self.me.did);
@@ -301,9 +309,13 @@ impl Agent {
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &format!("cannot answer {to}: {e}")),
             }
         };
-        if opened.message["return_route"] == "all" {
+        if opened.message["return_route"] == "all" || in_response {
             let mut response = Response::new(Full::new(Bytes::from(sealed)));
             response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(media));
+            if opened.message["return_route"] != "all" {
+                // Asked to be answered elsewhere, and refused: said in this response alone.
+                *response.status_mut() = StatusCode::FORBIDDEN;
+            }
             return response;
         }
         let endpoint = super::peer_did::resolve(to).ok().and_then(|p| p.services.into_iter().next()).map(|s| s.uri);
@@ -313,13 +325,14 @@ impl Agent {
                 "the sender has no DIDComm endpoint: ask with \"return_route\": \"all\"",
             );
         };
-        let sent = self.http.post(&endpoint).header("Content-Type", media).body(sealed).send().await;
-        match sent {
-            Ok(r) if r.status().is_success() => plain(StatusCode::ACCEPTED, "answered at the sender's endpoint"),
-            Ok(r) => {
-                plain(StatusCode::BAD_GATEWAY, &format!("the sender's endpoint {endpoint} answered {}", r.status()))
+        // The sender learns "delivered" or "not delivered", never what its endpoint answered:
+        // otherwise the agent would be a way to read addresses only it can reach.
+        match self.delivery.deliver(&endpoint, media, sealed).await {
+            Ok(()) => plain(StatusCode::ACCEPTED, "delivered"),
+            Err(e) => {
+                tracing::info!("agent: reply to {to} not delivered: {e}");
+                plain(StatusCode::BAD_GATEWAY, "not delivered")
             }
-            Err(e) => plain(StatusCode::BAD_GATEWAY, &format!("the sender's endpoint {endpoint} is unreachable: {e}")),
         }
     }
 }
@@ -344,6 +357,16 @@ fn unavailable(e: &CouchError) -> Response<Full<Bytes>> {
     let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, "the link store is unavailable; try again shortly");
     r.headers_mut().insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("5"));
     r
+}
+
+/// A problem report in plaintext, for a message that cannot be answered sealed.
+fn plaintext_problem(status: StatusCode, code: &str, comment: &str) -> Response<Full<Bytes>> {
+    let report = json!({"type": protocol::PROBLEM_REPORT, "id": uuid::Uuid::new_v4().to_string(),
+        "body": {"code": code, "comment": comment}});
+    let mut response = json_response(&report);
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(PLAIN));
+    response
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {

@@ -11,6 +11,7 @@ use clap::Args;
 use tokio::net::TcpListener;
 
 use super::CouchArgs;
+use crate::agent::delivery::{Delivery, EndpointPolicy};
 use crate::agent::identity::{Identity, KeysError};
 use crate::agent::peer_did;
 use crate::agent::server::{Agent, Allow};
@@ -42,6 +43,15 @@ pub struct AgentArgs {
     /// Accept plaintext messages, which prove no sender (development only).
     #[arg(long, env = "COUCHLINK_AGENT_DEV_PLAINTEXT")]
     pub dev_plaintext: bool,
+    /// Deliver replies to senders' http:// endpoints too, not only https:// (development only).
+    #[arg(long, env = "COUCHLINK_AGENT_ALLOW_HTTP_ENDPOINTS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_http_endpoints: bool,
+    /// Deliver replies to loopback, private, link-local and unique-local addresses too (never to CouchDB's own).
+    #[arg(long, env = "COUCHLINK_AGENT_ALLOW_PRIVATE_ENDPOINTS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_private_endpoints: bool,
+    /// The most replies being delivered to senders' endpoints at once; past it, "not delivered".
+    #[arg(long, env = "COUCHLINK_AGENT_MAX_DELIVERIES", default_value_t = 64)]
+    pub max_deliveries: usize,
     /// The short links' base URL, e.g. https://0x1f.ie (needed to serve, not to print the DID).
     #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
     pub short_url_base: Option<PublicUrl>,
@@ -120,6 +130,11 @@ pub async fn run(
     if allow == Allow::Dids(vec![]) {
         tracing::warn!("COUCHLINK_AGENT_ALLOW is empty: every request gets a problem report");
     }
+    let policy = EndpointPolicy {
+        allow_http: args.allow_http_endpoints,
+        allow_private: args.allow_private_endpoints,
+        couchdb: couchdb_addresses(&args.couch.couchdb_url).await,
+    };
     let agent = Agent {
         identity,
         me,
@@ -128,10 +143,19 @@ pub async fn run(
         allow,
         max_validity: (args.max_validity > 0).then_some(args.max_validity),
         accept_plaintext: args.dev_plaintext,
-        http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build().map_err(CouchError::Client)?,
+        delivery: Delivery::new(policy, args.max_deliveries.max(1)),
     };
     tracing::info!("DIDComm agent on http://{bound} as {did}");
     let limits = crate::accept::Limits::new(1024, Duration::from_secs(10));
     crate::accept::run(listener, Arc::new(agent), limits, shutdown, Duration::from_secs(10)).await;
     Ok(())
+}
+
+/// The addresses CouchDB's URL names, which replies must never go to (none when it does not
+/// resolve now: it is then no address the agent could be sent to either).
+async fn couchdb_addresses(url: &str) -> Vec<SocketAddr> {
+    let Ok(url) = url::Url::parse(url) else { return Vec::new() };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else { return Vec::new() };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    tokio::net::lookup_host((host, port)).await.map(Iterator::collect).unwrap_or_default()
 }

@@ -17,6 +17,19 @@ const STAMP_LEN: usize = 14;
 const ISSUED_HEX: usize = 16;
 const LEN: usize = STAMP_LEN + ISSUED_HEX;
 
+/// How far ahead of this server's clock a received ID's stamp may be: another proxy of the same
+/// service, with its own clock, may have issued it.
+pub const CLOCK_SKEW: time::Duration = time::Duration::minutes(1);
+
+/// Whether 14 digits `yyyymmddhhmmss` name a second of the calendar (leap seconds, which
+/// couchlink never writes, are not).
+fn is_real_utc_second(stamp: &[u8]) -> bool {
+    let number = |range: std::ops::Range<usize>| stamp[range].iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
+    let Ok(month) = time::Month::try_from(number(4..6) as u8) else { return false };
+    time::Date::from_calendar_date(number(0..4) as i32, month, number(6..8) as u8).is_ok()
+        && time::Time::from_hms(number(8..10) as u8, number(10..12) as u8, number(12..14) as u8).is_ok()
+}
+
 impl TrackingId {
     /// Accepts only a value of exactly the issued form; anything else gets a new ID.
     ///
@@ -43,6 +56,26 @@ impl TrackingId {
         let ok = stamp.iter().fold(true, |ok, b| ok & b.is_ascii_digit())
             & random.iter().fold(true, |ok, b| ok & matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         ok.then_some(bytes)
+    }
+
+    /// A tracking ID a client sent back at `now`: of the issued form, and stamped with a real
+    /// UTC second no later than `now` plus [`CLOCK_SKEW`]. An impossible stamp (month 13, all
+    /// zeros) or one from the future would otherwise be echoed for two years, and the report
+    /// would take that time to decide whether the visitor is new.
+    ///
+    /// ```
+    /// use couchlink::domain::TrackingId;
+    /// use time::macros::datetime;
+    /// let now = datetime!(2026-11-22 10:20:00 UTC);
+    /// assert!(TrackingId::parse_received("20261122101733a3f9c1e2b7d4e601", now).is_some());
+    /// assert!(TrackingId::parse_received("99991399999999a3f9c1e2b7d4e601", now).is_none());
+    /// ```
+    pub fn parse_received(s: &str, now: OffsetDateTime) -> Option<Self> {
+        let id = Self::parse(s)?;
+        let mut latest = [0u8; STAMP_LEN];
+        write_compact_timestamp(now + CLOCK_SKEW, &mut latest);
+        // Equal-length digit strings: byte order is time order.
+        (is_real_utc_second(id.issued()) && id.issued() <= &latest[..]).then_some(id)
     }
 
     /// A new ID issued at `now` (converted to UTC).
@@ -153,6 +186,30 @@ mod tests {
             "2026112210173éa3f9c1e2b7d4e60", // 30 bytes, one of them not ASCII
         ] {
             assert!(TrackingId::parse(bad).is_none(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn received_ids_must_carry_a_real_time_not_in_the_future() {
+        let now = datetime!(2026-11-22 10:20:00 UTC);
+        for good in [
+            "20261122101733a3f9c1e2b7d4e601", // minutes ago
+            "20240229235959a3f9c1e2b7d4e601", // a leap day
+            "20261122102100a3f9c1e2b7d4e601", // within the minute of skew
+            "00000101000000a3f9c1e2b7d4e601", // the year 0 is a real (if odd) year
+        ] {
+            assert!(TrackingId::parse_received(good, now).is_some(), "{good}");
+        }
+        for bad in [
+            "99991399999999a3f9c1e2b7d4e601", // month 13
+            "00000000000000a3f9c1e2b7d4e601", // month 0, day 0
+            "20250229120000a3f9c1e2b7d4e601", // not a leap year
+            "20261122246000a3f9c1e2b7d4e601", // hour 24
+            "20261122105960a3f9c1e2b7d4e601", // second 60
+            "20261122102101a3f9c1e2b7d4e601", // past the minute of skew
+            "99991231235959a3f9c1e2b7d4e601", // the far future
+        ] {
+            assert!(TrackingId::parse_received(bad, now).is_none(), "{bad}");
         }
     }
 

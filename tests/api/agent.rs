@@ -290,7 +290,8 @@ async fn strangers_anonymous_senders_and_malformed_posts_are_turned_away() {
 #[tokio::test]
 async fn without_return_route_the_answer_goes_to_the_wallets_endpoint_and_links_expire() {
     let app = spawn_app().await;
-    let agent = spawn_agent(&app, &[]).await;
+    // The wallet's endpoint is plain http on loopback: both allowed only by the flags.
+    let agent = spawn_agent(&app, &[("--allow-http-endpoints", "true"), ("--allow-private-endpoints", "true")]).await;
     // The wallet's DIDComm endpoint: one POST, kept.
     let inbox = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let wallet = Peer::new(&format!("http://{}/inbox", inbox.local_addr().unwrap()));
@@ -424,4 +425,118 @@ async fn unresolvable_senders_get_a_problem_report_and_plaintext_needs_the_devel
 
 fn message_json(from: &Peer, to: &str, body: Value) -> String {
     message(REQUEST, "p-1", from, to, body).to_string()
+}
+
+/// A listener of the test's own that counts the connections reaching it and answers each with
+/// `response`.
+struct Counting {
+    url: String,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Counting {
+    async fn start(response: &'static str) -> Counting {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/inbox", listener.local_addr().unwrap());
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 65536];
+                    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), stream.read(&mut buf)).await;
+                    let _ = stream.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        Counting { url, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A request that asks to be answered at the sender's endpoint (no `return_route`).
+fn to_endpoint(id: &str, from: &Peer, to: &str) -> Value {
+    let mut m = message(REQUEST, id, from, to, json!({"url": "https://example.com/", "goal_code": "shorten"}));
+    m.as_object_mut().unwrap().remove("return_route");
+    m
+}
+
+#[tokio::test]
+async fn the_agent_never_fetches_for_strangers_nor_tells_what_an_endpoint_answered() {
+    let app = spawn_app().await;
+    let ok = "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+    let inbox = Counting::start(ok).await;
+    let stranger = Peer::new(&inbox.url);
+    let wallet = Peer::new(&inbox.url);
+    let open = [("--allow-http-endpoints", "true"), ("--allow-private-endpoints", "true")];
+    let allowing_wallet = [open[0], open[1], ("--allow", wallet.did.as_str())];
+
+    // 1. A sender the allow list refuses: its report in this response only, no request out.
+    let agent = spawn_agent(&app, &allowing_wallet).await;
+    let before = documents(&app).await;
+    let envelope = stranger.pack("authcrypt", &to_endpoint("s-1", &stranger, &agent.did), &agent.did);
+    let (status, body) = agent.post(couchlink::agent::server::ENCRYPTED, envelope).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(stranger.unpack(&body)["message"]["body"]["code"], "e.p.trust");
+    assert_eq!(inbox.hits(), 0, "a refused sender made the agent send a request");
+    assert_eq!(documents(&app).await, before);
+
+    // 2. Plain http and loopback endpoints, each refused unless its flag allows it.
+    for flags in [&[][..], &[open[0]], &[open[1]]] {
+        let agent = spawn_agent(&app, flags).await;
+        let envelope = wallet.pack("authcrypt", &to_endpoint("s-2", &wallet, &agent.did), &agent.did);
+        let (status, body) = agent.post(couchlink::agent::server::ENCRYPTED, envelope).await;
+        assert_eq!((status, body.as_str()), (502, "not delivered\n"), "{flags:?}");
+        assert_eq!(inbox.hits(), 0, "{flags:?}: an endpoint the policy refuses got a request");
+    }
+
+    // 3. CouchDB's own address is never an endpoint, whatever the flags say.
+    let couchdb = Peer::new(&format!("{}/_users", app.db.couch.url));
+    let agent = spawn_agent(&app, &open).await;
+    let envelope = couchdb.pack("authcrypt", &to_endpoint("s-3", &couchdb, &agent.did), &agent.did);
+    assert_eq!(agent.post(couchlink::agent::server::ENCRYPTED, envelope).await, (502, "not delivered\n".into()));
+
+    // 4. A redirect is not followed, and neither its status nor a body is reported back.
+    let target = Counting::start(ok).await;
+    let redirect: &'static str = Box::leak(
+        format!("HTTP/1.1 302 Found\r\nlocation: {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n", target.url)
+            .into_boxed_str(),
+    );
+    let redirecting = Counting::start(redirect).await;
+    let secret =
+        Counting::start("HTTP/1.1 500 Oops\r\ncontent-length: 21\r\nconnection: close\r\n\r\ncouchlink_secret_word")
+            .await;
+    for endpoint in [&redirecting, &secret] {
+        let sender = Peer::new(&endpoint.url);
+        let envelope = sender.pack("authcrypt", &to_endpoint("s-4", &sender, &agent.did), &agent.did);
+        assert_eq!(agent.post(couchlink::agent::server::ENCRYPTED, envelope).await, (502, "not delivered\n".into()));
+        assert_eq!(endpoint.hits(), 1);
+    }
+    assert_eq!(target.hits(), 0, "a redirect was followed");
+
+    // 5. A working endpoint: "delivered", nothing more.
+    let envelope = wallet.pack("authcrypt", &to_endpoint("s-5", &wallet, &agent.did), &agent.did);
+    assert_eq!(agent.post(couchlink::agent::server::ENCRYPTED, envelope).await, (202, "delivered\n".into()));
+    assert_eq!(inbox.hits(), 1);
+}
+
+#[tokio::test]
+async fn a_message_without_a_sender_stores_nothing_and_gets_a_problem_report() {
+    let app = spawn_app().await;
+    let agent = spawn_agent(&app, &[("--dev-plaintext", "")]).await;
+    let wallet = Peer::new("http://127.0.0.1:9/w");
+    let mut message =
+        message(REQUEST, "n-1", &wallet, &agent.did, json!({"url": "https://example.com/", "goal_code": "shorten"}));
+    message.as_object_mut().unwrap().remove("from");
+    let before = documents(&app).await;
+    let (status, answer) = agent.post(couchlink::agent::server::PLAIN, message.to_string()).await;
+    assert_eq!(status, 400, "{answer}");
+    let report: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(report["type"], couchlink::agent::protocol::PROBLEM_REPORT, "{report}");
+    assert_eq!(documents(&app).await, before, "a link nobody is told about was stored");
 }

@@ -50,6 +50,10 @@ async fn a_malformed_tracking_id_is_replaced() {
         "20250101000000aaaaaaaaaaaaaaaaaa", // 18 hex digits: never issued
         "2025010100000xaaaaaaaaaaaaaaaa",
         "\"20250101000000aaaaaaaaaaaaaaaa\"",
+        // The right form, an impossible or future time: never echoed for two years.
+        "99991399999999aaaaaaaaaaaaaaaa",
+        "00000000000000aaaaaaaaaaaaaaaa",
+        "99991231235959aaaaaaaaaaaaaaaa",
     ] {
         let response =
             app.http.get(format!("{}/Nopee", app.base)).header("cookie", format!("tid={bad}")).send().await.unwrap();
@@ -72,25 +76,23 @@ async fn the_cookie_is_secure_when_the_public_url_is_https() {
 async fn honoured_privacy_signals_mean_no_cookie_and_a_dash_in_the_log() {
     let app = spawn_app_with(AppOptions::args(&[("--honor-privacy-signals", "true")])).await;
     app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
-    for (name, value) in [("sec-gpc", "1"), ("dnt", "1")] {
-        let response = app
-            .http
-            .get(format!("{}/H83if", app.base))
-            .header(name, value)
-            .header("cookie", "tid=20250101000000aaaaaaaaaaaaaaaa")
-            .send()
-            .await
-            .unwrap();
+    // Any instance saying 1 counts, not only the first.
+    for (name, values) in [("sec-gpc", &["1"][..]), ("dnt", &["1"]), ("sec-gpc", &["0", "1"])] {
+        let mut request = app.http.get(format!("{}/H83if", app.base));
+        for value in values {
+            request = request.header(name, *value);
+        }
+        let response = request.header("cookie", "tid=20250101000000aaaaaaaaaaaaaaaa").send().await.unwrap();
         assert_redirects_to(&response, "https://example.com/");
-        assert!(response.headers().get("set-cookie").is_none(), "{name}: {value} still set a cookie");
+        assert!(response.headers().get("set-cookie").is_none(), "{name}: {values:?} still set a cookie");
     }
     // No signal (or a 0): tracked as ever.
     let response = app.http.get(format!("{}/H83if", app.base)).header("dnt", "0").send().await.unwrap();
     assert!(is_fresh_tracking_id(&tracking_cookie(&response)));
-    let lines = app.wait_for_log_lines(3).await;
+    let lines = app.wait_for_log_lines(4).await;
     let third: Vec<&str> = lines.iter().map(|l| l.split(' ').nth(2).unwrap()).collect();
-    assert_eq!(&third[..2], ["-", "-"], "{lines:?}");
-    assert!(is_fresh_tracking_id(third[2]), "{lines:?}");
+    assert_eq!(&third[..3], ["-", "-", "-"], "{lines:?}");
+    assert!(is_fresh_tracking_id(third[3]), "{lines:?}");
     assert!(lines.iter().all(|l| l.split(' ').count() == 7), "the redirect itself is unchanged: {lines:?}");
 }
 
