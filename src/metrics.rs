@@ -25,6 +25,7 @@ pub struct Metrics {
     couch_latency_micros: AtomicU64,
     feed_reconnects: AtomicU64,
     feed_changes: AtomicU64,
+    unusable_documents: AtomicU64,
     workers: AtomicUsize,
     connections: [AtomicU64; WORKER_SLOTS],
 }
@@ -45,7 +46,7 @@ pub struct Gauges {
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 10] = [
+const PLAIN: [Plain; 11] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -69,6 +70,12 @@ const PLAIN: [Plain; 10] = [
     ("couchlink_feed_changes_total", "counter", "Changes applied from the _changes feed.", |m, _| {
         m.feed_changes.load(Relaxed)
     }),
+    (
+        "couchlink_unusable_documents_total",
+        "counter",
+        "Link documents read that cannot be served (wrong types, a target not in canonical form): each answers 404.",
+        |m, _| m.unusable_documents.load(Relaxed),
+    ),
     ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log_lines_written),
     ("couchlink_access_log_lines_failed_total", "counter", "Access log lines the disk refused.", |_, g| {
         g.log_lines_failed
@@ -120,6 +127,11 @@ impl Metrics {
     /// Counts one change applied from the feed.
     pub fn feed_change(&self) {
         self.feed_changes.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a link document read that cannot be served.
+    pub fn unusable_document(&self) {
+        self.unusable_documents.fetch_add(1, Relaxed);
     }
 
     /// How many threads serve redirects (each gets its connection count).

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -77,7 +77,13 @@ pub struct LinkStore {
     /// known ID or not, so that a page read before a change cannot be stored after it.
     warming: AtomicBool,
     capacity: usize,
+    /// The last revision of each unusable document warned about, so that each is warned about
+    /// once however often it is read (emptied when it grows large; a warning then repeats).
+    warned: Mutex<Map<Option<Box<str>>>>,
 }
+
+/// How many unusable documents [`LinkStore`] remembers having warned about.
+const WARNED_LIMIT: usize = 10_000;
 
 impl LinkStore {
     /// A store reading through `couch`, holding at most `capacity` entries, with at most
@@ -96,6 +102,7 @@ impl LinkStore {
             cold_read_limit: cold_reads,
             warming: AtomicBool::new(false),
             capacity,
+            warned: Mutex::default(),
         }
     }
 
@@ -188,7 +195,7 @@ impl LinkStore {
         let started = Instant::now();
         let result = self.couch.get_link(&id).await;
         self.metrics.couch_request(started.elapsed(), result.is_err());
-        result.map(|doc| doc.and_then(|doc| parse(id, doc))).map_err(|e| Unavailable::Couch(Arc::new(e)))
+        result.map(|doc| doc.and_then(|doc| self.parse(id, doc))).map_err(|e| Unavailable::Couch(Arc::new(e)))
     }
 
     fn insert_ready(&self, shard: &mut Shard, id: LinkId, found: Found) {
@@ -208,13 +215,7 @@ impl LinkStore {
     /// request reads them fresh. Idempotent, so replayed changes are harmless.
     pub fn apply_change(&self, id: &str, doc: Option<Value>) {
         let Ok(id) = LinkId::parse(id) else { return }; // design documents and the like
-        let found = doc.and_then(|doc| match serde_json::from_value::<LinkDoc>(doc) {
-            Ok(doc) => parse(id, doc),
-            Err(e) => {
-                tracing::warn!("link document {id} cannot be served: {e}");
-                None
-            }
-        });
+        let found = doc.and_then(|doc| self.parse_value(id, doc));
         let mut shard = self.shard(&id).write().expect("cache lock");
         let known = shard.loading.remove(&id).is_some() || shard.ready.contains_key(&id);
         if known || self.warming.load(Acquire) {
@@ -246,13 +247,7 @@ impl LinkStore {
     /// is there came from the feed or a request, and is at least as new) or the feed lost its
     /// place since `epoch` (then `false`: the warm-up must start over).
     pub fn warm_insert(&self, epoch: u64, id: LinkId, doc: Value) -> bool {
-        let found = match serde_json::from_value::<LinkDoc>(doc) {
-            Ok(doc) => parse(id, doc),
-            Err(e) => {
-                tracing::warn!("link document {id} cannot be served: {e}");
-                None
-            }
-        };
+        let found = self.parse_value(id, doc);
         let mut shard = self.shard(&id).write().expect("cache lock");
         // Checked under the shard's lock: `feed_lost` bumps the epoch before it clears shards.
         if self.epoch.load(Acquire) != epoch {
@@ -279,6 +274,44 @@ impl LinkStore {
         }
     }
 
+    /// A document as the store keeps it: the link, or `None` (a 404 until its next revision)
+    /// when it cannot be served, counted and warned about once per revision.
+    fn parse(&self, id: LinkId, doc: LinkDoc) -> Found {
+        let rev: Option<Box<str>> = doc.revision().map(Into::into);
+        match Link::from_doc(doc) {
+            Ok(link) => Some(Arc::new(link)),
+            Err(reason) => {
+                self.unusable(id, rev, &reason);
+                None
+            }
+        }
+    }
+
+    /// [`LinkStore::parse`] of a document as JSON (from the feed or a warm-up page).
+    fn parse_value(&self, id: LinkId, doc: Value) -> Found {
+        match serde_json::from_value::<LinkDoc>(doc) {
+            Ok(doc) => self.parse(id, doc),
+            Err(e) => {
+                self.unusable(id, None, &e);
+                None
+            }
+        }
+    }
+
+    fn unusable(&self, id: LinkId, rev: Option<Box<str>>, reason: &dyn std::fmt::Display) {
+        self.metrics.unusable_document();
+        let mut warned = self.warned.lock().expect("warned lock");
+        if warned.get(&id).is_some_and(|last| *last == rev && rev.is_some()) {
+            return;
+        }
+        if warned.len() >= WARNED_LIMIT {
+            warned.clear();
+        }
+        let shown = rev.as_deref().unwrap_or("?").to_owned();
+        warned.insert(id, rev);
+        tracing::warn!("link document {id} (revision {shown}) cannot be served, so it answers 404: {reason}");
+    }
+
     /// Entries held (links and known-missing IDs).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.read().expect("cache lock").order.len()).sum()
@@ -303,16 +336,6 @@ fn shard_count(capacity: usize) -> usize {
         entries as f64 / (slots * 7 / 8) as f64
     };
     (SHARDS..=2 * SHARDS).max_by(|a, b| load(*a).total_cmp(&load(*b))).unwrap_or(SHARDS)
-}
-
-fn parse(id: LinkId, doc: LinkDoc) -> Found {
-    match Link::from_doc(doc) {
-        Ok(link) => Some(Arc::new(link)),
-        Err(reason) => {
-            tracing::warn!("link document {id} cannot be served: {reason}");
-            None
-        }
-    }
 }
 
 /// Clears a loading entry whose fill was cancelled.

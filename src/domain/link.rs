@@ -3,22 +3,73 @@
 use serde::Deserialize;
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
 
-/// A link document's fields as CouchDB returns them (other fields are ignored).
+/// A link document's fields as CouchDB returns them (other fields are ignored). Each field is
+/// read whatever its JSON type: a document with a wrong type (`{"url": 42}`, written by an admin
+/// or before the validation function existed) is still a document, one that [`Link::from_doc`]
+/// turns down, and not a failure to talk to CouchDB.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct LinkDoc {
+    /// The revision, to tell one unusable revision from the next in warnings.
+    #[serde(default, rename = "_rev")]
+    pub rev: Option<Typed<String>>,
     /// The target: an absolute http/https URL or an internal redirect (`/...`).
     #[serde(default)]
-    pub url: Option<String>,
+    pub url: Option<Typed<String>>,
     /// `true` turns the link off (404).
     #[serde(default)]
-    pub inactive: Option<bool>,
+    pub inactive: Option<Typed<bool>>,
     /// RFC 3339 instant from which the link answers 404.
     #[serde(default)]
-    pub expires: Option<String>,
+    pub expires: Option<Typed<String>>,
     /// `true`: the `url` carries an out-of-band invitation (`oob` or `_oob`), which a client
     /// asking for `application/json` gets itself (Aries RFC 0434, "URL Shortening").
     #[serde(default)]
-    pub oob: Option<bool>,
+    pub oob: Option<Typed<bool>>,
+}
+
+/// A field's value: of the expected JSON type, or of another.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Typed<T> {
+    /// The expected type.
+    Right(T),
+    /// Any other.
+    Wrong(WrongType),
+}
+
+/// A value of an unexpected JSON type (its content is not kept).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WrongType;
+
+impl<'de> Deserialize<'de> for WrongType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| WrongType)
+    }
+}
+
+impl<T> From<T> for Typed<T> {
+    fn from(value: T) -> Self {
+        Typed::Right(value)
+    }
+}
+
+impl LinkDoc {
+    /// The revision, when the document has a string one.
+    pub fn revision(&self) -> Option<&str> {
+        match &self.rev {
+            Some(Typed::Right(rev)) => Some(rev),
+            _ => None,
+        }
+    }
+}
+
+/// A present field of the right type, `None` when absent (or null), `Err` when of another type.
+fn field<T>(value: Option<Typed<T>>, name: &'static str) -> Result<Option<T>, UnusableLink> {
+    match value {
+        None => Ok(None),
+        Some(Typed::Right(v)) => Ok(Some(v)),
+        Some(Typed::Wrong(_)) => Err(UnusableLink::WrongType(name)),
+    }
 }
 
 /// Why a link document cannot be served.
@@ -30,6 +81,9 @@ pub enum UnusableLink {
     /// `expires` is not an RFC 3339 timestamp.
     #[error("\"expires\" is not an RFC 3339 timestamp: {0:?}")]
     BadExpires(String),
+    /// A field of the wrong JSON type.
+    #[error("\"{0}\" has the wrong JSON type")]
+    WrongType(&'static str),
 }
 
 /// A link the proxy can serve, parsed from its document.
@@ -70,8 +124,10 @@ impl Link {
     /// Reads a document; `Err` says why it cannot be served. CouchDB's validation keeps such
     /// documents out, but the proxy does not trust the database to have always had it.
     pub fn from_doc(doc: LinkDoc) -> Result<Link, UnusableLink> {
-        let url = doc.url.ok_or(UnusableLink::NoUrl)?;
-        let expires = match doc.expires {
+        let url = field(doc.url, "url")?.ok_or(UnusableLink::NoUrl)?;
+        let inactive = field(doc.inactive, "inactive")?;
+        let oob = field(doc.oob, "oob")?;
+        let expires = match field(doc.expires, "expires")? {
             None => None,
             Some(text) => Some(OffsetDateTime::parse(&text, &Rfc3339).map_err(|_| UnusableLink::BadExpires(text))?),
         };
@@ -85,11 +141,11 @@ impl Link {
         });
         Ok(Link {
             url: url.into_boxed_str(),
-            inactive: doc.inactive.unwrap_or(false),
+            inactive: inactive.unwrap_or(false),
             expires_ns,
             plain,
             plain_other,
-            oob: doc.oob.unwrap_or(false),
+            oob: oob.unwrap_or(false),
         })
     }
 
@@ -182,8 +238,13 @@ mod tests {
             Err(UnusableLink::BadExpires("tomorrow".into()))
         );
         assert!(UnusableLink::NoUrl.to_string().contains("url"));
-        // Wrong JSON types do not even deserialise into a `LinkDoc`.
-        assert!(serde_json::from_str::<LinkDoc>(r#"{"url":42}"#).is_err());
-        assert!(serde_json::from_str::<LinkDoc>(r#"{"url":"https://a.example","inactive":"no"}"#).is_err());
+        // Wrong JSON types are documents all the same, turned down with the field named.
+        assert_eq!(parse(r#"{"url":42}"#), Err(UnusableLink::WrongType("url")));
+        assert_eq!(parse(r#"{"url":"https://a.example","inactive":"no"}"#), Err(UnusableLink::WrongType("inactive")));
+        assert_eq!(parse(r#"{"url":"https://a.example","oob":"yes"}"#), Err(UnusableLink::WrongType("oob")));
+        assert_eq!(parse(r#"{"url":"https://a.example","expires":1}"#), Err(UnusableLink::WrongType("expires")));
+        assert_eq!(parse(r#"{"url":["https://a.example"]}"#), Err(UnusableLink::WrongType("url")));
+        // Null is absence.
+        assert!(parse(r#"{"url":"https://a.example","inactive":null}"#).is_ok());
     }
 }

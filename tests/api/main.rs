@@ -10,6 +10,7 @@ mod cookies;
 mod edges;
 mod feed;
 mod freshness;
+mod hostile_documents;
 mod http1;
 mod qr;
 mod quickstart;
