@@ -247,6 +247,25 @@ fn segment(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
 }
 
+/// `url` with any password it holds replaced by `***`, for messages; also for text that does
+/// not parse as a URL (the userinfo is whatever stands between `://` and the authority's last
+/// `@`).
+///
+/// ```
+/// use couchlink::couch::redact_userinfo;
+/// assert_eq!(redact_userinfo("http://me:secret@db:5984/"), "http://me:***@db:5984/");
+/// assert_eq!(redact_userinfo("http://me:sec ret@db:5984/"), "http://me:***@db:5984/");
+/// assert_eq!(redact_userinfo("http://db:5984/"), "http://db:5984/");
+/// ```
+pub fn redact_userinfo(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else { return url.to_owned() };
+    let authority_end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i) else { return url.to_owned() };
+    let user = url[start..at].split(':').next().unwrap_or_default();
+    let hidden = if url[start..at].contains(':') { ":***" } else { "" };
+    format!("{}{user}{hidden}{}", &url[..start], &url[at..])
+}
+
 /// The `_users` document ID of an account.
 fn user_doc_id(name: &str) -> String {
     format!("org.couchdb.user:{name}")
@@ -265,15 +284,30 @@ impl CouchClient {
             }
             b.build().map_err(CouchError::Client)
         };
-        let base = config.url.trim_end_matches('/').to_owned();
-        reqwest::Url::parse(&base).map_err(|source| CouchError::BadUrl { url: config.url.clone(), source })?;
+        let mut url = reqwest::Url::parse(config.url.trim_end_matches('/'))
+            .map_err(|source| CouchError::BadUrl { url: redact_userinfo(&config.url), source })?;
+        // Credentials written into the URL (`http://user:secret@host:5984`) become the
+        // account, unless one is named apart, and leave the URL: it is shown in messages,
+        // errors and /healthz, and must never show a password.
+        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+        // An empty variable (`COUCHLINK_COUCHDB_USER=`) names no account.
+        let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+        let (mut user, mut password) = (given(&config.user), given(&config.password));
+        if !url.username().is_empty() || url.password().is_some() {
+            if user.is_none() {
+                user = Some(decode(url.username()));
+                password = password.or_else(|| url.password().map(decode));
+            }
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+        }
         Ok(CouchClient {
             http: build(Some(REQUEST_TIMEOUT))?,
             feed_http: build(None)?,
-            base,
+            base: url.as_str().trim_end_matches('/').to_owned(),
             db: config.db.clone(),
-            user: config.user.clone(),
-            password: config.password.clone(),
+            user,
+            password,
         })
     }
 

@@ -72,9 +72,13 @@ pub struct CouchArgs {
     /// CouchDB account this command uses.
     #[arg(long, env = "COUCHLINK_COUCHDB_USER")]
     pub couchdb_user: Option<String>,
-    /// Password of that account.
+    /// Password of that account. As a flag it is visible to every local user in the process
+    /// list: prefer the environment variable or --couchdb-password-file.
     #[arg(long, env = "COUCHLINK_COUCHDB_PASSWORD", hide_env_values = true)]
     pub couchdb_password: Option<String>,
+    /// A file holding that password (a container secret, say); one trailing newline is ignored.
+    #[arg(long, env = "COUCHLINK_COUCHDB_PASSWORD_FILE", value_parser = SecretFile::read, conflicts_with = "couchdb_password")]
+    pub couchdb_password_file: Option<SecretFile>,
     /// The links database.
     #[arg(long, env = "COUCHLINK_DB", default_value = "links")]
     pub db: String,
@@ -82,7 +86,37 @@ pub struct CouchArgs {
 
 impl From<CouchArgs> for CouchConfig {
     fn from(a: CouchArgs) -> Self {
-        CouchConfig { url: a.couchdb_url, user: a.couchdb_user, password: a.couchdb_password, db: a.db }
+        let password = a.couchdb_password.or(a.couchdb_password_file.map(|f| f.secret));
+        CouchConfig { url: a.couchdb_url, user: a.couchdb_user, password, db: a.db }
+    }
+}
+
+/// A secret read from a file when the command starts (the `..._FILE` form of a secret, as
+/// containers and systemd's credentials hand them over), with the file's path.
+#[derive(Clone)]
+pub struct SecretFile {
+    /// Where it was read.
+    pub path: std::path::PathBuf,
+    /// What it holds, less one trailing newline.
+    pub secret: String,
+}
+
+impl SecretFile {
+    /// Reads the secret at `path` (for clap: an unreadable file is a usage error naming it).
+    pub fn read(path: &str) -> Result<SecretFile, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the secret file {path:?}: {e}"))?;
+        let secret = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_owned();
+        if secret.is_empty() {
+            return Err(format!("the secret file {path:?} is empty"));
+        }
+        Ok(SecretFile { path: path.into(), secret })
+    }
+}
+
+impl std::fmt::Debug for SecretFile {
+    /// The path, never the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretFile({:?})", self.path)
     }
 }
 

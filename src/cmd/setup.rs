@@ -28,16 +28,21 @@ pub struct SetupArgs {
     /// Name of the proxy's read-only account that setup creates or updates.
     #[arg(long, env = "COUCHLINK_READER_USER", default_value = "couchlink-reader")]
     pub reader_user: String,
-    /// Password of that account (without it, the account is left alone).
+    /// Password of that account (without it, the account is left alone). As a flag it is
+    /// visible in the process list: prefer the environment variable or --reader-password-file.
     #[arg(long, env = "COUCHLINK_READER_PASSWORD", hide_env_values = true)]
     pub reader_password: Option<String>,
+    /// A file holding that password; one trailing newline is ignored.
+    #[arg(long, env = "COUCHLINK_READER_PASSWORD_FILE", value_parser = super::SecretFile::read, conflicts_with = "reader_password")]
+    pub reader_password_file: Option<super::SecretFile>,
 }
 
 impl SetupArgs {
     /// Runs setup and prints what it did, one line per step.
     pub fn execute(self) -> Result<(), SetupError> {
         let admin = CouchClient::new(&self.couch.into())?;
-        let reader = self.reader_password.map(|password| Reader { name: self.reader_user, password });
+        let password = self.reader_password.or(self.reader_password_file.map(|f| f.secret));
+        let reader = password.map(|password| Reader { name: self.reader_user, password });
         let report = super::current_thread_runtime()
             .map_err(SetupError::Runtime)?
             .block_on(run(&admin, reader.as_ref()))

@@ -225,3 +225,87 @@ async fn create_without_a_public_url_prints_one_a_person_can_open_and_says_how_t
     // stderr is a pipe here: plain text, no terminal colour codes.
     assert!(!stderr.contains('\x1b'), "colour codes in a pipe: {stderr:?}");
 }
+
+#[tokio::test]
+async fn a_password_in_the_couchdb_url_is_used_but_never_shown() {
+    let db = TestDb::new().await;
+    let url = reqwest::Url::parse(&db.couch.url).unwrap();
+    let hostport = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+    let with = |user: &str, password: &str| format!("http://{user}:{password}@{hostport}");
+    // Wrong credentials in the URL: refused, the account named, the password nowhere.
+    let secret = "Sup3rSecretInUrl";
+    let bad = with(&db.couch.admin_user, secret);
+    let dir = tempfile::tempdir().unwrap();
+    for command in [&["setup"][..], &["create", "https://example.com/"], &["serve"]] {
+        let env = [
+            ("COUCHLINK_COUCHDB_URL", bad.as_str()),
+            ("COUCHLINK_DB", db.name.as_str()),
+            ("COUCHLINK_LISTEN", "127.0.0.1:0"),
+            ("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0"),
+            ("COUCHLINK_LOG_DIR", dir.path().to_str().unwrap()),
+        ];
+        let (status, stderr) = run_binary(command, &env);
+        assert!(!status.success(), "{command:?}");
+        assert!(stderr.contains(&format!("refused user {:?}", db.couch.admin_user)), "{command:?}: {stderr}");
+        assert!(!stderr.contains(secret), "{command:?} printed the password: {stderr}");
+    }
+    // Right credentials in the URL are the account's.
+    let good = with(READER.0, READER.1);
+    let app = spawn_app_on(
+        TestDb { name: db.name.clone(), couch: db.couch.clone() },
+        vec![("--couchdb-url", good), ("--couchdb-user", String::new()), ("--couchdb-password", String::new())],
+    )
+    .await;
+    app.wait_until_feed_is_live().await;
+    let health = app.admin_get("/healthz").await.text().await.unwrap();
+    assert!(!health.contains(READER.1), "{health}");
+    // Unreachable, with a password in the URL: /healthz and its errors show none of it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let unreachable = format!("http://someone:{secret}@127.0.0.1:{port}");
+    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &unreachable)])).await;
+    let started = std::time::Instant::now();
+    let health = loop {
+        let health = app.admin_get("/healthz").await.text().await.unwrap();
+        if health.contains("last_error") && !health.contains("\"last_error\":null") || started.elapsed().as_secs() > 5 {
+            break health;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(health.contains(&format!("127.0.0.1:{port}")), "{health}");
+    assert!(!health.contains(secret), "/healthz shows the password: {health}");
+}
+
+#[tokio::test]
+async fn every_secret_can_be_read_from_a_file() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, secret: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{secret}\n")).unwrap();
+        path.display().to_string()
+    };
+    let admin_file = file("admin", &db.couch.admin_password);
+    let reader_file = file("reader", READER.1);
+    let editor_file = file("editor", EDITOR.1);
+    let base = [("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()), ("COUCHLINK_DB", db.name.as_str())];
+    let setup = [
+        ("COUCHLINK_COUCHDB_USER", db.couch.admin_user.as_str()),
+        ("COUCHLINK_COUCHDB_PASSWORD_FILE", admin_file.as_str()),
+        ("COUCHLINK_READER_USER", READER.0),
+        ("COUCHLINK_READER_PASSWORD_FILE", reader_file.as_str()),
+    ];
+    let (status, stderr) = run_binary(&["setup"], &[&base[..], &setup].concat());
+    assert!(status.success(), "{stderr}");
+    let create = [("COUCHLINK_COUCHDB_USER", EDITOR.0), ("COUCHLINK_COUCHDB_PASSWORD_FILE", editor_file.as_str())];
+    let (status, stderr) = run_binary(&["create", "https://example.com/"], &[&base[..], &create].concat());
+    assert!(status.success(), "{stderr}");
+    // A file that cannot be read: one line naming it, before anything is asked of CouchDB.
+    let missing = dir.path().join("nope").display().to_string();
+    let create = [("COUCHLINK_COUCHDB_USER", EDITOR.0), ("COUCHLINK_COUCHDB_PASSWORD_FILE", missing.as_str())];
+    let (status, stderr) = run_binary(&["create", "https://example.com/"], &[&base[..], &create].concat());
+    assert!(!status.success());
+    assert!(stderr.contains("cannot read the secret file") && stderr.contains(&missing), "{stderr}");
+    // The help says the flag form is visible to others.
+    let (_, help, _) = run_binary_output(&["serve", "--help"], &[]);
+    assert!(help.contains("process list") && help.contains("--couchdb-password-file"), "{help}");
+}
