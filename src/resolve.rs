@@ -253,12 +253,27 @@ pub async fn resolve_url<R: Ruleset>(request: &str, rules: &R) -> Result<String,
     }
 }
 
-/// Whether an appended path would climb out of the target's path: a `.` or `..` segment, or
-/// a segment hiding a `/` or `\` behind percent-encoding (`%2e%2e`, `%2f`, `%5c`).
+/// Whether an appended path would climb out of the target's path, as any server behind the
+/// target might read it: a `.` or `..` segment, also with `;` parameters after it (`..;`, which
+/// servers that strip parameters read as `..`), also percent-encoded once or more (`%2e%2e`,
+/// `%252e%252e`); a segment hiding a `/` or `\` behind percent-encoding (`%2f`, `%5c`); or
+/// percent-encoding that is not UTF-8 (overlong `%C0%AE` is a `.` to some decoders).
 pub fn climbs_out(appended: &str) -> bool {
     appended.split('/').any(|segment| {
-        let decoded = percent_decode_str(segment).decode_utf8_lossy();
-        decoded == "." || decoded == ".." || decoded.contains(['/', '\\'])
+        let mut text = std::borrow::Cow::Borrowed(segment);
+        // Each round undoes one layer of encoding; a few cover anything a server would undo.
+        for _ in 0..4 {
+            let Ok(decoded) = percent_decode_str(&text).decode_utf8() else { return true };
+            let name = decoded.split(';').next().unwrap_or_default();
+            if name == "." || name == ".." || decoded.contains(['/', '\\']) {
+                return true;
+            }
+            if decoded == text {
+                return false;
+            }
+            text = std::borrow::Cow::Owned(decoded.into_owned());
+        }
+        true // still encoded after that many layers: no honest path is
     })
 }
 
@@ -464,10 +479,27 @@ mod tests {
 
     #[test]
     fn climbing_out_is_detected_in_every_spelling() {
-        for bad in ["/..", "/a/../b", "/%2e%2e/x", "/%2E%2e", "/.", "/a%2fb", "/a%5Cb", "/a%2F..%2F"] {
+        for bad in [
+            "/..",
+            "/a/../b",
+            "/%2e%2e/x",
+            "/%2E%2e",
+            "/.",
+            "/a%2fb",
+            "/a%5Cb",
+            "/a%2F..%2F",
+            "/..;/x",
+            "/.;jsessionid=1",
+            "/%2e%2e;x",
+            "/%C0%AE%C0%AE/x",
+            "/%252e%252e/x",
+            "/%25252e%25252e",
+            "/a%252fb",
+            "/%ff",
+        ] {
             assert!(climbs_out(bad), "{bad}");
         }
-        for ok in ["", "/", "/a/b", "/a..b", "/...", "/%2e%2e%2e", "/caf%C3%A9"] {
+        for ok in ["", "/", "/a/b", "/a..b", "/...", "/%2e%2e%2e", "/caf%C3%A9", "/a;b", "/...;x", "/100%25"] {
             assert!(!climbs_out(ok), "{ok}");
         }
     }

@@ -77,6 +77,9 @@ async fn climbing_out_of_the_target_path_is_refused() {
         "/H83if/a%2fb",
         "/H83if/a%5c..",
         "/H83if/./x",
+        "/H83if/..;/admin",
+        "/H83if/%C0%AE%C0%AE/admin",
+        "/H83if/%252e%252e/admin",
         "/Trick",
     ] {
         let response =
