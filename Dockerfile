@@ -3,7 +3,7 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
-COPY couchdb/validate_doc_update.js couchdb/security.json ./couchdb/
+COPY couchdb/validate_doc_update.js ./couchdb/
 RUN cargo build --release --locked
 
 FROM debian:bookworm-slim

@@ -86,10 +86,10 @@ done
 export COUCHLINK_COUCHDB_URL=$couch
 COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=admin COUCHLINK_READER_PASSWORD=reader \
   "$couchlink" setup
-# An editor account for the examples (409 when it already exists).
+# An editor of the links database for the examples (409 when it already exists).
 curl -sS -o /dev/null -u admin:admin -X PUT "$couch/_users/org.couchdb.user:editor" \
   -H 'Content-Type: application/json' \
-  -d '{"name":"editor","password":"editor","roles":["editor"],"type":"user"}'
+  -d '{"name":"editor","password":"editor","roles":["links:editor"],"type":"user"}'
 
 cat >&2 <<EOF
 quickstart: CouchDB API on $couch (admin admin:admin, editor editor:editor). Try, in another terminal:

@@ -3,6 +3,9 @@
 // which Fauxton shows as "Save failed: <reason>". Contracts §1 and §2.
 // Plain ES5: it runs in CouchDB's JavaScript engine (SpiderMonkey or QuickJS).
 function (newDoc, oldDoc, userCtx, secObj) {
+  // This database's editor roles, written in by `couchlink setup` (COUCHLINK_EDITOR_ROLE; the
+  // shared "editor" too while an admin has not dropped it with --drop-shared-roles).
+  var EDITOR_ROLES = ["links:editor"];
   var roles = userCtx.roles || [];
   function hasRole(role) { return roles.indexOf(role) !== -1; }
   function refuse(reason) { throw({ forbidden: reason }); }
@@ -13,12 +16,12 @@ function (newDoc, oldDoc, userCtx, secObj) {
     (dbAdmins.roles || []).some(hasRole);
 
   // Section 2: who may write.
-  if (!isAdmin && !hasRole('editor')) {
+  if (!isAdmin && !EDITOR_ROLES.some(hasRole)) {
     if (!userCtx.name) {
       throw({ unauthorized: 'Please log in to change links.' });
     }
-    refuse('Your account "' + userCtx.name + '" may read links but not change them. ' +
-      'Ask a CouchDB admin for the "editor" role.');
+    refuse('Your account "' + userCtx.name + '" may not change links in this database. ' +
+      'Ask a CouchDB admin for the "' + EDITOR_ROLES[0] + '" role.');
   }
   if (newDoc._deleted === true) {
     if (isAdmin) { return; }

@@ -84,6 +84,24 @@ pub struct CouchArgs {
     pub db: String,
 }
 
+/// The roles that read and edit the links database (README, "Who may do what").
+#[derive(Debug, Clone, Args)]
+pub struct RoleArgs {
+    /// The role that may read the links database (the proxy's) [default: <db>:reader].
+    #[arg(long, env = "COUCHLINK_READER_ROLE")]
+    pub reader_role: Option<String>,
+    /// The role that may create and edit links [default: <db>:editor].
+    #[arg(long, env = "COUCHLINK_EDITOR_ROLE")]
+    pub editor_role: Option<String>,
+}
+
+impl RoleArgs {
+    /// The roles of database `db`.
+    pub fn roles(&self, db: &str) -> Result<crate::domain::Roles, crate::domain::InvalidRole> {
+        crate::domain::Roles::of_database(db, self.reader_role.as_deref(), self.editor_role.as_deref())
+    }
+}
+
 impl From<CouchArgs> for CouchConfig {
     fn from(a: CouchArgs) -> Self {
         let password = a.couchdb_password.or(a.couchdb_password_file.map(|f| f.secret));

@@ -42,6 +42,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub roles: super::RoleArgs,
     /// Address redirects are served on.
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -217,8 +220,10 @@ pub async fn run(
         }
     };
     let (log, flusher) = AccessLog::open(&args.log_dir)?;
+    // Only for a warning: a role name CouchDB would refuse cannot be held either.
+    let editor_role = args.roles.roles(&args.couch.db).map(|r| r.editor).unwrap_or_default();
     let couch = CouchClient::new(&args.couch.into()).map_err(|e| StartError::Client(Box::new(e)))?;
-    check_database(&couch).await?;
+    check_database(&couch, &editor_role).await?;
 
     let metrics = Arc::new(Metrics::default());
     let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), args.cache_capacity, args.cold_reads.get()));
@@ -406,11 +411,11 @@ fn raise_fd_limit(max_connections: usize) {
 
 /// Fails on a CouchDB that answers "no" (credentials, database); only warns when it does not
 /// answer at all, since the proxy can serve (503s, then cached links) and catch up later.
-async fn check_database(couch: &CouchClient) -> Result<(), StartError> {
+async fn check_database(couch: &CouchClient, editor_role: &str) -> Result<(), StartError> {
     let (url, user, db) = (couch.server_url().to_owned(), couch.user().to_owned(), couch.database().to_owned());
     match couch.database_info().await {
         Ok(Some(_)) => {
-            warn_if_writer(couch).await;
+            warn_if_writer(couch, editor_role).await;
             Ok(())
         }
         Ok(None) => Err(StartError::NoDatabase { db, url }),
@@ -427,9 +432,10 @@ async fn check_database(couch: &CouchClient) -> Result<(), StartError> {
 
 /// The proxy needs only to read: running it as an account that can write links works, but
 /// a leaked proxy credential should not be able to change where printed codes lead.
-async fn warn_if_writer(couch: &CouchClient) {
+async fn warn_if_writer(couch: &CouchClient, editor_role: &str) {
     if let Ok(session) = couch.session().await {
-        if session.has_role("_admin") || session.has_role("editor") {
+        let editor = [editor_role, crate::domain::SHARED_EDITOR].iter().any(|r| session.has_role(r));
+        if session.has_role("_admin") || editor {
             tracing::warn!(
                 "serving as {:?}, an account that can change links; use the read-only account `couchlink setup` creates",
                 couch.user()

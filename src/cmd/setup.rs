@@ -6,17 +6,14 @@ use std::fmt;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::{BadCredentials, CouchArgs};
+use super::{BadCredentials, CouchArgs, RoleArgs};
 use crate::couch::{CouchClient, CouchError};
+use crate::domain::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 
 /// The design document's name in the links database (`_design/couchlink`).
 pub const DESIGN_DOC: &str = "couchlink";
 /// The validation function, reviewed as a plain file under `couchdb/`.
 const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/validate_doc_update.js");
-/// The links database's `_security` object, as a plain file under `couchdb/`.
-const SECURITY: &str = include_str!("../../couchdb/security.json");
-/// The role the proxy's account gets: read, never write (the validation refuses it).
-pub const READER_ROLE: &str = "reader";
 
 /// Flags of `couchlink setup`.
 #[derive(Debug, Clone, Args)]
@@ -25,6 +22,9 @@ pub struct SetupArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub roles: RoleArgs,
     /// Name of the proxy's read-only account that setup creates or updates.
     #[arg(long, env = "COUCHLINK_READER_USER", default_value = "couchlink-reader")]
     pub reader_user: String,
@@ -35,17 +35,28 @@ pub struct SetupArgs {
     /// A file holding that password; one trailing newline is ignored.
     #[arg(long, env = "COUCHLINK_READER_PASSWORD_FILE", value_parser = super::SecretFile::read, conflicts_with = "reader_password")]
     pub reader_password_file: Option<super::SecretFile>,
+    /// Stop admitting the roles "reader" and "editor" that every database shared before roles
+    /// belonged to one database (once every account has this database's own roles).
+    #[arg(long)]
+    pub drop_shared_roles: bool,
+    /// Replace the database's _security outright instead of adding to it (drops members and
+    /// admins other tools or people added).
+    #[arg(long)]
+    pub replace_security: bool,
 }
 
 impl SetupArgs {
     /// Runs setup and prints what it did, one line per step.
     pub fn execute(self) -> Result<(), SetupError> {
+        let roles = self.roles.roles(&self.couch.db)?;
         let admin = CouchClient::new(&self.couch.into())?;
         let password = self.reader_password.or(self.reader_password_file.map(|f| f.secret));
         let reader = password.map(|password| Reader { name: self.reader_user, password });
+        let options =
+            SetupOptions { roles, drop_shared_roles: self.drop_shared_roles, replace_security: self.replace_security };
         let report = super::current_thread_runtime()
             .map_err(SetupError::Runtime)?
-            .block_on(run(&admin, reader.as_ref()))
+            .block_on(run(&admin, reader.as_ref(), &options))
             .map_err(|e| match &e {
                 SetupError::Couch(CouchError::Refused { status, reason, .. }) => {
                     BadCredentials::of(&admin, *status, reason).map_or(e, SetupError::Credentials)
@@ -53,7 +64,29 @@ impl SetupArgs {
                 _ => e,
             })?;
         println!("{report}");
+        if !report.shared_roles.is_empty() {
+            tracing::warn!("{}", report.shared_roles_warning(admin.database()));
+        }
         Ok(())
+    }
+}
+
+/// How setup prepares a database.
+#[derive(Debug, Clone)]
+pub struct SetupOptions {
+    /// The database's reader and editor roles.
+    pub roles: Roles,
+    /// Remove the shared `reader`/`editor` roles from `_security` and the validation.
+    pub drop_shared_roles: bool,
+    /// Write `_security` as couchlink wants it, dropping everything else.
+    pub replace_security: bool,
+}
+
+impl SetupOptions {
+    /// The default roles of `db`, nothing dropped or replaced.
+    pub fn for_database(db: &str) -> SetupOptions {
+        let roles = Roles::of_database(db, None, None).expect("derived roles are valid");
+        SetupOptions { roles, drop_shared_roles: false, replace_security: false }
     }
 }
 
@@ -88,19 +121,35 @@ pub struct Report {
     pub database: Step,
     /// Its `_security` object.
     pub security: Step,
+    /// What was added to or removed from `_security`, one entry each (`+members.roles "x"`).
+    pub security_changes: Vec<String>,
+    /// The shared role names `_security` still admits (see [`SetupOptions::drop_shared_roles`]).
+    pub shared_roles: Vec<String>,
     /// The design document holding the validation function.
     pub design: Step,
     /// The proxy's read-only account.
     pub reader: Step,
 }
 
+impl Report {
+    /// What an admin should know while the shared roles are admitted, and how to stop it.
+    pub fn shared_roles_warning(&self, db: &str) -> String {
+        format!(
+            "{db} still admits the shared roles {}: any account holding them on this CouchDB can read {db}{}; \
+             once its accounts have {db}'s own roles, run `couchlink setup --drop-shared-roles`",
+            self.shared_roles.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>().join(" and "),
+            if self.shared_roles.iter().any(|r| r == SHARED_EDITOR) { " and change its links" } else { "" },
+        )
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "database: {}\n_security: {}\ndesign document: {}\nreader account: {}",
-            self.database, self.security, self.design, self.reader
-        )
+        write!(f, "database: {}\n_security: {}", self.database, self.security)?;
+        if !self.security_changes.is_empty() {
+            write!(f, " ({})", self.security_changes.join(", "))?;
+        }
+        write!(f, "\ndesign document: {}\nreader account: {}", self.design, self.reader)
     }
 }
 
@@ -124,6 +173,9 @@ pub enum SetupError {
     /// CouchDB refused the account.
     #[error(transparent)]
     Credentials(BadCredentials),
+    /// A role name CouchDB would not take.
+    #[error(transparent)]
+    Role(#[from] InvalidRole),
     /// CouchDB refused or could not be reached.
     #[error("setup failed")]
     Couch(#[from] CouchError),
@@ -132,15 +184,86 @@ pub enum SetupError {
     Runtime(#[source] std::io::Error),
 }
 
-/// The validation function as stored: the file without its leading comment lines, since
-/// CouchDB compiles the stored source as one function expression.
-pub fn validate_doc_update_source() -> String {
-    VALIDATE_DOC_UPDATE.lines().skip_while(|l| l.starts_with("//")).collect::<Vec<_>>().join("\n").trim().to_owned()
+/// The validation function as stored for a database whose editors hold one of `editor_roles`:
+/// the file without its leading comment lines (CouchDB compiles the stored source as one
+/// function expression), with the roles written in.
+pub fn validate_doc_update_source(editor_roles: &[&str]) -> String {
+    let source = VALIDATE_DOC_UPDATE
+        .lines()
+        .skip_while(|l| l.starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_owned();
+    let line = |roles: String| format!("var EDITOR_ROLES = {roles};");
+    let template = line(r#"["links:editor"]"#.to_owned());
+    assert!(source.contains(&template), "couchdb/validate_doc_update.js declares EDITOR_ROLES");
+    source.replacen(&template, &line(serde_json::to_string(editor_roles).expect("strings serialise")), 1)
 }
 
-/// The `_security` object couchlink wants.
-pub fn security_object() -> Value {
-    serde_json::from_str(SECURITY).expect("couchdb/security.json is valid JSON")
+/// The `_security` object couchlink asks for on a fresh database with `roles`.
+pub fn security_object(roles: &Roles) -> Value {
+    json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": [roles.reader, roles.editor]}})
+}
+
+/// What setup writes to `_security`: `current` with `roles` added as members (and the shared
+/// roles taken out, when asked), everything else kept; or, to replace it, exactly
+/// [`security_object`]. Also says what changed and which shared roles remain admitted.
+pub fn plan_security(current: &Value, options: &SetupOptions) -> SecurityPlan {
+    let wanted = if options.replace_security {
+        security_object(&options.roles)
+    } else {
+        let mut merged = if current.is_object() { current.clone() } else { json!({}) };
+        for part in ["admins", "members"] {
+            if !merged[part].is_object() {
+                merged[part] = json!({});
+            }
+            for list in ["names", "roles"] {
+                if !merged[part][list].is_array() {
+                    merged[part][list] = json!([]);
+                }
+            }
+        }
+        let roles = merged["members"]["roles"].as_array_mut().expect("made an array above");
+        if options.drop_shared_roles {
+            roles.retain(|r| r != SHARED_READER && r != SHARED_EDITOR);
+        }
+        for role in [&options.roles.reader, &options.roles.editor] {
+            if !roles.iter().any(|r| r == role) {
+                roles.push(json!(role));
+            }
+        }
+        merged
+    };
+    let mut changes = Vec::new();
+    for part in ["admins", "members"] {
+        for list in ["names", "roles"] {
+            let items = |v: &Value| -> Vec<Value> { v[part][list].as_array().cloned().unwrap_or_default() };
+            let (before, after) = (items(current), items(&wanted));
+            changes.extend(after.iter().filter(|v| !before.contains(v)).map(|v| format!("added {part}.{list} {v}")));
+            changes.extend(before.iter().filter(|v| !after.contains(v)).map(|v| format!("removed {part}.{list} {v}")));
+        }
+    }
+    let admitted = wanted["members"]["roles"].as_array().cloned().unwrap_or_default();
+    let shared_roles = [SHARED_READER, SHARED_EDITOR]
+        .into_iter()
+        .filter(|r| {
+            admitted.iter().any(|a| a == r) && ![&options.roles.reader, &options.roles.editor].contains(&&r.to_string())
+        })
+        .map(str::to_owned)
+        .collect();
+    SecurityPlan { wanted, changes, shared_roles }
+}
+
+/// What [`plan_security`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecurityPlan {
+    /// The object to write (unchanged: nothing to write).
+    pub wanted: Value,
+    /// What differs from the current object, one entry each.
+    pub changes: Vec<String>,
+    /// The shared roles still admitted.
+    pub shared_roles: Vec<String>,
 }
 
 /// Creates what is missing and updates what differs; touches nothing that is already right,
@@ -149,7 +272,7 @@ pub fn security_object() -> Value {
 /// A database always has a `_security` object (CouchDB 3 gives a new one an admin-only
 /// default, pouchdb-server an empty one), so on a database this run created, `_security` is
 /// reported `created` with it; on an existing one, `updated` or `unchanged`.
-pub async fn run(admin: &CouchClient, reader: Option<&Reader>) -> Result<Report, SetupError> {
+pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOptions) -> Result<Report, SetupError> {
     ensure_admin(admin).await?;
     // CouchDB 3 single-node creates _users itself; a bare cluster may not have it yet.
     admin.ensure_database("_users").await?;
@@ -157,20 +280,25 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>) -> Result<Report,
     let database = if created { Step::Created } else { Step::Unchanged };
 
     let current = admin.security().await?;
-    let security = match reconcile(Some(&current), security_object()) {
-        None => Step::Unchanged,
-        Some(wanted) => {
-            admin.put_security(&wanted).await?;
-            if created {
-                Step::Created
-            } else {
-                Step::Updated
-            }
+    let plan = plan_security(&current, options);
+    let security = if plan.changes.is_empty() && current.is_object() {
+        Step::Unchanged
+    } else {
+        admin.put_security(&plan.wanted).await?;
+        if created {
+            Step::Created
+        } else {
+            Step::Updated
         }
     };
 
+    // Editors of this database, and holders of the shared role while it is still admitted.
+    let mut editor_roles = vec![options.roles.editor.as_str()];
+    if plan.shared_roles.iter().any(|r| r == SHARED_EDITOR) {
+        editor_roles.push(SHARED_EDITOR);
+    }
     let current = admin.design_doc(DESIGN_DOC).await?;
-    let wanted = json!({"language": "javascript", "validate_doc_update": validate_doc_update_source()});
+    let wanted = json!({"language": "javascript", "validate_doc_update": validate_doc_update_source(&editor_roles)});
     let design = match reconcile(current.as_ref(), wanted) {
         None => Step::Unchanged,
         Some(wanted) => {
@@ -184,10 +312,10 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>) -> Result<Report,
     };
 
     let reader = match reader {
-        Some(reader) => ensure_reader(admin, reader).await?,
+        Some(reader) => ensure_reader(admin, reader, &options.roles).await?,
         None => Step::Skipped,
     };
-    Ok(Report { database, security, design, reader })
+    Ok(Report { database, security, security_changes: plan.changes, shared_roles: plan.shared_roles, design, reader })
 }
 
 async fn ensure_admin(admin: &CouchClient) -> Result<(), SetupError> {
@@ -213,25 +341,41 @@ fn reconcile(current: Option<&Value>, mut wanted: Value) -> Option<Value> {
     Some(wanted)
 }
 
-/// Makes sure `reader` can log in with exactly the `reader` role. Two setups racing (two
-/// proxies starting together) meet a 409 on the user document: the second one looks again.
-async fn ensure_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, SetupError> {
-    match write_reader(admin, reader).await {
-        Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => write_reader(admin, reader).await,
+/// Makes sure `reader` can log in and holds this database's reader role but not its editor
+/// role; roles it holds for other databases are kept. Two setups racing (two proxies starting
+/// together) meet a 409 on the user document: the second one looks again.
+async fn ensure_reader(admin: &CouchClient, reader: &Reader, roles: &Roles) -> Result<Step, SetupError> {
+    match write_reader(admin, reader, roles).await {
+        Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => write_reader(admin, reader, roles).await,
         other => other,
     }
 }
 
-async fn write_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, SetupError> {
-    let as_reader = admin.with_credentials(&reader.name, &reader.password);
-    if let Ok(session) = as_reader.session().await {
-        if session.name.as_deref() == Some(reader.name.as_str()) && session.roles == [READER_ROLE] {
+/// The roles the reader account should hold, given those it holds: this database's reader role
+/// added, its editor role taken away, the rest kept.
+fn reader_roles(held: &[String], roles: &Roles) -> Vec<String> {
+    let mut wanted: Vec<String> = held.iter().filter(|r| **r != roles.editor).cloned().collect();
+    if !wanted.contains(&roles.reader) {
+        wanted.push(roles.reader.clone());
+    }
+    wanted
+}
+
+async fn write_reader(admin: &CouchClient, reader: &Reader, roles: &Roles) -> Result<Step, SetupError> {
+    let existing = admin.user_doc(&reader.name).await?;
+    let held: Vec<String> =
+        existing.as_ref().and_then(|d| serde_json::from_value(d["roles"].clone()).ok()).unwrap_or_default();
+    let wanted = reader_roles(&held, roles);
+    if existing.is_some() && wanted == held {
+        // The roles are right; the password too, if the account can log in with it.
+        let as_reader = admin.with_credentials(&reader.name, &reader.password);
+        if as_reader.session().await.is_ok_and(|s| s.name.as_deref() == Some(reader.name.as_str())) {
             return Ok(Step::Unchanged);
         }
     }
-    let existing = admin.user_doc(&reader.name).await?;
     let rev = existing.as_ref().and_then(|d| d.get("_rev"));
-    admin.put_user(&reader.name, &reader.password, &[READER_ROLE], rev).await?;
+    let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    admin.put_user(&reader.name, &reader.password, &wanted, rev).await?;
     Ok(if existing.is_some() { Step::Updated } else { Step::Created })
 }
 
@@ -239,16 +383,55 @@ async fn write_reader(admin: &CouchClient, reader: &Reader) -> Result<Step, Setu
 mod tests {
     use super::*;
 
-    #[test]
-    fn stored_function_is_the_file_without_its_header() {
-        let source = validate_doc_update_source();
-        assert!(source.starts_with("function (newDoc, oldDoc, userCtx, secObj) {"), "{source}");
-        assert!(source.ends_with('}'));
+    fn options(drop_shared_roles: bool, replace_security: bool) -> SetupOptions {
+        SetupOptions { drop_shared_roles, replace_security, ..SetupOptions::for_database("links") }
     }
 
     #[test]
-    fn security_gives_members_the_reader_and_editor_roles() {
-        assert_eq!(security_object()["members"]["roles"], json!(["reader", "editor"]));
+    fn stored_function_is_the_file_without_its_header_with_the_roles_written_in() {
+        let source = validate_doc_update_source(&["acme:editor", "editor"]);
+        assert!(source.starts_with("function (newDoc, oldDoc, userCtx, secObj) {"), "{source}");
+        assert!(source.ends_with('}'));
+        assert!(source.contains(r#"var EDITOR_ROLES = ["acme:editor","editor"];"#), "{source}");
+        assert!(!source.contains("links:editor"));
+    }
+
+    #[test]
+    fn security_is_merged_keeping_what_others_added() {
+        let current = json!({"admins": {"names": ["ops"], "roles": []},
+            "members": {"names": ["alice"], "roles": ["staff"]}, "note": "kept"});
+        let plan = plan_security(&current, &options(false, false));
+        assert_eq!(
+            plan.wanted,
+            json!({"admins": {"names": ["ops"], "roles": []},
+                "members": {"names": ["alice"], "roles": ["staff", "links:reader", "links:editor"]}, "note": "kept"})
+        );
+        assert_eq!(plan.changes, [r#"added members.roles "links:reader""#, r#"added members.roles "links:editor""#]);
+        assert!(plan.shared_roles.is_empty());
+        // Run again on the result: nothing to change.
+        assert!(plan_security(&plan.wanted, &options(false, false)).changes.is_empty());
+    }
+
+    #[test]
+    fn shared_roles_stay_admitted_until_dropped_and_replacing_says_what_it_removed() {
+        let old = json!({"admins": {"names": [], "roles": []}, "members": {"names": ["alice"], "roles": ["reader", "editor"]}});
+        let kept = plan_security(&old, &options(false, false));
+        assert_eq!(kept.shared_roles, ["reader", "editor"]);
+        let dropped = plan_security(&old, &options(true, false));
+        assert!(dropped.shared_roles.is_empty());
+        assert_eq!(dropped.wanted["members"]["roles"], json!(["links:reader", "links:editor"]));
+        assert!(dropped.changes.contains(&r#"removed members.roles "editor""#.to_owned()), "{:?}", dropped.changes);
+        let replaced = plan_security(&old, &options(false, true));
+        assert_eq!(replaced.wanted, security_object(&options(false, false).roles));
+        assert!(replaced.changes.contains(&r#"removed members.names "alice""#.to_owned()), "{:?}", replaced.changes);
+    }
+
+    #[test]
+    fn the_reader_keeps_other_databases_roles_but_never_this_ones_editor_role() {
+        let roles = Roles::of_database("links", None, None).unwrap();
+        let held = ["acme:reader".to_owned(), "links:editor".to_owned()];
+        assert_eq!(reader_roles(&held, &roles), ["acme:reader", "links:reader"]);
+        assert_eq!(reader_roles(&["links:reader".to_owned()], &roles), ["links:reader"]);
     }
 
     #[test]

@@ -3,10 +3,12 @@
 mod link;
 mod link_id;
 mod public_url;
+mod roles;
 mod tracking_id;
 
 pub use link::{Link, LinkDoc, UnusableLink};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
+pub use roles::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 pub(crate) use tracking_id::write_compact_timestamp;
 pub use tracking_id::TrackingId;

@@ -25,6 +25,7 @@ async fn access_matrix() {
     //   CouchDB 3.5 (every shard refuses it as forbidden, so no majority agrees; the object is
     //   unchanged, checked below); pouchdb-server says 401.
     let (design, security) = if db.couch.is_pouchdb { (401, 401) } else { (403, 500) };
+    let set_up: Value = db.admin(Method::GET, "_security", None).await.json().await.unwrap();
 
     // (who, read, _all_docs, create, update, delete, design doc, _security, _changes)
     type Row<'a> = (&'a str, Option<(&'a str, &'a str)>, [u16; 8]);
@@ -40,7 +41,7 @@ async fn access_matrix() {
         let id = ["Aaaa1", "Bbbb2", "Cccc3", "Dddd4"][n];
         let rev = db.put_link(id, json!({"url": "https://example.com/"})).await;
         let new_id = ["Newa1", "Newb2", "Newc3", "Newd4"][n];
-        let new_security = if name == "admin" { couchlink::cmd::setup::security_object() } else { locked_out.clone() };
+        let new_security = if name == "admin" { set_up.clone() } else { locked_out.clone() };
         let got = [
             status_as(&db, who, Method::GET, id, None).await,
             status_as(&db, who, Method::GET, "_all_docs", None).await,
@@ -53,11 +54,7 @@ async fn access_matrix() {
         ];
         assert_eq!(got, expected, "{name}: read, _all_docs, create, update, delete, design doc, _security, _changes");
         let security: Value = db.admin(Method::GET, "_security", None).await.json().await.unwrap();
-        assert_eq!(
-            security,
-            couchlink::cmd::setup::security_object(),
-            "after {name}'s attempt, _security is unchanged"
-        );
+        assert_eq!(security, set_up, "after {name}'s attempt, _security is unchanged");
         let design_doc = db.admin(Method::GET, &format!("_design/by_{n}"), None).await.status();
         assert_eq!(design_doc == 200, name == "admin", "only the admin's design document exists ({name})");
     }
@@ -127,16 +124,22 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
     let admin = db.client_as(None);
     let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
 
-    let first = couchlink::cmd::setup::run(&admin, Some(&reader)).await.unwrap();
+    let first = couchlink::cmd::setup::run(&admin, Some(&reader), &test_setup()).await.unwrap();
     assert_eq!((first.database, first.security, first.design), (Step::Unchanged, Step::Updated, Step::Created));
+    // Merged, not replaced: what an admin added stays, and the report says what was added.
+    assert!(first.security_changes.iter().all(|c| c.starts_with("added ")), "{:?}", first.security_changes);
+    let merged: Value = db.admin(Method::GET, "_security", None).await.json().await.unwrap();
+    assert_eq!(merged["members"]["roles"], json!(["staff", READER_ROLE, EDITOR_ROLE]), "{merged}");
     let design_rev = db.rev("_design/couchlink").await.unwrap();
 
-    let second = couchlink::cmd::setup::run(&admin, Some(&reader)).await.unwrap();
+    let second = couchlink::cmd::setup::run(&admin, Some(&reader), &test_setup()).await.unwrap();
     assert_eq!(
         second,
         Report {
             database: Step::Unchanged,
             security: Step::Unchanged,
+            security_changes: vec![],
+            shared_roles: vec![],
             design: Step::Unchanged,
             reader: Step::Unchanged
         }
@@ -150,7 +153,7 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
         Some(&json!({"_rev": design_rev, "validate_doc_update": "function(){}"})),
     )
     .await;
-    let third = couchlink::cmd::setup::run(&admin, Some(&reader)).await.unwrap();
+    let third = couchlink::cmd::setup::run(&admin, Some(&reader), &test_setup()).await.unwrap();
     assert_eq!(third.design, Step::Updated);
     assert_eq!(
         db.client_as(Some(EDITOR))
@@ -167,14 +170,14 @@ async fn setup_on_a_new_database_creates_it_and_refuses_non_admins() {
     let mut config = TestDb::bare().await.couch_config();
     config.db = format!("test_{}", random_lowercase(12));
     let admin = couchlink::couch::CouchClient::new(&config).unwrap();
-    let report = couchlink::cmd::setup::run(&admin, None).await.unwrap();
+    let report = couchlink::cmd::setup::run(&admin, None, &test_setup()).await.unwrap();
     assert_eq!(
         (report.database, report.security, report.design, report.reader),
         (Step::Created, Step::Created, Step::Created, Step::Skipped)
     );
 
     let as_editor = admin.with_credentials(EDITOR.0, EDITOR.1);
-    let err = couchlink::cmd::setup::run(&as_editor, None).await.unwrap_err();
+    let err = couchlink::cmd::setup::run(&as_editor, None, &test_setup()).await.unwrap_err();
     assert!(err.to_string().contains("admin credentials"), "{err}");
 }
 

@@ -17,5 +17,6 @@ mod quickstart;
 mod redirects;
 mod report;
 mod resolution;
+mod roles;
 mod startup;
 mod warm;

@@ -293,6 +293,8 @@ async fn every_secret_can_be_read_from_a_file() {
         ("COUCHLINK_COUCHDB_PASSWORD_FILE", admin_file.as_str()),
         ("COUCHLINK_READER_USER", READER.0),
         ("COUCHLINK_READER_PASSWORD_FILE", reader_file.as_str()),
+        ("COUCHLINK_READER_ROLE", READER_ROLE),
+        ("COUCHLINK_EDITOR_ROLE", EDITOR_ROLE),
     ];
     let (status, stderr) = run_binary(&["setup"], &[&base[..], &setup].concat());
     assert!(status.success(), "{stderr}");

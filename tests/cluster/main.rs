@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use support::apache::{free_port, ApacheCouchDb, ADMIN};
 use support::process::ServeProcess;
-use support::{http, random_lowercase, READER};
+use support::{http, random_lowercase, test_setup, READER};
 
 /// The freshness every running proxy owes an edit.
 const FRESH: Duration = Duration::from_secs(1);
@@ -87,7 +87,7 @@ async fn prepared_database(couchdb: &ApacheCouchDb, url: &str) -> String {
     };
     let admin = couchlink::couch::CouchClient::new(&config).unwrap();
     let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
-    couchlink::cmd::setup::run(&admin, Some(&reader)).await.expect("setup works on the cluster");
+    couchlink::cmd::setup::run(&admin, Some(&reader), &test_setup()).await.expect("setup works on the cluster");
     // A database created through one node reaches the others' shard maps a moment later.
     couchdb.wait_on_every_node(&format!("{db}/_design/couchlink")).await;
     db

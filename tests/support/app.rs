@@ -92,6 +92,8 @@ pub async fn spawn_app_on(db: TestDb, overrides: Vec<(&'static str, String)>) ->
         ("--drain-secs", "10".to_owned()),
         ("--trusted-proxies", String::new()),
         ("--cookie-name", "tid".to_owned()),
+        ("--reader-role", super::couch::READER_ROLE.to_owned()),
+        ("--editor-role", super::couch::EDITOR_ROLE.to_owned()),
     ];
     let args = serve_args(&defaults, &overrides);
     let (tx, rx) = oneshot::channel::<()>();

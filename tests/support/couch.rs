@@ -107,9 +107,24 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
-/// The proxy's read-only account and an editor, shared by every test database.
+/// The proxy's read-only account and an editor, shared by every test database: the test
+/// databases are set up with the roles below in place of their own (`<db>:reader`), as an
+/// operator may name them (COUCHLINK_READER_ROLE, COUCHLINK_EDITOR_ROLE), so that one account
+/// of each serves them all. Tests of the per-database default make accounts of their own.
 pub const READER: (&str, &str) = ("couchlink-test-reader", "reader-pw");
 pub const EDITOR: (&str, &str) = ("couchlink-test-editor", "editor-pw");
+pub const READER_ROLE: &str = "couchlink-test:reader";
+pub const EDITOR_ROLE: &str = "couchlink-test:editor";
+
+/// The roles of every test database.
+pub fn test_roles() -> couchlink::domain::Roles {
+    couchlink::domain::Roles { reader: READER_ROLE.into(), editor: EDITOR_ROLE.into() }
+}
+
+/// `couchlink setup`'s options for a test database.
+pub fn test_setup() -> couchlink::cmd::setup::SetupOptions {
+    couchlink::cmd::setup::SetupOptions { roles: test_roles(), drop_shared_roles: false, replace_security: false }
+}
 
 /// A fresh database on a test server.
 pub struct TestDb {
@@ -133,8 +148,10 @@ impl TestDb {
     pub async fn named_on(couch: &Couch, name: &str) -> TestDb {
         let db = TestDb { name: name.to_owned(), couch: couch.clone() };
         let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
-        couchlink::cmd::setup::run(&db.client_as(None), Some(&reader)).await.expect("couchlink setup works");
-        ensure_user(couch, EDITOR, "editor").await;
+        couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &test_setup())
+            .await
+            .expect("couchlink setup works");
+        ensure_user(couch, EDITOR, EDITOR_ROLE).await;
         db
     }
 
@@ -144,11 +161,10 @@ impl TestDb {
         let db = TestDb { name: format!("test_{}", random_lowercase(12)), couch: couch().clone() };
         let created = db.admin(reqwest::Method::PUT, "", None).await;
         assert!(created.status().is_success(), "cannot create test database: {}", created.text().await.unwrap());
-        let security =
-            json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": ["reader", "editor"]}});
+        let security = couchlink::cmd::setup::security_object(&test_roles());
         let r = db.admin(reqwest::Method::PUT, "_security", Some(&security)).await;
         assert!(r.status().is_success(), "cannot set _security: {}", r.text().await.unwrap());
-        ensure_user(couch(), READER, "reader").await;
+        ensure_user(couch(), READER, READER_ROLE).await;
         db
     }
 
