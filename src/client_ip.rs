@@ -7,9 +7,41 @@ use ipnet::IpNet;
 
 use crate::http1::Headers;
 
-/// Proxies (IPs or CIDRs) whose `Forwarded` / `X-Forwarded-For` headers are believed.
+/// Proxies (IPs or CIDRs) whose forwarding header is believed, and which header that is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<IpNet>);
+pub struct TrustedProxies {
+    nets: Vec<IpNet>,
+    header: ForwardedHeader,
+}
+
+/// The one header the operator's proxy writes. Only that one is read: proxies pass the others
+/// through as the client sent them (RFC 7239 §8.1: trust only what your own proxy added), so a
+/// client could name any address in them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1` (nginx's `$proxy_add_x_forwarded_for`, Caddy, HAProxy).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
+/// A forwarding header couchlink does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a forwarding header couchlink reads: x-forwarded-for or forwarded")]
+pub struct UnknownHeader(String);
+
+impl FromStr for ForwardedHeader {
+    type Err = UnknownHeader;
+
+    fn from_str(name: &str) -> Result<Self, UnknownHeader> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+            "forwarded" => Ok(ForwardedHeader::Forwarded),
+            _ => Err(UnknownHeader(name.to_owned())),
+        }
+    }
+}
 
 /// A trusted-proxy entry that is neither an IP address nor a CIDR block.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,27 +63,34 @@ impl FromStr for TrustedProxies {
                     .map_err(|_| InvalidProxy(s.to_owned()))
             })
             .collect::<Result<_, _>>()?;
-        Ok(TrustedProxies(nets))
+        Ok(TrustedProxies { nets, header: ForwardedHeader::default() })
     }
 }
 
 impl TrustedProxies {
-    fn trusts(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        self.0.iter().any(|net| net.contains(&ip))
+    /// The same proxies, believed in `header` only.
+    pub fn reading(self, header: ForwardedHeader) -> Self {
+        TrustedProxies { header, ..self }
     }
 
-    /// The client's address. Forwarding headers count only when the peer is trusted; the chain
-    /// is then read right to left, skipping trusted hops, so a client cannot forge its address
-    /// by sending the header itself. `Forwarded` (RFC 7239) is preferred over `X-Forwarded-For`.
+    fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.nets.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The client's address. The forwarding header counts only when the peer is trusted; its
+    /// chain is then read right to left, skipping trusted hops, so that what a client wrote in
+    /// it itself (on the left, before the proxy's own entry) is never reached while a trusted
+    /// proxy names the hop before it.
     pub fn client_ip(&self, peer: IpAddr, headers: &Headers<'_>) -> IpAddr {
         if !self.trusts(peer) {
             return peer;
         }
-        let hops: Vec<Option<IpAddr>> = if headers.get("forwarded").is_some() {
-            header_items(headers, "forwarded").map(|el| forwarded_for(&el)).collect()
-        } else {
-            header_items(headers, "x-forwarded-for").map(|item| parse_node(&item)).collect()
+        let hops: Vec<Option<IpAddr>> = match self.header {
+            ForwardedHeader::Forwarded => header_items(headers, "forwarded").map(|el| forwarded_for(&el)).collect(),
+            ForwardedHeader::XForwardedFor => {
+                header_items(headers, "x-forwarded-for").map(|item| parse_node(&item)).collect()
+            }
         };
         let mut client = peer;
         for hop in hops.into_iter().rev() {
@@ -129,20 +168,29 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_header_is_preferred_and_parsed() {
-        let proxies: TrustedProxies = "::1".parse().unwrap();
+    fn only_the_configured_header_is_read() {
         let h = headers(&[
             ("forwarded", "for=\"[2001:db8::7]:4711\";proto=https, for=192.0.2.60:80"),
-            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "198.51.100.7"),
         ]);
-        assert_eq!(proxies.client_ip(ip("::1"), &Headers(&h)), ip("192.0.2.60"));
+        let xff: TrustedProxies = "::1".parse().unwrap();
+        assert_eq!(xff.client_ip(ip("::1"), &Headers(&h)), ip("198.51.100.7"), "a client's Forwarded is ignored");
+        let forwarded = xff.clone().reading(ForwardedHeader::Forwarded);
+        assert_eq!(forwarded.client_ip(ip("::1"), &Headers(&h)), ip("192.0.2.60"));
+        // A client's own `Forwarded: for=unknown` cannot hide it behind an X-Forwarded-For proxy.
+        let h = headers(&[("forwarded", "for=unknown"), ("x-forwarded-for", "198.51.100.7")]);
+        assert_eq!(xff.client_ip(ip("::1"), &Headers(&h)), ip("198.51.100.7"));
+        assert_eq!("Forwarded".parse(), Ok(ForwardedHeader::Forwarded));
+        assert!("x-real-ip".parse::<ForwardedHeader>().is_err());
     }
 
     #[test]
     fn unreadable_hop_stops_at_the_last_known_one() {
-        let proxies: TrustedProxies = "127.0.0.1".parse().unwrap();
+        let proxies: TrustedProxies =
+            "127.0.0.1".parse::<TrustedProxies>().unwrap().reading(ForwardedHeader::Forwarded);
         let h = headers(&[("forwarded", "for=unknown")]);
         assert_eq!(proxies.client_ip(ip("127.0.0.1"), &Headers(&h)), ip("127.0.0.1"));
+        let proxies = proxies.reading(ForwardedHeader::XForwardedFor);
         let h = headers(&[("x-forwarded-for", "garbage")]);
         assert_eq!(proxies.client_ip(ip("127.0.0.1"), &Headers(&h)), ip("127.0.0.1"));
     }

@@ -16,7 +16,7 @@ use super::CouchArgs;
 use crate::accept::Limits;
 use crate::access_log::{AccessLog, OpenError};
 use crate::admin::Admin;
-use crate::client_ip::TrustedProxies;
+use crate::client_ip::{ForwardedHeader, TrustedProxies};
 use crate::couch::{CouchClient, CouchError};
 use crate::domain::PublicUrl;
 use crate::errors::Causes;
@@ -61,9 +61,12 @@ pub struct ServeArgs {
     /// Gzip each day's access log once the day is over (`access.YYYY-MM-DD.log.gz`).
     #[arg(long, env = "COUCHLINK_LOG_COMPRESS", default_value_t = true, action = clap::ArgAction::Set)]
     pub log_compress: bool,
-    /// Comma-separated IPs/CIDRs of proxies whose X-Forwarded-For/Forwarded is believed.
+    /// Comma-separated IPs/CIDRs of proxies whose forwarding header is believed.
     #[arg(long, env = "COUCHLINK_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
+    /// The one header those proxies write, and the only one read: x-forwarded-for or forwarded.
+    #[arg(long, env = "COUCHLINK_FORWARDED_HEADER", default_value = "x-forwarded-for")]
+    pub forwarded_header: ForwardedHeader,
     /// Honour Global Privacy Control and Do Not Track: a request with `Sec-GPC: 1` or `DNT: 1`
     /// gets no tracking cookie, and its log line `-` as tracking ID.
     #[arg(long, env = "COUCHLINK_HONOR_PRIVACY_SIGNALS", default_value_t = false, action = clap::ArgAction::Set)]
@@ -255,7 +258,8 @@ pub async fn run(
         Duration::from_secs(1),
     ));
 
-    let mut settings = Settings::new(public_url.clone(), &args.cookie_name, args.trusted_proxies);
+    let mut settings =
+        Settings::new(public_url.clone(), &args.cookie_name, args.trusted_proxies.reading(args.forwarded_header));
     settings.honor_privacy_signals = args.honor_privacy_signals;
     settings.anonymize_ip = args.anonymize_ip;
     let app = Arc::new(App { store, log, metrics, settings });

@@ -123,6 +123,7 @@ async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
         .send()
         .await
         .unwrap();
+    // X-Forwarded-For is the header read by default: a client's own `Forwarded` is not.
     trusting
         .http
         .get(format!("{}/Nopee", trusting.base))
@@ -132,7 +133,16 @@ async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
         .unwrap();
     let lines = trusting.wait_for_log_lines(2).await;
     assert_eq!(fields(&lines[0])[1], "203.0.113.7");
-    assert_eq!(fields(&lines[1])[1], "2001:db8::5");
+    assert_eq!(fields(&lines[1])[1], "127.0.0.1");
+
+    let rfc7239 =
+        spawn_app_with(AppOptions::args(&[("--trusted-proxies", "127.0.0.1/32"), ("--forwarded-header", "forwarded")]))
+            .await;
+    for (name, value) in [("forwarded", "for=\"[2001:db8::5]:443\""), ("x-forwarded-for", "203.0.113.7")] {
+        rfc7239.http.get(format!("{}/Nopee", rfc7239.base)).header(name, value).send().await.unwrap();
+    }
+    let lines = rfc7239.wait_for_log_lines(2).await;
+    assert_eq!((fields(&lines[0])[1], fields(&lines[1])[1]), ("2001:db8::5", "127.0.0.1"));
 
     let wary = spawn_app().await;
     wary.http.get(format!("{}/Nopee", wary.base)).header("x-forwarded-for", "203.0.113.7").send().await.unwrap();

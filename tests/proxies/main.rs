@@ -1,0 +1,86 @@
+//! couchlink behind a real nginx, configured with the shipped `deploy/nginx-couchlink.conf`:
+//! a client cannot forge the address it is logged with. Needs nginx (`apt-get install
+//! nginx-light`); run as `cargo test --test proxies` (.ci/run runs it).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use support::process::tool;
+use support::*;
+
+/// nginx on a free loopback port, proxying to `upstream` with the shipped location block.
+struct Nginx {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start(upstream: std::net::SocketAddr) -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let shipped =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/nginx-couchlink.conf")).unwrap();
+        assert!(shipped.contains("proxy_pass http://127.0.0.1:8080;"), "the shipped file names couchlink's port");
+        let location = shipped.replace("127.0.0.1:8080", &upstream.to_string());
+        let d = dir.path().display();
+        let conf = format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\n\
+             http {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n\
+             fastcgi_temp_path {d};\n uwsgi_temp_path {d};\n scgi_temp_path {d};\n\
+             server {{\n  listen 127.0.0.1:{port};\n  server_name 0x1f.ie;\n{location}\n }}\n}}\n"
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let mut command = tool("nginx", "nginx-light");
+        command.arg("-c").arg(dir.path().join("nginx.conf")).stdout(Stdio::null()).stderr(Stdio::inherit());
+        let child = command.spawn().expect("nginx starts");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "nginx never listened on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nginx { child, port, _dir: dir }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn behind_nginx_a_client_cannot_forge_its_logged_address() {
+    let app = spawn_app_with(AppOptions::args(&[("--trusted-proxies", "127.0.0.1")])).await;
+    let nginx = Nginx::start(app.addr);
+    // The client comes from 127.0.0.2: an address couchlink does not trust, as a client on the
+    // internet is.
+    let client = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/Nopee", nginx.port);
+    let forgeries: [&[(&str, &str)]; 4] = [
+        &[],
+        &[("forwarded", "for=203.0.113.66")],
+        &[("forwarded", "for=unknown")],
+        &[("x-forwarded-for", "203.0.113.66"), ("forwarded", "for=\"[2001:db8::66]\"")],
+    ];
+    for headers in forgeries {
+        let mut request = client.get(&url).header("host", "0x1f.ie");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 404, "{headers:?}: couchlink answered through nginx");
+    }
+    let lines = app.wait_for_log_lines(forgeries.len()).await;
+    for (line, headers) in lines.iter().zip(forgeries) {
+        assert_eq!(line.split(' ').nth(1), Some("127.0.0.2"), "{headers:?} forged the logged address: {line}");
+    }
+}
