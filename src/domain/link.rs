@@ -1,6 +1,8 @@
 //! `Link`: a link document as the proxy uses it (README, "Link documents").
 
 use serde::Deserialize;
+
+use super::target::{canonical_location, check_internal, NotCanonical};
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
 
 /// A link document's fields as CouchDB returns them (other fields are ignored). Each field is
@@ -81,6 +83,9 @@ pub enum UnusableLink {
     /// `expires` is not an RFC 3339 timestamp.
     #[error("\"expires\" is not an RFC 3339 timestamp: {0:?}")]
     BadExpires(String),
+    /// A target not in the form the proxy sends.
+    #[error(transparent)]
+    NotCanonical(#[from] NotCanonical),
     /// A field of the wrong JSON type.
     #[error("\"{0}\" has the wrong JSON type")]
     WrongType(&'static str),
@@ -113,10 +118,10 @@ pub struct Link {
 enum Plain {
     /// The stored `url` is already the `Location`.
     SameAsUrl,
-    /// The `Location` differs from the stored `url` (normalised, percent-encoded): in
+    /// The `Location` differs from the stored `url` (its empty path sent as `/`): in
     /// `plain_other`.
     Other,
-    /// Not a direct redirect (an internal redirect, or a target the proxy refuses).
+    /// Not a direct redirect: an internal redirect.
     Resolve,
 }
 
@@ -131,10 +136,16 @@ impl Link {
             None => None,
             Some(text) => Some(OffsetDateTime::parse(&text, &Rfc3339).map_err(|_| UnusableLink::BadExpires(text))?),
         };
-        let (plain, plain_other) = match crate::resolve::plain_location(&url) {
-            Some(location) if location == url => (Plain::SameAsUrl, None),
-            Some(location) => (Plain::Other, Some(location.into_boxed_str())),
-            None => (Plain::Resolve, None),
+        // Served only as written (see `target`): the `Location` is the stored text itself, but
+        // for an empty path's `/`.
+        let (plain, plain_other) = if url.starts_with('/') {
+            check_internal(&url).map_err(UnusableLink::NotCanonical)?;
+            (Plain::Resolve, None)
+        } else {
+            match canonical_location(&url).map_err(UnusableLink::NotCanonical)? {
+                location if location == url => (Plain::SameAsUrl, None),
+                location => (Plain::Other, Some(location.into_boxed_str())),
+            }
         };
         let expires_ns = expires.map_or(i64::MAX, |t: OffsetDateTime| {
             t.unix_timestamp_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
@@ -224,10 +235,14 @@ mod tests {
     fn plain_location_is_worked_out_once() {
         let same = parse(r#"{"url":"https://example.com/wp/?p=14"}"#).unwrap();
         assert_eq!(same.plain_location(), Some("https://example.com/wp/?p=14"));
-        let encoded = parse(r#"{"url":"https://example.com/café"}"#).unwrap();
-        assert_eq!(encoded.plain_location(), Some("https://example.com/caf%C3%A9"));
+        let bare = parse(r#"{"url":"https://example.com"}"#).unwrap();
+        assert_eq!(bare.plain_location(), Some("https://example.com/"));
         assert_eq!(parse(r#"{"url":"/H83if"}"#).unwrap().plain_location(), None);
-        assert_eq!(parse(r#"{"url":"javascript:alert(1)"}"#).unwrap().plain_location(), None);
+        // Anything not already in the form sent is not served at all.
+        for url in ["https://example.com/café", "javascript:alert(1)", "https:evil.com", "http://evil.com\tx/"] {
+            let doc = serde_json::json!({"url": url}).to_string();
+            assert!(matches!(parse(&doc), Err(UnusableLink::NotCanonical(_))), "{url:?}");
+        }
     }
 
     #[test]

@@ -4,11 +4,13 @@ mod link;
 mod link_id;
 mod public_url;
 mod roles;
+mod target;
 mod tracking_id;
 
 pub use link::{Link, LinkDoc, UnusableLink};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub use roles::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
+pub use target::{canonical_location, check_internal, NotCanonical};
 pub(crate) use tracking_id::write_compact_timestamp;
 pub use tracking_id::TrackingId;

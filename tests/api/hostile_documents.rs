@@ -33,3 +33,50 @@ async fn documents_of_the_wrong_types_are_404_cached_until_edited_and_counted() 
     app.db.put_link("Num42", json!({"url": "https://example.com/fixed"})).await;
     app.wait_until_served("/Num42", 302, Some("https://example.com/fixed")).await;
 }
+
+/// The cases the proxy's rule is tested with (src/domain/target.rs), each written through
+/// CouchDB's validation function: the two agree on every one.
+#[tokio::test]
+async fn the_validation_function_and_the_proxy_agree_on_every_target() {
+    let db = TestDb::new().await;
+    let cases: Vec<serde_json::Value> =
+        serde_json::from_str(include_str!("../target_cases.json")).expect("tests/target_cases.json is JSON");
+    let editor = db.client_as(Some(EDITOR));
+    let mut disagreements = Vec::new();
+    for (n, case) in cases.iter().enumerate() {
+        let url = case["url"].as_str().unwrap();
+        let id = format!("T{n:04}");
+        let stored = editor.create_doc_raw(&id, &json!({"url": url})).await;
+        let proxy = if url.starts_with('/') {
+            couchlink::domain::check_internal(url).is_ok()
+        } else {
+            couchlink::domain::canonical_location(url).is_ok()
+        };
+        if stored.is_ok() != proxy || proxy != case["ok"].as_bool().unwrap() {
+            disagreements.push(format!("{url:?}: CouchDB {:?}, proxy {proxy}", stored.err().map(|e| e.to_string())));
+        }
+    }
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
+}
+
+#[tokio::test]
+async fn a_stored_target_not_in_canonical_form_is_a_404_counted() {
+    let app = spawn_app_with(AppOptions { bare_db: true, ..AppOptions::default() }).await;
+    let docs = [
+        ("Tab01", "http://evil.com\tx/"),
+        ("Zws01", "https://exa\u{200b}mple.com/"),
+        ("Opq01", "https:evil.com"),
+        ("Pct01", "http://%65vil.com/"),
+        ("Bsl01", "http://evil.com\\@example.com/"),
+        ("Spc01", "https://example.com/a b"),
+    ];
+    for (id, url) in docs {
+        app.db.put_link(id, json!({"url": url})).await;
+    }
+    app.db.put_link("Good1", json!({"url": "https://example.com"})).await;
+    for (id, url) in docs {
+        assert_eq!(app.get(&format!("/{id}")).await.status(), 404, "{url:?} was served");
+    }
+    assert!(app.metric("couchlink_unusable_documents_total").await >= docs.len() as f64);
+    assert_redirects_to(&app.get("/Good1").await, "https://example.com/");
+}
