@@ -51,7 +51,10 @@ function (newDoc, oldDoc, userCtx, secObj) {
   }
   if (!/^[\x21-\x7e]*$/.test(url)) {
     var hint = '';
-    try { hint = ' Written that way it is "' + encodeURI(url.replace(/[\s\u200b-\u200f\u202a-\u202e\u2060\ufeff]/g, '')) + '".'; } catch (e) { hint = ''; }
+    // A suggestion only where it is certain: the host already plain ASCII.
+    if (/^https?:\/\/[\x21-\x7e]+([\/?#]|$)/.test(url)) {
+      try { hint = ' Written that way it is "' + encodeURI(url.replace(/[\s\u200b-\u200f\u202a-\u202e\u2060\ufeff]/g, '')) + '".'; } catch (e) { hint = ''; }
+    }
     refuse('The "url" must not contain spaces, line breaks, invisible characters or letters outside ' +
       'A-Z: write other scripts percent-encoded (as a browser shows them when copied) and an ' +
       'international host name in its xn-- form.' + hint);

@@ -95,6 +95,17 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
             "like \"2026-12-31T23:59:59Z\"",
         ),
     ];
+    // Not in the form sent: refused, the encoded form suggested where it can be worked out.
+    let cases = [
+        &cases[..],
+        &[
+            ("Utf8a", json!({"url": "https://example.com/café"}), "it is \"https://example.com/caf%C3%A9\""),
+            ("Utf8b", json!({"url": "https://bücher.example/"}), "its xn-- form"),
+            ("Opaq1", json!({"url": "https:evil.com"}), "spell out \"https://\""),
+            ("Dots1", json!({"url": "/Good1/../admin"}), "\".\" or \"..\" parts"),
+        ],
+    ]
+    .concat();
     for (id, doc, reason) in cases {
         let err = editor.create_doc_raw(id, &doc).await.expect_err(id);
         assert_eq!(err.status(), Some(403), "{id}: {err}");
@@ -107,7 +118,7 @@ async fn each_rule_refuses_a_bad_document_with_a_reason_people_understand() {
         ("Good3", json!({"url": "/Good1/spring?utm_source=poster"})),
         (
             "Good4",
-            json!({"url": "https://bücher.example/café", "expires": "2026-12-31T23:59:59.5+01:00", "inactive": true}),
+            json!({"url": "https://xn--bcher-kva.example/caf%C3%A9", "expires": "2026-12-31T23:59:59.5+01:00", "inactive": true}),
         ),
         ("Good5", json!({"url": format!("https://example.com/{}", "a".repeat(2048 - 20))})),
         ("Good6", json!({"url": "https://wallet.example/?_oob=e30", "oob": true})),

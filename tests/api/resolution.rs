@@ -69,7 +69,6 @@ async fn expiry_is_checked_at_request_time() {
 async fn climbing_out_of_the_target_path_is_refused() {
     let app = spawn_app().await;
     app.db.put_link("H83if", json!({"url": "https://example.com/wp/"})).await;
-    app.db.put_link("Trick", json!({"url": "/H83if/../admin"})).await;
     for target in [
         "/H83if/../admin",
         "/H83if/%2e%2e/admin",
@@ -80,7 +79,6 @@ async fn climbing_out_of_the_target_path_is_refused() {
         "/H83if/..;/admin",
         "/H83if/%C0%AE%C0%AE/admin",
         "/H83if/%252e%252e/admin",
-        "/Trick",
     ] {
         let response =
             app.raw(format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await;
