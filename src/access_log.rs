@@ -32,6 +32,21 @@ const USER_AGENT_SET: &AsciiSet = &NON_ALPHANUMERIC
 /// bytes above 0x7E) becomes `%HH`.
 const VISIBLE_ASCII_SET: &AsciiSet = &CONTROLS.add(b' ');
 
+/// How much of a refused request's target its log line keeps: an attacker's long targets must
+/// not grow the log one to one.
+pub const LOGGED_TARGET_BYTES: usize = 1024;
+
+/// What the log keeps of `target`: all of it, or for one past [`LOGGED_TARGET_BYTES`] its
+/// first bytes and `…` (`%E2%80%A6` in the log), the mark of a cut.
+pub fn logged_target(target: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if target.len() <= LOGGED_TARGET_BYTES {
+        return target.into();
+    }
+    let mut cut = target[..LOGGED_TARGET_BYTES].to_vec();
+    cut.extend_from_slice("…".as_bytes());
+    cut.into()
+}
+
 /// One request as the log records it.
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
@@ -483,5 +498,14 @@ mod tests {
             proptest::prop_assert_eq!(fields.len(), if status == 302 { 7 } else { 6 }, "{:?}", body);
             proptest::prop_assert!(fields.iter().all(|f| !f.is_empty()), "{body:?}");
         }
+    }
+
+    #[test]
+    fn a_long_target_is_logged_cut_and_marked() {
+        let target = vec![b'a'; 10_000];
+        let logged = logged_target(&target);
+        assert_eq!(logged.len(), LOGGED_TARGET_BYTES + 3);
+        assert!(logged.ends_with("…".as_bytes()));
+        assert_eq!(&*logged_target(b"/H83if"), b"/H83if");
     }
 }

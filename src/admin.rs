@@ -35,7 +35,7 @@ pub struct Admin {
     pub log: AccessLog,
 }
 
-impl crate::accept::Service for Admin {
+impl crate::http::accept::Service for Admin {
     async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
         match (&request.method, request.uri.path()) {
             (&Method::GET, "/healthz") => self.health().await,

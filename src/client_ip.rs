@@ -5,8 +5,6 @@ use std::str::FromStr;
 
 use ipnet::IpNet;
 
-use crate::http1::Headers;
-
 /// Proxies (IPs or CIDRs) whose forwarding header is believed, and which header that is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
@@ -78,19 +76,27 @@ impl TrustedProxies {
         self.nets.iter().any(|net| net.contains(&ip))
     }
 
-    /// The client's address. The forwarding header counts only when the peer is trusted; its
+    /// The name of the one header read (every instance of it is passed to
+    /// [`TrustedProxies::client_ip`]).
+    pub fn header(&self) -> &'static str {
+        match self.header {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => "forwarded",
+        }
+    }
+
+    /// The client's address, from the values of the forwarding header ([`Self::header`]) in
+    /// the order received. The header counts only when the peer is trusted; its
     /// chain is then read right to left, skipping trusted hops, so that what a client wrote in
     /// it itself (on the left, before the proxy's own entry) is never reached while a trusted
     /// proxy names the hop before it.
-    pub fn client_ip(&self, peer: IpAddr, headers: &Headers<'_>) -> IpAddr {
+    pub fn client_ip<'a>(&self, peer: IpAddr, forwarded: impl Iterator<Item = &'a [u8]>) -> IpAddr {
         if !self.trusts(peer) {
             return peer;
         }
         let hops: Vec<Option<IpAddr>> = match self.header {
-            ForwardedHeader::Forwarded => header_items(headers, "forwarded").map(|el| forwarded_for(&el)).collect(),
-            ForwardedHeader::XForwardedFor => {
-                header_items(headers, "x-forwarded-for").map(|item| parse_node(&item)).collect()
-            }
+            ForwardedHeader::Forwarded => header_items(forwarded).map(|el| forwarded_for(&el)).collect(),
+            ForwardedHeader::XForwardedFor => header_items(forwarded).map(|item| parse_node(&item)).collect(),
         };
         let mut client = peer;
         for hop in hops.into_iter().rev() {
@@ -105,11 +111,9 @@ impl TrustedProxies {
     }
 }
 
-/// Every comma-separated item of every instance of header `name`, in order.
-fn header_items<'a>(headers: &Headers<'a>, name: &'a str) -> impl Iterator<Item = String> + 'a {
-    headers
-        .all(name)
-        .flat_map(|v| String::from_utf8_lossy(v).split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
+/// Every comma-separated item of every instance of the header, in order.
+fn header_items<'a, I: Iterator<Item = &'a [u8]>>(values: I) -> impl Iterator<Item = String> + use<'a, I> {
+    values.flat_map(|v| String::from_utf8_lossy(v).split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
 }
 
 /// The `for=` node of one `Forwarded` element, e.g. `for="[2001:db8::1]:4711";proto=https`.
@@ -149,6 +153,11 @@ mod tests {
         pairs.iter().map(|(name, value)| httparse::Header { name, value: value.as_bytes() }).collect()
     }
 
+    /// What the handler passes: every value of the header `proxies` read.
+    fn client(proxies: &TrustedProxies, peer: IpAddr, h: &[httparse::Header<'_>]) -> IpAddr {
+        proxies.client_ip(peer, h.iter().filter(|f| f.name.eq_ignore_ascii_case(proxies.header())).map(|f| f.value))
+    }
+
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
     }
@@ -157,14 +166,14 @@ mod tests {
     fn untrusted_peer_is_the_client_whatever_it_claims() {
         let proxies: TrustedProxies = "10.0.0.0/8".parse().unwrap();
         let h = headers(&[("x-forwarded-for", "203.0.113.7")]);
-        assert_eq!(proxies.client_ip(ip("198.51.100.1"), &Headers(&h)), ip("198.51.100.1"));
+        assert_eq!(client(&proxies, ip("198.51.100.1"), &h), ip("198.51.100.1"));
     }
 
     #[test]
     fn trusted_peer_names_the_rightmost_untrusted_hop() {
         let proxies: TrustedProxies = "10.0.0.0/8, 127.0.0.1".parse().unwrap();
         let h = headers(&[("x-forwarded-for", "6.6.6.6, 203.0.113.7"), ("x-forwarded-for", "10.1.2.3")]);
-        assert_eq!(proxies.client_ip(ip("127.0.0.1"), &Headers(&h)), ip("203.0.113.7"));
+        assert_eq!(client(&proxies, ip("127.0.0.1"), &h), ip("203.0.113.7"));
     }
 
     #[test]
@@ -174,12 +183,12 @@ mod tests {
             ("x-forwarded-for", "198.51.100.7"),
         ]);
         let xff: TrustedProxies = "::1".parse().unwrap();
-        assert_eq!(xff.client_ip(ip("::1"), &Headers(&h)), ip("198.51.100.7"), "a client's Forwarded is ignored");
+        assert_eq!(client(&xff, ip("::1"), &h), ip("198.51.100.7"), "a client's Forwarded is ignored");
         let forwarded = xff.clone().reading(ForwardedHeader::Forwarded);
-        assert_eq!(forwarded.client_ip(ip("::1"), &Headers(&h)), ip("192.0.2.60"));
+        assert_eq!(client(&forwarded, ip("::1"), &h), ip("192.0.2.60"));
         // A client's own `Forwarded: for=unknown` cannot hide it behind an X-Forwarded-For proxy.
         let h = headers(&[("forwarded", "for=unknown"), ("x-forwarded-for", "198.51.100.7")]);
-        assert_eq!(xff.client_ip(ip("::1"), &Headers(&h)), ip("198.51.100.7"));
+        assert_eq!(client(&xff, ip("::1"), &h), ip("198.51.100.7"));
         assert_eq!("Forwarded".parse(), Ok(ForwardedHeader::Forwarded));
         assert!("x-real-ip".parse::<ForwardedHeader>().is_err());
     }
@@ -189,10 +198,10 @@ mod tests {
         let proxies: TrustedProxies =
             "127.0.0.1".parse::<TrustedProxies>().unwrap().reading(ForwardedHeader::Forwarded);
         let h = headers(&[("forwarded", "for=unknown")]);
-        assert_eq!(proxies.client_ip(ip("127.0.0.1"), &Headers(&h)), ip("127.0.0.1"));
+        assert_eq!(client(&proxies, ip("127.0.0.1"), &h), ip("127.0.0.1"));
         let proxies = proxies.reading(ForwardedHeader::XForwardedFor);
         let h = headers(&[("x-forwarded-for", "garbage")]);
-        assert_eq!(proxies.client_ip(ip("127.0.0.1"), &Headers(&h)), ip("127.0.0.1"));
+        assert_eq!(client(&proxies, ip("127.0.0.1"), &h), ip("127.0.0.1"));
     }
 
     #[test]

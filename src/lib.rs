@@ -3,17 +3,24 @@
 //! `GET /H83if` reads the CouchDB document `H83if` and answers `302` to its `url`, logging every
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
-//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`, `report`), each with its flags and its run.
-//! - [`accept`]: binding, the connection cap and the graceful accept loop every listener shares;
-//!   hyper connections for the admin listener and the agent.
-//! - [`http1`]: the redirect listener's own HTTP/1 connections (httparse): pipelining, limits, drain.
-//! - [`handler`]: one request in, one response out (status, headers, cookie, log line).
+//! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`http`] →
+//! [`handler`] → [`resolve`], [`store`], [`access_log`], [`client_ip`] → [`message`], [`domain`].
+//!
+//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`, `report`, `agent`), each its
+//!   flags turned into a configuration, and its run.
+//! - [`startup`]: the proxy assembled from a [`startup::ServerConfig`]: `Application::build`,
+//!   `run_until_stopped`.
+//! - [`http`]: the redirect listener's own HTTP/1 (httparse): connections over any stream,
+//!   limits and refusals in one place, the one response writer; the shared accept loop.
+//! - [`handler`]: the redirect policy: a request in, a reply and a log line out, no bytes.
+//! - [`message`]: the request as parsed and the reply as decided, passed between the two.
 //! - [`resolve`]: the shortlink resolution draft's algorithm, and the checks that keep targets safe.
 //! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.
 //! - [`follower`]: the `_changes` follower that keeps the cache current.
 //! - [`warm`]: the cache filled from CouchDB in pages at start, while serving.
 //! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
 //! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
+//! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
 //! - [`log_retention`]: finished days of the access log gzipped, old ones deleted.
 //! - [`client_ip`]: the client address, believing only trusted proxies.
@@ -28,7 +35,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod accept;
 pub mod access_log;
 pub mod admin;
 pub mod agent;
@@ -39,11 +45,14 @@ pub mod domain;
 pub mod errors;
 pub mod follower;
 pub mod handler;
-pub mod http1;
+pub mod http;
+pub mod links;
 pub mod log_retention;
+pub mod message;
 pub mod metrics;
 pub mod qr;
 pub mod report;
 pub mod resolve;
+pub mod startup;
 pub mod store;
 pub mod warm;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The statuses the proxy answers with; anything else is counted as "other".
-const STATUSES: [u16; 4] = [302, 404, 501, 503];
+const STATUSES: [u16; 8] = [200, 302, 400, 404, 414, 431, 501, 503];
 /// Serving threads counted apart; any beyond these share the last count.
 const WORKER_SLOTS: usize = 32;
 /// Upper bounds (seconds) of the CouchDB latency histogram's buckets.

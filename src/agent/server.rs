@@ -20,9 +20,9 @@ use super::envelope::{self, KidStyle, Opened, Sender};
 use super::identity::Identity;
 use super::peer_did::PeerDid;
 use super::protocol::{self, LinkState, Problem, ShortenRequest};
-use crate::cmd::create::{self, CreateError};
 use crate::couch::{CouchClient, CouchError, Created};
 use crate::domain::{LinkId, PublicUrl};
+use crate::links::{store_new, NewLinkError};
 
 /// The media types of DIDComm v2 messages.
 pub const ENCRYPTED: &str = "application/didcomm-encrypted+json";
@@ -233,17 +233,17 @@ impl Agent {
                 }
             }
             None => {
-                create::store(&self.editor, &doc, std::iter::repeat_with(LinkId::random)).await.map_err(|e| match e {
-                    CreateError::Couch(e) => Shorten::Couch(e),
-                    CreateError::Refused { status, reason } => {
+                store_new(&self.editor, &doc, std::iter::repeat_with(LinkId::random)).await.map_err(|e| match e {
+                    NewLinkError::Couch(e) => Shorten::Couch(e),
+                    NewLinkError::Refused { status, reason } => {
                         refused_or(CouchError::Refused { status, error: "refused".into(), reason })
                     }
-                    // No free ID after many tries, or the like: the agent's trouble, not the
-                    // request's (503, and a warning for the operator).
-                    other => Shorten::Couch(CouchError::Refused {
+                    // No free ID after many tries: the agent's trouble, not the request's (503,
+                    // and a warning for the operator).
+                    NewLinkError::NoFreeId => Shorten::Couch(CouchError::Refused {
                         status: 409,
                         error: "conflict".into(),
-                        reason: other.to_string(),
+                        reason: NewLinkError::NoFreeId.to_string(),
                     }),
                 })
             }
@@ -382,7 +382,7 @@ fn json_response(value: &Value) -> Response<Full<Bytes>> {
     response
 }
 
-impl crate::accept::Service for Agent {
+impl crate::http::accept::Service for Agent {
     async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
         match (&request.method, request.uri.path()) {
             (&Method::GET, "/invitation") => json_response(&self.invitation()),

@@ -107,7 +107,7 @@ impl AgentArgs {
             let listener = TcpListener::bind(self.listen)
                 .await
                 .map_err(|source| AgentError::Bind { addr: self.listen, source })?;
-            run(self, identity, listener, super::serve::shutdown_signal()).await
+            run(self, identity, listener, super::shutdown_signal()).await
         })
     }
 }
@@ -146,8 +146,8 @@ pub async fn run(
         delivery: Delivery::new(policy, args.max_deliveries.max(1)),
     };
     tracing::info!("DIDComm agent on http://{bound} as {did}");
-    let limits = crate::accept::Limits::new(1024, Duration::from_secs(10));
-    crate::accept::run(listener, Arc::new(agent), limits, shutdown, Duration::from_secs(10)).await;
+    let limits = crate::http::accept::Limits::new(1024, Duration::from_secs(10));
+    crate::http::accept::run(listener, Arc::new(agent), limits, shutdown, Duration::from_secs(10)).await;
     Ok(())
 }
 

@@ -6,11 +6,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::{BadCredentials, CouchArgs};
-use crate::couch::{CouchClient, CouchError, Created};
+use crate::couch::CouchClient;
 use crate::domain::{LinkId, PublicUrl};
-
-/// How many random IDs to try before giving up (each collision is a 1 in 62^5/n event).
-pub const MAX_ATTEMPTS: usize = 20;
+use crate::links::{store_new, NewLinkError};
 
 /// Flags of `couchlink create`.
 #[derive(Debug, Clone, Args)]
@@ -35,7 +33,7 @@ pub struct CreateArgs {
 impl CreateArgs {
     /// Creates the link and prints its short URL on stdout.
     pub fn execute(self) -> Result<(), CreateError> {
-        let editor = CouchClient::new(&self.couch.into())?;
+        let editor = CouchClient::new(&self.couch.into()).map_err(|e| CreateError::Store(e.into()))?;
         let ids = std::iter::repeat_with(LinkId::random);
         let id = super::current_thread_runtime()
             .map_err(CreateError::Runtime)?
@@ -72,28 +70,25 @@ pub enum CreateError {
     /// CouchDB refused the account.
     #[error(transparent)]
     Credentials(BadCredentials),
-    /// CouchDB could not be asked, or answered something unreadable.
+    /// CouchDB could not be asked, answered something unreadable, or had no free ID.
     #[error("cannot create the link")]
-    Couch(#[source] CouchError),
-    /// Every ID tried was taken.
-    #[error("no free ID found after {MAX_ATTEMPTS} attempts")]
-    NoFreeId,
+    Store(#[source] NewLinkError),
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
 }
 
-impl From<CouchError> for CreateError {
-    fn from(e: CouchError) -> Self {
+impl From<NewLinkError> for CreateError {
+    fn from(e: NewLinkError) -> Self {
         match e {
-            CouchError::Refused { status, reason, .. } => CreateError::Refused { status, reason },
-            e => CreateError::Couch(e),
+            NewLinkError::Refused { status, reason } => CreateError::Refused { status, reason },
+            e => CreateError::Store(e),
         }
     }
 }
 
 /// Stores `{url, inactive: false, expires?}` under the first ID from `ids` that has never been
-/// used, and returns it (see [`store`]).
+/// used, and returns it (see [`store_new`]).
 pub async fn run(
     editor: &CouchClient,
     url: &str,
@@ -104,25 +99,5 @@ pub async fn run(
     if let Some(expires) = expires {
         doc["expires"] = json!(expires);
     }
-    store(editor, &doc, ids).await
-}
-
-/// Stores `doc` under the first ID from `ids` that has never been used, and returns it. An
-/// existing ID is never overwritten (a `PUT` without `_rev` gets 409), and a deleted one is
-/// skipped: its short URL may be printed somewhere.
-pub async fn store(
-    editor: &CouchClient,
-    doc: &serde_json::Value,
-    ids: impl IntoIterator<Item = LinkId>,
-) -> Result<LinkId, CreateError> {
-    for id in ids.into_iter().take(MAX_ATTEMPTS) {
-        if editor.ever_used(&id).await? {
-            continue;
-        }
-        match editor.create_doc(&id, doc).await? {
-            Created::Stored(_) => return Ok(id),
-            Created::Conflict => continue,
-        }
-    }
-    Err(CreateError::NoFreeId)
+    Ok(store_new(editor, &doc, ids).await?)
 }

@@ -115,7 +115,10 @@ async fn shutdown_flushes_every_line_before_returning() {
 
 #[tokio::test]
 async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
-    let trusting = spawn_app_with(AppOptions::args(&[("--trusted-proxies", "127.0.0.1/32")])).await;
+    let trusting = spawn_app_with(AppOptions::with(move |c| {
+        c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
+    }))
+    .await;
     trusting
         .http
         .get(format!("{}/Nopee", trusting.base))
@@ -135,9 +138,11 @@ async fn forwarded_client_is_believed_only_from_a_trusted_proxy() {
     assert_eq!(fields(&lines[0])[1], "203.0.113.7");
     assert_eq!(fields(&lines[1])[1], "127.0.0.1");
 
-    let rfc7239 =
-        spawn_app_with(AppOptions::args(&[("--trusted-proxies", "127.0.0.1/32"), ("--forwarded-header", "forwarded")]))
-            .await;
+    let rfc7239 = spawn_app_with(AppOptions::with(move |c| {
+        c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
+        c.trusted_proxies = c.trusted_proxies.clone().reading(couchlink::client_ip::ForwardedHeader::Forwarded);
+    }))
+    .await;
     for (name, value) in [("forwarded", "for=\"[2001:db8::5]:443\""), ("x-forwarded-for", "203.0.113.7")] {
         rfc7239.http.get(format!("{}/Nopee", rfc7239.base)).header(name, value).send().await.unwrap();
     }
@@ -158,7 +163,11 @@ async fn finished_days_are_gzipped_and_days_past_retention_deleted_while_the_liv
     std::fs::write(logs.path().join("access.2020-01-01.log"), "long ago\n").unwrap();
     std::fs::write(logs.path().join(&two_days_ago), "two days ago\n").unwrap();
     let dir = logs.path().display().to_string();
-    let mut app = spawn_app_with(AppOptions::args(&[("--log-dir", &dir), ("--log-keep-days", "30")])).await;
+    let mut app = spawn_app_with(AppOptions::with(move |c| {
+        c.log_dir = std::path::PathBuf::from(dir);
+        c.log_keep_days = 30;
+    }))
+    .await;
     app.db.put_link("Keep1", json!({"url": "https://kept.example/"})).await;
     assert_eq!(app.get("/Keep1").await.status(), 302);
 
@@ -183,7 +192,11 @@ async fn finished_days_are_gzipped_and_days_past_retention_deleted_while_the_liv
 
 #[tokio::test]
 async fn anonymized_addresses_for_peers_and_forwarded_clients_alike() {
-    let app = spawn_app_with(AppOptions::args(&[("--anonymize-ip", "true"), ("--trusted-proxies", "127.0.0.1")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.anonymize_ip = true;
+        c.trusted_proxies = "127.0.0.1".parse().unwrap();
+    }))
+    .await;
     app.http.get(format!("{}/Nopee", app.base)).send().await.unwrap();
     app.http.get(format!("{}/Nopee", app.base)).header("x-forwarded-for", "203.0.113.77").send().await.unwrap();
     app.http.get(format!("{}/Nopee", app.base)).header("x-forwarded-for", "2001:db8:1:2::5").send().await.unwrap();

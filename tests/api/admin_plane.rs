@@ -248,7 +248,10 @@ fn create_with_the_binary(db: &TestDb, args: &[&str]) -> std::process::Output {
 
 #[tokio::test]
 async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
-    let app = spawn_app_with(AppOptions::args(&[("--public-url", "https://0x1f.ie")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.public_url = Some(couchlink::domain::PublicUrl::parse("https://0x1f.ie").unwrap());
+    }))
+    .await;
     let output =
         create_with_the_binary(&app.db, &["https://example.com/campaign?x=1", "--public-url", "https://0x1f.ie"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -65,7 +65,10 @@ async fn a_malformed_tracking_id_is_replaced() {
 
 #[tokio::test]
 async fn the_cookie_is_secure_when_the_public_url_is_https() {
-    let app = spawn_app_with(AppOptions::args(&[("--public-url", "https://0x1f.ie")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.public_url = Some(couchlink::domain::PublicUrl::parse("https://0x1f.ie").unwrap());
+    }))
+    .await;
     let response = app.get("/Nopee").await;
     assert!(response.headers()["set-cookie"].to_str().unwrap().ends_with("; Secure"));
     let plain = spawn_app().await;
@@ -74,7 +77,10 @@ async fn the_cookie_is_secure_when_the_public_url_is_https() {
 
 #[tokio::test]
 async fn honoured_privacy_signals_mean_no_cookie_and_a_dash_in_the_log() {
-    let app = spawn_app_with(AppOptions::args(&[("--honor-privacy-signals", "true")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.honor_privacy_signals = true;
+    }))
+    .await;
     app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
     // Any instance saying 1 counts, not only the first.
     for (name, values) in [("sec-gpc", &["1"][..]), ("dnt", &["1"]), ("sec-gpc", &["0", "1"])] {

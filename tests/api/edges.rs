@@ -24,14 +24,14 @@ fn status_and_cookie(response: &str) -> (u16, String) {
 #[tokio::test]
 async fn oversized_and_broken_requests_get_their_status_a_cookie_and_a_log_line() {
     let app = spawn_app().await;
-    let long_target = format!("/{}", "a".repeat(couchlink::handler::MAX_TARGET_BYTES));
+    let long_target = format!("/{}", "a".repeat(couchlink::http::limits::MAX_TARGET_BYTES));
     let huge_target = format!("/{}", "a".repeat(70_000));
-    let big_header = "b".repeat(couchlink::handler::MAX_HEADER_BYTES);
+    let big_header = "b".repeat(couchlink::http::limits::MAX_HEADER_BYTES);
     let many_headers: String = (0..150).map(|i| format!("X-H{i}: v\r\n")).collect();
     // A head that fills the parser's whole buffer without ending: exactly that many bytes, so none
     // are left unread when the connection closes (unread bytes would make the kernel reset it).
-    let endless = format!("GET / HTTP/1.1\r\nX-Long: {}", "c".repeat(couchlink::accept::MAX_HEAD_BYTES));
-    let endless = &endless[..couchlink::accept::MAX_HEAD_BYTES];
+    let endless = format!("GET / HTTP/1.1\r\nX-Long: {}", "c".repeat(couchlink::http::limits::MAX_HEAD_BYTES));
+    let endless = &endless[..couchlink::http::limits::MAX_HEAD_BYTES];
     let cases: Vec<(String, u16, &str)> = vec![
         (format!("GET {long_target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 414, "the handler's limit"),
         (
@@ -51,6 +51,13 @@ async fn oversized_and_broken_requests_get_their_status_a_cookie_and_a_log_line(
         ),
         (endless.to_owned(), 431, "a head longer than the parser's buffer"),
         ("GET /H83if HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n".to_owned(), 400, "refused by the parser"),
+        // RFC 9112 §3.2: an HTTP/1.1 request with no Host, two, or an invalid one is a 400.
+        ("GET /H83if HTTP/1.1\r\nConnection: close\r\n\r\n".to_owned(), 400, "no Host"),
+        ("GET /H83if HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_owned(), 400, "two Host lines"),
+        ("GET /H83if HTTP/1.1\r\nHost: a b\r\n\r\n".to_owned(), 400, "an invalid Host"),
+        // RFC 9110 §4.2.4: no userinfo in an http URI; asterisk-form is for OPTIONS only.
+        ("GET http://u:p@x/H83if HTTP/1.1\r\nHost: x\r\n\r\n".to_owned(), 400, "userinfo in absolute-form"),
+        ("GET * HTTP/1.1\r\nHost: x\r\n\r\n".to_owned(), 400, "asterisk-form GET"),
     ];
     let mut cookies = Vec::new();
     for (request, expected, why) in &cases {
@@ -68,6 +75,15 @@ async fn oversized_and_broken_requests_get_their_status_a_cookie_and_a_log_line(
         let fields: Vec<&str> = line.split(' ').collect();
         assert_eq!(fields.len(), 6, "{line}");
         assert_eq!(fields[5], status.to_string(), "{line}");
+        // An attacker's long target does not grow the log one to one: a bounded prefix, marked.
+        assert!(fields[4].len() <= couchlink::access_log::LOGGED_TARGET_BYTES + 9, "{} bytes logged", fields[4].len());
+    }
+    let long_line = lines.iter().find(|l| l.split(' ').nth(4).is_some_and(|t| t.starts_with("/aaaa"))).unwrap();
+    assert!(long_line.split(' ').nth(4).unwrap().ends_with("%E2%80%A6"), "{long_line}");
+    // Each refusal is counted under its own status.
+    for (status, at_least) in [("400", 6.0), ("414", 1.0), ("431", 3.0)] {
+        let sample = format!("couchlink_responses_total{{status=\"{status}\"}}");
+        assert!(app.metric(&sample).await >= at_least, "{sample}");
     }
 }
 
@@ -121,7 +137,10 @@ async fn past_max_connections_new_ones_wait_without_spinning_and_are_served_when
 
 #[tokio::test]
 async fn idle_and_trickling_connections_are_closed_after_the_header_timeout() {
-    let app = spawn_app_with(AppOptions::args(&[("--header-timeout-secs", "1")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.header_timeout = std::time::Duration::from_secs(1);
+    }))
+    .await;
     // Idle from the start: no byte ever.
     let mut idle = connect(&app).await;
     // Idle after a response, on a kept-alive connection.

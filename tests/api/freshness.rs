@@ -45,7 +45,14 @@ async fn edits_deactivations_deletions_and_new_links_are_served_without_restart(
 async fn concurrent_misses_for_one_id_make_one_couchdb_request() {
     let relay = Relay::start(&couch().url).await;
     // No warm start: the link must be unknown to the proxy when the requests come.
-    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &relay.url()), ("--warm-start", "false")])).await;
+    let app = spawn_app_with(AppOptions::with({
+        let url = relay.url();
+        move |c| {
+            c.couch.url = url;
+            c.warm_start = false;
+        }
+    }))
+    .await;
     app.db.put_link("Coal1", json!({"url": "https://once.example/"})).await;
     app.wait_until_feed_is_live().await;
     let before = app.metric("couchlink_couchdb_request_duration_seconds_count").await;
@@ -69,7 +76,13 @@ async fn concurrent_misses_for_one_id_make_one_couchdb_request() {
 #[tokio::test]
 async fn an_outage_serves_known_links_503s_unknown_ones_and_catches_up_after() {
     let relay = Relay::start(&couch().url).await;
-    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &relay.url())])).await;
+    let app = spawn_app_with(AppOptions::with({
+        let url = relay.url();
+        move |c| {
+            c.couch.url = url;
+        }
+    }))
+    .await;
     app.db.put_link("Known", json!({"url": "https://known.example/"})).await;
     app.wait_until_feed_is_live().await;
     assert_redirects_to(&app.get("/Known").await, "https://known.example/");
@@ -104,7 +117,10 @@ async fn an_outage_serves_known_links_503s_unknown_ones_and_catches_up_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_under_load_fails_no_request_and_logs_every_response() {
     // Three serving threads: the shutdown must reach every one of them.
-    let mut app = spawn_app_with(AppOptions::args(&[("--workers", "3")])).await;
+    let mut app = spawn_app_with(AppOptions::with(move |c| {
+        c.workers = 3;
+    }))
+    .await;
     app.db.put_link("Load1", json!({"url": "https://load.example/"})).await;
     let answered = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::new();
@@ -151,7 +167,10 @@ async fn health_and_metrics_report_on_the_admin_listener_only() {
 
 #[tokio::test]
 async fn the_cache_stays_within_its_capacity() {
-    let app = spawn_app_with(AppOptions::args(&[("--cache-capacity", "3")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.cache_capacity = 3;
+    }))
+    .await;
     app.wait_until_feed_is_live().await;
     app.db.put_link("Kept1", json!({"url": "https://kept.example/"})).await;
     for i in 0..10 {
@@ -170,7 +189,14 @@ async fn the_cache_stays_within_its_capacity() {
 #[tokio::test]
 async fn a_burst_of_unknown_ids_asks_couchdb_at_most_the_cold_read_limit_at_once() {
     let relay = Relay::start(&couch().url).await;
-    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &relay.url()), ("--cold-reads", "4")])).await;
+    let app = spawn_app_with(AppOptions::with({
+        let url = relay.url();
+        move |c| {
+            c.couch.url = url;
+            c.cold_reads = 4;
+        }
+    }))
+    .await;
     app.wait_until_feed_is_live().await;
     // Each CouchDB read now takes at least 100 ms, so the burst's reads overlap.
     relay.delay(100);

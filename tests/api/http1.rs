@@ -114,7 +114,9 @@ async fn a_request_with_a_body_gets_501_and_its_connection_closes() {
     // A GET saying `Content-Length: 0` has no body: redirected, and the connection stays.
     let mut stream = TcpStream::connect(app.addr).await.unwrap();
     stream
-        .write_all(b"GET /Body1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nHEAD /Body1 HTTP/1.1\r\n\r\n")
+        .write_all(
+            b"GET /Body1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nHEAD /Body1 HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
         .await
         .unwrap();
     let (heads, _) = read_responses(&mut stream, 1).await;
@@ -155,10 +157,10 @@ fn any_split_of_pipelined_requests_gives_the_same_answers() {
     });
     let requests: &[&[u8]] = &[
         b"GET /Split HTTP/1.1\r\nHost: x\r\nUser-Agent: a b\r\n\r\n",
-        b"HEAD /Split HTTP/1.1\r\n\r\n",
-        b"GET /nope1?q=1 HTTP/1.1\r\nCookie: tid=20261122101733a3f9c1e2b7d4e601\r\n\r\n",
-        b"DELETE /Split HTTP/1.1\r\n\r\n",
-        b"GET http://x/Split HTTP/1.1\r\n\r\n",
+        b"HEAD /Split HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /nope1?q=1 HTTP/1.1\r\nHost: x\r\nCookie: tid=20261122101733a3f9c1e2b7d4e601\r\n\r\n",
+        b"DELETE /Split HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET http://x/Split HTTP/1.1\r\nHost: x\r\n\r\n",
     ];
     let expected = ["HTTP/1.1 302 ", "HTTP/1.1 302 ", "HTTP/1.1 404 ", "HTTP/1.1 501 ", "HTTP/1.1 302 "];
     let whole: Vec<u8> = requests.concat();
@@ -194,7 +196,10 @@ fn any_split_of_pipelined_requests_gives_the_same_answers() {
 /// couchlink's send buffer full) is dropped after the header timeout, not held for ever.
 #[tokio::test]
 async fn a_client_that_never_reads_is_dropped_after_the_header_timeout() {
-    let app = spawn_app_with(AppOptions::args(&[("--header-timeout-secs", "1")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.header_timeout = std::time::Duration::from_secs(1);
+    }))
+    .await;
     let one = app.raw(b"GET /nope1 HTTP/1.1\r\nHost: x\r\n\r\n").await.len();
     let stream = TcpStream::connect(app.addr).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();

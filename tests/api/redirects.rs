@@ -21,7 +21,10 @@ async fn live_link_redirects_with_the_contract_headers() {
 #[tokio::test]
 async fn shortlink_header_and_cookie_come_from_the_normalised_public_url() {
     for (public_url, expected) in [("https://0x1f.ie/", "https://0x1f.ie"), ("HTTPS://0x1F.IE", "https://0x1f.ie")] {
-        let app = spawn_app_with(AppOptions::args(&[("--public-url", public_url)])).await;
+        let app = spawn_app_with(AppOptions::with(move |c| {
+            c.public_url = Some(couchlink::domain::PublicUrl::parse(public_url).unwrap());
+        }))
+        .await;
         app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
         let response = app.get("/H83if").await;
         assert_eq!(response.headers()["link"], format!("<{expected}/H83if>; rel=\"shortlink\""), "{public_url}");

@@ -4,28 +4,28 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use couchlink::errors::Causes;
+use couchlink::startup::ServerConfig;
 use serde_json::json;
 
 use crate::support::process::{reader_env, wait_within, ServeProcess};
 use crate::support::*;
 
-/// The CouchDB flags of `db`'s admin, with `password` and `db_name` in place of theirs.
-fn couch_args(db: &TestDb, password: &str, db_name: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("--couchdb-url", db.couch.url.clone()),
-        ("--couchdb-user", db.couch.admin_user.clone()),
-        ("--couchdb-password", password.to_owned()),
-        ("--db", db_name.to_owned()),
-    ]
+/// A configuration serving `db_name` on `db`'s server as its admin with `password`, logging to
+/// `log_dir`.
+fn admin_config(db: &TestDb, password: &str, db_name: &str, log_dir: &std::path::Path) -> ServerConfig {
+    let mut config = test_config(db, log_dir);
+    config.couch.user = Some(db.couch.admin_user.clone());
+    config.couch.password = Some(password.to_owned());
+    config.couch.db = db_name.to_owned();
+    config
 }
 
 #[tokio::test]
 async fn wrong_credentials_are_refused_with_a_clear_message() {
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut args = couch_args(&db, "wrong", &db.name);
-    args.push(("--log-dir", dir.path().display().to_string()));
-    let message = Causes(&start_and_stop(&args).await.unwrap_err()).to_string();
+    let config = admin_config(&db, "wrong", &db.name, dir.path());
+    let message = Causes(&start_and_stop(config).await.unwrap_err()).to_string();
     assert!(
         message.contains(&format!("refused user {:?}", db.couch.admin_user)) && message.contains("incorrect"),
         "{message}"
@@ -36,9 +36,8 @@ async fn wrong_credentials_are_refused_with_a_clear_message() {
 async fn a_missing_database_says_to_run_setup() {
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut args = couch_args(&db, &db.couch.admin_password, "no_such_db_here");
-    args.push(("--log-dir", dir.path().display().to_string()));
-    let message = start_and_stop(&args).await.unwrap_err().to_string();
+    let config = admin_config(&db, &db.couch.admin_password, "no_such_db_here", dir.path());
+    let message = start_and_stop(config).await.unwrap_err().to_string();
     assert!(message.contains("does not exist") && message.contains("couchlink setup"), "{message}");
 }
 
@@ -48,16 +47,18 @@ async fn an_unwritable_log_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, b"").unwrap();
-    let mut args = couch_args(&db, &db.couch.admin_password, &db.name);
-    args.push(("--log-dir", file.join("logs").display().to_string()));
-    let message = start_and_stop(&args).await.unwrap_err().to_string();
+    let config = admin_config(&db, &db.couch.admin_password, &db.name, &file.join("logs"));
+    let message = start_and_stop(config).await.unwrap_err().to_string();
     assert!(message.contains("cannot write the access log"), "{message}");
 }
 
 #[tokio::test]
 async fn an_unreachable_couchdb_is_not_fatal_and_unknown_links_get_503() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &format!("http://127.0.0.1:{port}"))])).await;
+    let mut app = spawn_app_with(AppOptions::with(move |c| {
+        c.couch.url = format!("http://127.0.0.1:{port}");
+    }))
+    .await;
     let response = app.get("/H83if").await;
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
@@ -164,7 +165,10 @@ fn zero_workers_is_refused_not_silently_one() {
 
 #[tokio::test]
 async fn connections_are_spread_over_every_serving_thread() {
-    let app = spawn_app_with(AppOptions::args(&[("--workers", "2")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.workers = 2;
+    }))
+    .await;
     app.db.put_link("Sprd1", json!({"url": "https://spread.example/"})).await;
     // A new connection for each request: the kernel picks a thread's socket per connection.
     for _ in 0..40 {
@@ -254,10 +258,11 @@ async fn a_password_in_the_couchdb_url_is_used_but_never_shown() {
     }
     // Right credentials in the URL are the account's.
     let good = with(READER.0, READER.1);
-    let app = spawn_app_on(
-        TestDb { name: db.name.clone(), couch: db.couch.clone() },
-        vec![("--couchdb-url", good), ("--couchdb-user", String::new()), ("--couchdb-password", String::new())],
-    )
+    let app = spawn_app_on(TestDb { name: db.name.clone(), couch: db.couch.clone() }, |c| {
+        c.couch.url = good;
+        c.couch.user = None;
+        c.couch.password = None;
+    })
     .await;
     app.wait_until_feed_is_live().await;
     let health = app.admin_get("/healthz").await.text().await.unwrap();
@@ -265,7 +270,10 @@ async fn a_password_in_the_couchdb_url_is_used_but_never_shown() {
     // Unreachable, with a password in the URL: /healthz and its errors show none of it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let unreachable = format!("http://someone:{secret}@127.0.0.1:{port}");
-    let app = spawn_app_with(AppOptions::args(&[("--couchdb-url", &unreachable)])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.couch.url = unreachable.to_owned();
+    }))
+    .await;
     let started = std::time::Instant::now();
     let health = loop {
         let health = app.admin_get("/healthz").await.text().await.unwrap();
@@ -313,4 +321,69 @@ async fn every_secret_can_be_read_from_a_file() {
     // The help says the flag form is visible to others.
     let (_, help, _) = run_binary_output(&["serve", "--help"], &[]);
     assert!(help.contains("process list") && help.contains("--couchdb-password-file"), "{help}");
+}
+
+/// The one test of `couchlink serve`'s flags: each becomes its field of the configuration the
+/// other tests build directly.
+#[test]
+fn serve_flags_become_the_configuration() {
+    use clap::Parser;
+    let argv = [
+        "couchlink",
+        "serve",
+        "--listen",
+        "127.0.0.1:8081",
+        "--admin-listen",
+        "127.0.0.1:9091",
+        "--couchdb-url",
+        "http://reader:pw@db.example:5984",
+        "--db",
+        "acme",
+        "--public-url",
+        "https://0x1f.ie",
+        "--log-dir",
+        "/var/log/couchlink",
+        "--log-keep-days",
+        "30",
+        "--log-compress",
+        "false",
+        "--trusted-proxies",
+        "10.0.0.0/8",
+        "--forwarded-header",
+        "forwarded",
+        "--honor-privacy-signals",
+        "true",
+        "--anonymize-ip",
+        "true",
+        "--cookie-name",
+        "vid",
+        "--drain-secs",
+        "3",
+        "--cache-capacity",
+        "5000",
+        "--workers",
+        "3",
+        "--warm-start",
+        "false",
+        "--cold-reads",
+        "7",
+        "--max-connections",
+        "99",
+        "--header-timeout-secs",
+        "4",
+    ];
+    let couchlink::cmd::Command::Serve(args) = couchlink::cmd::Cli::try_parse_from(argv).unwrap().command else {
+        panic!("parsed as another command")
+    };
+    let c = args.into_config();
+    assert_eq!((c.listen.port(), c.admin_listen.port()), (8081, 9091));
+    assert_eq!((c.couch.url.as_str(), c.couch.db.as_str()), ("http://reader:pw@db.example:5984", "acme"));
+    assert_eq!(c.editor_role, "acme:editor", "the database's own editor role by default");
+    assert_eq!(c.public_url.unwrap().to_string(), "https://0x1f.ie");
+    assert_eq!((c.log_dir.to_str().unwrap(), c.log_keep_days, c.log_compress), ("/var/log/couchlink", 30, false));
+    let forwarded: couchlink::client_ip::TrustedProxies = "10.0.0.0/8".parse().unwrap();
+    assert_eq!(c.trusted_proxies, forwarded.reading(couchlink::client_ip::ForwardedHeader::Forwarded));
+    assert_eq!((c.honor_privacy_signals, c.anonymize_ip, c.cookie_name.as_str()), (true, true, "vid"));
+    assert_eq!((c.drain, c.header_timeout), (Duration::from_secs(3), Duration::from_secs(4)));
+    assert_eq!((c.cache_capacity, c.workers, c.warm_start, c.cold_reads, c.max_connections), (5000, 3, false, 7, 99));
 }

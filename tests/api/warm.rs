@@ -66,7 +66,7 @@ async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
     bulk_links(&db, &ids).await;
     eprintln!("200,000 links stored in {:.1} s", started.elapsed().as_secs_f64());
     let loaded = Instant::now();
-    let app = spawn_app_on(db, vec![("--cache-capacity", "250000".to_owned())]).await;
+    let app = spawn_app_on(db, |c| c.cache_capacity = 250_000).await;
     wait_until_warm(&app, Duration::from_secs(300)).await;
     eprintln!("200,000 links warm in {:.1} s", loaded.elapsed().as_secs_f64());
     // Every link in memory, and not one request made for it.
@@ -90,7 +90,7 @@ async fn edits_made_while_warming_are_served() {
     // a while.
     let relay = Relay::start(&db.couch.url).await;
     relay.delay(300);
-    let app = spawn_app_on(db, vec![("--couchdb-url", relay.url())]).await;
+    let app = spawn_app_on(db, |c| c.couch.url = relay.url()).await;
     let started = Instant::now();
     loop {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
@@ -118,7 +118,7 @@ async fn edits_made_while_warming_are_served() {
 async fn warming_stops_at_the_cache_capacity() {
     let db = TestDb::new().await;
     bulk_links(&db, &ids(5000)).await;
-    let app = spawn_app_on(db, vec![("--cache-capacity", "1000".to_owned())]).await;
+    let app = spawn_app_on(db, |c| c.cache_capacity = 1000).await;
     wait_until_warm(&app, Duration::from_secs(30)).await;
     let entries = app.metric("couchlink_cache_entries").await;
     assert!((1.0..=1000.0).contains(&entries), "{entries} entries for a capacity of 1000");

@@ -55,7 +55,10 @@ impl Drop for Nginx {
 
 #[tokio::test]
 async fn behind_nginx_a_client_cannot_forge_its_logged_address() {
-    let app = spawn_app_with(AppOptions::args(&[("--trusted-proxies", "127.0.0.1")])).await;
+    let app = spawn_app_with(AppOptions::with(move |c| {
+        c.trusted_proxies = "127.0.0.1".parse().unwrap();
+    }))
+    .await;
     let nginx = Nginx::start(app.addr);
     // The client comes from 127.0.0.2: an address couchlink does not trust, as a client on the
     // internet is.

@@ -1,59 +1,59 @@
-//! couchlink serving on port 0 with its own database and log directory, configured through the
-//! real argument parser, and the assertions tests make on it.
+//! couchlink serving on port 0 with its own database and log directory, configured by a
+//! `ServerConfig` built here (one test in `startup.rs` checks the flags that build it in the
+//! binary), and the assertions tests make on it.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use couchlink::cmd::serve::{ServeArgs, StartError};
-use couchlink::cmd::{Cli, Command};
+use couchlink::couch::CouchConfig;
+use couchlink::startup::{Application, ServerConfig, StartError};
 use tempfile::TempDir;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::couch::{couch, http, TestDb, READER};
+use super::couch::{http, TestDb, EDITOR_ROLE, READER};
 
-/// `couchlink serve` flags, parsed exactly as the binary parses them: `overrides` (flag, value)
-/// replace the defaults given here, so a test names only what it changes and a new flag is
-/// added in one place, `ServeArgs`.
-pub fn serve_args(defaults: &[(&str, String)], overrides: &[(&str, String)]) -> ServeArgs {
-    let mut flags: BTreeMap<&str, String> = BTreeMap::new();
-    for (flag, value) in defaults.iter().chain(overrides) {
-        flags.insert(flag, value.clone());
-    }
-    let mut argv = vec!["couchlink".to_owned(), "serve".to_owned()];
-    for (flag, value) in flags {
-        argv.push(flag.to_owned());
-        argv.push(value);
-    }
-    match Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}")).command {
-        Command::Serve(args) => args,
-        other => panic!("parsed as {other:?}"),
-    }
+/// The configuration a test serves `db` with, as its read-only account, logging to `log_dir`:
+/// loopback ports chosen by the kernel, one serving thread, a small cache.
+pub fn test_config(db: &TestDb, log_dir: &Path) -> ServerConfig {
+    let couch = CouchConfig {
+        url: db.couch.url.clone(),
+        user: Some(READER.0.to_owned()),
+        password: Some(READER.1.to_owned()),
+        db: db.name.clone(),
+    };
+    let mut config = ServerConfig::new(couch, "127.0.0.1:0".parse().unwrap());
+    config.admin_listen = "127.0.0.1:0".parse().unwrap();
+    config.editor_role = EDITOR_ROLE.to_owned();
+    config.log_dir = log_dir.to_owned();
+    config.cache_capacity = 10_000;
+    config.workers = 1;
+    config
 }
+
+/// A change to a test's configuration.
+type Configure = Box<dyn FnOnce(&mut ServerConfig) + Send>;
 
 /// How a test wants couchlink configured.
 #[derive(Default)]
 pub struct AppOptions {
-    /// Flags to set, as `couchlink serve` takes them: `("--public-url", "https://0x1f.ie")`.
-    pub args: Vec<(&'static str, String)>,
+    /// Changes to [`test_config`].
+    pub configure: Option<Configure>,
     /// Use a database without couchlink's validation (see [`TestDb::bare`]).
     pub bare_db: bool,
 }
 
 impl AppOptions {
-    /// Options that set these flags.
-    pub fn args(args: &[(&'static str, &str)]) -> AppOptions {
-        AppOptions { args: args.iter().map(|(f, v)| (*f, v.to_string())).collect(), ..Default::default() }
+    /// [`test_config`] changed by `configure`.
+    pub fn with(configure: impl FnOnce(&mut ServerConfig) + Send + 'static) -> AppOptions {
+        AppOptions { configure: Some(Box::new(configure)), bare_db: false }
     }
 }
 
-/// couchlink serving on a port-0 listener of its own, with its own log directory.
+/// A running couchlink and what a test needs to talk to it.
 pub struct TestApp {
     pub addr: SocketAddr,
-    /// The admin listener (`/healthz`, `/metrics`).
     pub admin_addr: SocketAddr,
     pub base: String,
     pub db: TestDb,
@@ -69,35 +69,19 @@ pub async fn spawn_app() -> TestApp {
 
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let db = if options.bare_db { TestDb::bare().await } else { TestDb::new().await };
-    spawn_app_on(db, options.args).await
+    spawn_app_on(db, options.configure.unwrap_or_else(|| Box::new(|_| {}))).await
 }
 
-/// couchlink serving `db` as the read-only account, with `overrides` to its flags.
-pub async fn spawn_app_on(db: TestDb, overrides: Vec<(&'static str, String)>) -> TestApp {
-    // As `couchlink serve` binds it: extra workers get SO_REUSEPORT siblings of it.
-    let listener = couchlink::accept::bind_shareable("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin_addr = admin_listener.local_addr().unwrap();
+/// couchlink serving `db` as the read-only account, with [`test_config`] changed by
+/// `configure`.
+pub async fn spawn_app_on(db: TestDb, configure: impl FnOnce(&mut ServerConfig)) -> TestApp {
     let log_dir = tempfile::tempdir().unwrap();
-    let defaults = [
-        ("--couchdb-url", db.couch.url.clone()),
-        ("--couchdb-user", READER.0.to_owned()),
-        ("--couchdb-password", READER.1.to_owned()),
-        ("--db", db.name.clone()),
-        ("--public-url", format!("http://{addr}")),
-        ("--log-dir", log_dir.path().display().to_string()),
-        ("--cache-capacity", "10000".to_owned()),
-        ("--workers", "1".to_owned()),
-        ("--drain-secs", "10".to_owned()),
-        ("--trusted-proxies", String::new()),
-        ("--cookie-name", "tid".to_owned()),
-        ("--reader-role", super::couch::READER_ROLE.to_owned()),
-        ("--editor-role", super::couch::EDITOR_ROLE.to_owned()),
-    ];
-    let args = serve_args(&defaults, &overrides);
+    let mut config = test_config(&db, log_dir.path());
+    configure(&mut config);
+    let app = Application::build(config).await.unwrap_or_else(|e| panic!("couchlink starts: {e}"));
+    let (addr, admin_addr) = (app.address(), app.admin_address());
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(couchlink::cmd::serve::run(args, listener, admin_listener, async {
+    let task = tokio::spawn(app.run_until_stopped(async {
         let _ = rx.await;
     }));
     TestApp {
@@ -112,13 +96,9 @@ pub async fn spawn_app_on(db: TestDb, overrides: Vec<(&'static str, String)>) ->
     }
 }
 
-/// Starts `couchlink serve` with `args` (the whole CouchDB configuration among them) and stops
-/// it at once; how start-up ended.
-pub async fn start_and_stop(args: &[(&str, String)]) -> Result<(), StartError> {
-    let listener = couchlink::accept::bind_shareable("127.0.0.1:0".parse().unwrap()).unwrap();
-    let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let defaults = [("--public-url", "http://127.0.0.1".to_owned()), ("--workers", "1".to_owned())];
-    couchlink::cmd::serve::run(serve_args(&defaults, args), listener, admin, async {}).await
+/// Builds couchlink with `config` and stops it at once; how start-up ended.
+pub async fn start_and_stop(config: ServerConfig) -> Result<(), StartError> {
+    Application::build(config).await?.run_until_stopped(async {}).await
 }
 
 impl TestApp {

@@ -1,14 +1,14 @@
-//! couchlink's own HTTP/1 server for the redirect listener: GET and HEAD without bodies,
-//! pipelined requests answered in order, over `httparse`.
+//! One HTTP/1 connection of the redirect listener, over any byte stream: requests read and
+//! parsed, each answered by the [`Respond`]er's [`Reply`] (written by [`super::write`]),
+//! pipelined answers in order, the idle and slow-client timeout, and the drain.
 //!
 //! Why not hyper here (it still serves the admin listener and the agent): a cached redirect is
 //! a few hundred bytes worked out from one lookup, and hyper's per-request machinery (its
 //! dispatcher, a `HeaderMap` built for each request and response, a timer armed per request)
-//! cost more than the redirect itself; see bench/run.sh and the README's figures. What hyper
-//! gave is kept: the limits on request heads (400, 414, 431, answered by the service with a
-//! cookie and a log line), one header timeout for idle and slow clients (and, here, for clients
-//! that stop reading their responses), `Connection: close` and HTTP/1.0 keep-alive, and the
-//! graceful drain of [`crate::accept::run_connections`].
+//! cost more than the redirect itself (`docs/benchmarks.md`). What hyper gave is kept: the
+//! limits on request heads ([`super::limits`]), one header timeout for idle and slow clients
+//! (and, here, for clients that stop reading their responses), `Connection: close` and
+//! HTTP/1.0 keep-alive, and the graceful drain of [`super::accept::run_connections`].
 
 use std::future::Future;
 use std::mem::MaybeUninit;
@@ -18,15 +18,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
-use crate::accept::MAX_HEAD_BYTES;
+use super::limits::{self, Refusal, MAX_HEADERS, MAX_HEAD_BYTES};
+use super::write::{self, Framing, Shape};
+use crate::message::{Headers, Reply, Request};
 
-/// The most header fields in one request (hyper's default); more gets 431.
-const MAX_HEADERS: usize = 100;
 /// The read buffer a connection starts with (most request heads fit); it doubles, up to
 /// `MAX_HEAD_BYTES`, only for a larger head. Idle connections hold little else.
 const INITIAL_BUFFER: usize = 1024;
@@ -37,59 +38,6 @@ const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 /// still sends, so that the kernel does not answer that data with a reset that could destroy
 /// the last response before the client read it (nginx's `lingering_close`).
 const LINGER: Duration = Duration::from_millis(500);
-
-/// One request as the handler sees it: borrowed from the connection's read buffer.
-#[derive(Debug)]
-pub struct Request<'a> {
-    /// The method, as sent (`GET`, `HEAD`, ...).
-    pub method: &'a str,
-    /// The request target as received, without a fragment (`/H83if?x=1`, or absolute-form).
-    pub target: &'a str,
-    /// The target's path (`/H83if`; `*` for asterisk-form).
-    pub path: &'a str,
-    /// The target's query, without its `?`.
-    pub query: Option<&'a str>,
-    /// The header fields.
-    pub headers: Headers<'a>,
-    /// Whether the request announces a body (`Content-Length` above 0, or `Transfer-Encoding`).
-    pub has_body: bool,
-    /// `0` for HTTP/1.0, `1` for HTTP/1.1.
-    pub version: u8,
-}
-
-impl Request<'_> {
-    /// Whether this is `HEAD` (the response has headers and no body).
-    pub fn is_head(&self) -> bool {
-        self.method == "HEAD"
-    }
-}
-
-/// A request's header fields, in the order received.
-#[derive(Debug, Clone, Copy)]
-pub struct Headers<'a>(pub &'a [httparse::Header<'a>]);
-
-impl<'a> Headers<'a> {
-    /// The first value of header `name` (ASCII case-insensitive).
-    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
-        self.all(name).next()
-    }
-
-    /// Every value of header `name`, in order.
-    pub fn all<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
-        self.0.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value)
-    }
-
-    /// The bytes of every name and value together.
-    pub fn total_bytes(&self) -> usize {
-        self.0.iter().map(|h| h.name.len() + h.value.len()).sum()
-    }
-
-    /// Whether any `Connection` header lists `token`.
-    fn connection_has(&self, token: &str) -> bool {
-        self.all("connection")
-            .any(|v| v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes())))
-    }
-}
 
 /// How a response ends its connection, written as its `Connection` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,24 +61,33 @@ impl Persistence {
     }
 }
 
-/// What the redirect listener serves: each parsed request answered as bytes, never an error.
+/// What the redirect listener serves: for each request, the reply (never an error).
 pub trait Respond: Send + Sync + 'static {
-    /// Appends the whole response to `request` (status line, headers with `persistence`'s
-    /// `Connection` header, body) to `out`.
-    fn respond(
-        &self,
-        request: &Request<'_>,
-        peer: SocketAddr,
-        persistence: Persistence,
-        out: &mut Vec<u8>,
-    ) -> impl Future<Output = ()> + Send;
+    /// The `Location` a reply carries (borrowed from a cached link, or built).
+    type Location: AsRef<str> + Send;
 
-    /// Appends the response to a request too broken or too large to parse (400, 414 or 431);
-    /// the connection closes after it.
-    fn reject(&self, peer: SocketAddr, status: u16, out: &mut Vec<u8>);
+    /// The reply to a request within the limits.
+    fn respond(&self, request: &Request<'_>, peer: SocketAddr) -> impl Future<Output = Reply<Self::Location>> + Send;
+
+    /// The reply to a request refused by the limits (`request`: as parsed, or `None` when it
+    /// could not be); the connection closes after it.
+    fn refuse(&self, refusal: Refusal, request: Option<&Request<'_>>, peer: SocketAddr) -> Reply<Self::Location>;
+
+    /// The cookie's name and attributes and the public URL every reply is written with.
+    fn shape(&self) -> &Shape;
 
     /// Told about each connection accepted.
     fn accepted(&self) {}
+}
+
+/// What one connection did, for tests and its caller.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Requests answered (refusals included).
+    pub replies: usize,
+    /// Times a buffered head was handed to the parser: once per request, whatever the pace at
+    /// which its bytes arrived.
+    pub parses: usize,
 }
 
 /// The connections of one listener: how they are served, and how they are stopped.
@@ -148,7 +105,7 @@ pub struct Connections<R> {
 
 /// The signal that closes idle connections: a flag for connections that start after it, and a
 /// wake-up for those waiting. Each connection registers once for its whole life, not once per
-/// read (a `watch` receiver's `changed()` per read cost 2% of the CPU at 1000 connections).
+/// read.
 #[derive(Default)]
 struct Stop {
     set: AtomicBool,
@@ -167,12 +124,19 @@ impl<R: Respond> Connections<R> {
             open: watch::Sender::new(()),
         }
     }
-}
 
-impl<R: Respond> crate::accept::Connections for Connections<R> {
-    fn serve(&self, stream: TcpStream, peer: SocketAddr, permit: Option<OwnedSemaphorePermit>) {
+    /// Serves one connection over `stream` (a socket, or in tests a `tokio::io::duplex` end)
+    /// on a task of its own; its stats when it ends.
+    pub fn serve_stream<S>(
+        &self,
+        stream: S,
+        peer: SocketAddr,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> JoinHandle<ConnStats>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         self.responder.accepted();
-        let _ = stream.set_nodelay(true);
         let connection = Connection {
             stream,
             peer,
@@ -182,12 +146,21 @@ impl<R: Respond> crate::accept::Connections for Connections<R> {
             _open: self.open.subscribe(),
             header_timeout: self.header_timeout,
             buf: Vec::with_capacity(INITIAL_BUFFER),
+            scanned: 0,
             out: Vec::new(),
+            stats: ConnStats::default(),
         };
         tokio::spawn(async move {
             let _permit = permit;
-            connection.run().await;
-        });
+            connection.run().await
+        })
+    }
+}
+
+impl<R: Respond> super::accept::Connections for Connections<R> {
+    fn serve(&self, stream: TcpStream, peer: SocketAddr, permit: Option<OwnedSemaphorePermit>) {
+        let _ = stream.set_nodelay(true);
+        drop(self.serve_stream(stream, peer, permit));
     }
 
     fn start_closing(&self) {
@@ -206,8 +179,8 @@ impl<R: Respond> crate::accept::Connections for Connections<R> {
 }
 
 /// One accepted connection.
-struct Connection<R> {
-    stream: TcpStream,
+struct Connection<S, R> {
+    stream: S,
     peer: SocketAddr,
     responder: Arc<R>,
     closing: Arc<AtomicBool>,
@@ -217,21 +190,29 @@ struct Connection<R> {
     header_timeout: Duration,
     /// Bytes read and not yet answered.
     buf: Vec<u8>,
+    /// How far `buf` has been searched for the end of the next head: each byte is looked at
+    /// once, however slowly the head arrives.
+    scanned: usize,
     /// Responses not yet written.
     out: Vec<u8>,
+    stats: ConnStats,
 }
 
 /// What the buffered bytes hold next.
 enum Next<'a> {
     Request(Request<'a>, usize),
-    /// Not a whole request head yet.
+    /// Not a whole request head (only blank lines before it so far).
     Partial,
-    /// Unanswerable: 400, 414 or 431.
-    Refused(u16),
+    /// Unanswerable.
+    Refused(Refusal),
 }
 
-impl<R: Respond> Connection<R> {
-    async fn run(mut self) {
+impl<S, R> Connection<S, R>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    R: Respond,
+{
+    async fn run(mut self) -> ConnStats {
         // One timer per connection, not per request: it is re-armed only when it fires early,
         // to the deadline counted from the last response (`since`).
         let mut since = Instant::now();
@@ -248,8 +229,10 @@ impl<R: Respond> Connection<R> {
             // Answer every complete request buffered, in order.
             let mut close = false;
             while !close {
+                let Some(end) = head_end(&self.buf, start, &mut self.scanned) else { break };
+                self.stats.parses += 1;
                 let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-                match parse(&self.buf[start..], &mut headers) {
+                let reply = match parse(&self.buf[start..], &mut headers) {
                     Next::Request(request, len) => {
                         let persistence = if request.has_body
                             || stopping
@@ -262,26 +245,42 @@ impl<R: Respond> Connection<R> {
                         } else {
                             Persistence::KeepAlive
                         };
-                        self.responder.respond(&request, self.peer, persistence, &mut self.out).await;
+                        let (reply, persistence) = match limits::check(&request) {
+                            Ok(()) => (self.responder.respond(&request, self.peer).await, persistence),
+                            Err(refusal) => {
+                                (self.responder.refuse(refusal, Some(&request), self.peer), Persistence::Close)
+                            }
+                        };
+                        let framing = Framing { version: request.version, omit_body: request.is_head(), persistence };
                         start += len;
+                        self.scanned = start;
                         close = persistence == Persistence::Close;
+                        Some((reply, framing))
                     }
-                    Next::Partial => break,
-                    Next::Refused(status) => {
-                        self.responder.reject(self.peer, status, &mut self.out);
+                    Next::Partial => {
+                        // Blank lines before a request line: look past them next time.
+                        self.scanned = end;
+                        None
+                    }
+                    Next::Refused(refusal) => {
                         close = true;
+                        let framing = Framing { version: 1, omit_body: false, persistence: Persistence::Close };
+                        Some((self.responder.refuse(refusal, None, self.peer), framing))
                     }
+                };
+                if let Some((reply, framing)) = reply {
+                    write::write(&reply, self.responder.shape(), framing, &mut self.out);
+                    self.stats.replies += 1;
                 }
                 if self.out.len() >= MAX_PENDING_OUTPUT && !close && !self.flush(timer.as_mut(), &mut since).await {
-                    return;
+                    return self.stats;
                 }
             }
             if !self.out.is_empty() && !self.flush(timer.as_mut(), &mut since).await {
-                return;
+                return self.stats;
             }
             if close {
-                self.close().await;
-                return;
+                return self.close().await;
             }
             // Keep only the unanswered bytes, at the front.
             if start == self.buf.len() {
@@ -289,19 +288,21 @@ impl<R: Respond> Connection<R> {
             } else if start > 0 {
                 self.buf.drain(..start);
             }
+            self.scanned -= start;
             start = 0;
-            // The head read at most (`accept::MAX_HEAD_BYTES`): 414 while the request line is
-            // not complete, else 431.
             if self.buf.len() >= MAX_HEAD_BYTES {
-                let status = if memchr::memchr(b'\n', &self.buf).is_none() { 414 } else { 431 };
-                self.responder.reject(self.peer, status, &mut self.out);
+                let refusal = Refusal::for_unfinished_head(&self.buf);
+                let framing = Framing { version: 1, omit_body: false, persistence: Persistence::Close };
+                let reply = self.responder.refuse(refusal, None, self.peer);
+                write::write(&reply, self.responder.shape(), framing, &mut self.out);
+                self.stats.replies += 1;
                 if self.flush(timer.as_mut(), &mut since).await {
-                    self.close().await;
+                    return self.close().await;
                 }
-                return;
+                return self.stats;
             }
             if stopping && self.buf.is_empty() {
-                return;
+                return self.stats;
             }
             if self.buf.capacity() - self.buf.len() < INITIAL_BUFFER / 2 {
                 self.buf.reserve(self.buf.len().max(INITIAL_BUFFER));
@@ -309,7 +310,7 @@ impl<R: Respond> Connection<R> {
             tokio::select! {
                 biased;
                 read = self.stream.read_buf(&mut self.buf) => match read {
-                    Ok(0) | Err(_) => return,
+                    Ok(0) | Err(_) => return self.stats,
                     Ok(_) => {}
                 },
                 _ = &mut timer => {
@@ -317,7 +318,7 @@ impl<R: Respond> Connection<R> {
                     if Instant::now() >= deadline {
                         // Idle past the keep-alive timeout, or too slow sending a head: closed
                         // without a response, as hyper did.
-                        return;
+                        return self.stats;
                     }
                     timer.as_mut().reset(deadline);
                 }
@@ -357,7 +358,7 @@ impl<R: Respond> Connection<R> {
 
     /// Ends the connection after its last response: a FIN, then what the client still sends is
     /// read and dropped for a moment, so that unread bytes do not turn the close into a reset.
-    async fn close(mut self) {
+    async fn close(mut self) -> ConnStats {
         let _ = self.stream.shutdown().await;
         // On the heap, and only now: every connection's task would otherwise carry it.
         let mut scratch = vec![0u8; 4096];
@@ -369,7 +370,27 @@ impl<R: Respond> Connection<R> {
             }
         })
         .await;
+        self.stats
     }
+}
+
+/// The end of the next request head in `buf[start..]` (the index just past its blank line),
+/// searching only from `*scanned` (where a terminator may begin) on and moving it forward: a head that arrives a byte at a
+/// time is searched once in all, and parsed once, when it is whole (hyper's
+/// `is_complete_fast`). A head ends at an empty line, `\n\n` or `\n\r\n` (httparse also takes
+/// bare `\n` line ends).
+fn head_end(buf: &[u8], start: usize, scanned: &mut usize) -> Option<usize> {
+    let from = (*scanned).max(start);
+    for i in memchr::memchr_iter(b'\n', &buf[from..]).map(|i| from + i) {
+        match buf.get(i + 1) {
+            Some(b'\n') => return Some(i + 2),
+            Some(b'\r') if buf.get(i + 2) == Some(&b'\n') => return Some(i + 3),
+            _ => {}
+        }
+    }
+    // A terminator may start in the last two bytes and end in the next read.
+    *scanned = buf.len().saturating_sub(2).max(start);
+    None
 }
 
 /// Whether the connection stays open after answering `request` (before any server decision).
@@ -390,21 +411,21 @@ where
     match request.parse_with_uninit_headers(bytes, headers) {
         Ok(httparse::Status::Complete(len)) => {
             let (Some(method), Some(target), Some(version)) = (request.method, request.path, request.version) else {
-                return Next::Refused(400);
+                return Next::Refused(Refusal::BadRequest);
             };
             let Some((target, path, query)) = split_target(target) else {
-                return Next::Refused(400);
+                return Next::Refused(Refusal::BadRequest);
             };
             let headers: &'b [httparse::Header<'b>] = request.headers;
             let headers = Headers(headers);
             let Some(has_body) = announces_body(&headers) else {
-                return Next::Refused(400);
+                return Next::Refused(Refusal::BadRequest);
             };
             Next::Request(Request { method, target, path, query, headers, has_body, version }, len)
         }
         Ok(httparse::Status::Partial) => Next::Partial,
-        Err(httparse::Error::TooManyHeaders) => Next::Refused(431),
-        Err(_) => Next::Refused(400),
+        Err(httparse::Error::TooManyHeaders) => Next::Refused(Refusal::HeadersTooLarge),
+        Err(_) => Next::Refused(Refusal::BadRequest),
     }
 }
 
@@ -475,7 +496,7 @@ mod tests {
                 Ok((r.method.to_owned(), r.path.to_owned(), r.query.map(str::to_owned), r.has_body, len))
             }
             Next::Partial => Err(None),
-            Next::Refused(status) => Err(Some(status)),
+            Next::Refused(refusal) => Err(Some(refusal.status().code())),
         }
     }
 
@@ -525,6 +546,166 @@ mod tests {
             let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
             let Next::Request(request, _) = parse(bytes, &mut headers) else { panic!("parses") };
             assert_eq!(keeps_alive(&request), expected, "{}", String::from_utf8_lossy(bytes));
+        }
+    }
+
+    /// The connection loop over in-memory streams, with tokio's clock paused (it jumps ahead
+    /// whenever every task waits), as mini-redis tests its server: what a real socket would
+    /// show, without real sockets or waiting.
+    mod connection {
+        use std::net::SocketAddr;
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use time::OffsetDateTime;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+        use tokio::time::Instant;
+
+        use super::super::*;
+        use crate::domain::PublicUrl;
+        use crate::http::accept::Connections as _;
+        use crate::message::{Body, Status};
+
+        const TIMEOUT: Duration = Duration::from_secs(10);
+
+        /// Answers every request with a redirect to its own path; refusals as the limits say.
+        struct PathEcho(Shape);
+
+        impl Respond for PathEcho {
+            type Location = String;
+
+            async fn respond(&self, request: &Request<'_>, _peer: SocketAddr) -> Reply<String> {
+                let location = Some(format!("https://t.example{}", request.path));
+                Reply { location, ..reply(Status::Found, Body::Redirect) }
+            }
+
+            fn refuse(&self, refusal: Refusal, _: Option<&Request<'_>>, _: SocketAddr) -> Reply<String> {
+                reply(refusal.status(), Body::Page)
+            }
+
+            fn shape(&self) -> &Shape {
+                &self.0
+            }
+        }
+
+        fn reply(status: Status, body: Body) -> Reply<String> {
+            Reply { status, body, location: None, shortlink: None, cookie: None, now: OffsetDateTime::UNIX_EPOCH }
+        }
+
+        fn connections() -> Connections<PathEcho> {
+            let shape = Shape::new(PublicUrl::parse("http://0x1f.ie").unwrap(), "tid");
+            Connections::new(Arc::new(PathEcho(shape)), TIMEOUT)
+        }
+
+        /// A connection served over a duplex pipe of `capacity` bytes each way: the client's end
+        /// and the connection's task.
+        fn connect(connections: &Connections<PathEcho>, capacity: usize) -> (DuplexStream, JoinHandle<ConnStats>) {
+            let (client, server) = tokio::io::duplex(capacity);
+            let task = connections.serve_stream(server, "192.0.2.1:4711".parse().unwrap(), None);
+            (client, task)
+        }
+
+        async fn read_all(client: &mut DuplexStream) -> String {
+            let mut out = Vec::new();
+            client.read_to_end(&mut out).await.unwrap();
+            String::from_utf8(out).unwrap()
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn an_idle_connection_closes_at_the_header_timeout_without_a_response() {
+            let connections = connections();
+            let started = Instant::now();
+            let (mut client, task) = connect(&connections, 4096);
+            assert_eq!(read_all(&mut client).await, "");
+            assert!(started.elapsed() >= TIMEOUT, "closed after {:?}", started.elapsed());
+            assert_eq!(task.await.unwrap(), ConnStats::default());
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_slow_head_is_closed_at_the_timeout_counted_from_the_last_response() {
+            let connections = connections();
+            let (mut client, task) = connect(&connections, 4096);
+            client.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+            let mut first = [0u8; 12];
+            client.read_exact(&mut first).await.unwrap();
+            assert_eq!(&first, b"HTTP/1.1 302");
+            let answered = Instant::now();
+            // Half a head, then nothing: no answer, closed a timeout after the response.
+            client.write_all(b"GET /b HTTP/1.1\r\nHo").await.unwrap();
+            let rest = read_all(&mut client).await;
+            assert!(!rest.contains("HTTP/1.1"), "{rest}");
+            assert!(answered.elapsed() >= TIMEOUT - Duration::from_millis(1), "{:?}", answered.elapsed());
+            assert_eq!(task.await.unwrap().replies, 1);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn pipelined_requests_are_answered_in_order_and_each_head_is_parsed_once() {
+            let connections = connections();
+            let (mut client, task) = connect(&connections, 64 * 1024);
+            let requests: String =
+                ["/one", "/two", "/three"].iter().map(|p| format!("GET {p} HTTP/1.1\r\nHost: x\r\n\r\n")).collect();
+            client.write_all(requests.as_bytes()).await.unwrap();
+            client.write_all(b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+            let text = read_all(&mut client).await;
+            let locations: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("location: ")).collect();
+            assert_eq!(
+                locations,
+                ["https://t.example/one", "https://t.example/two", "https://t.example/three", "https://t.example/last"]
+            );
+            assert_eq!(task.await.unwrap(), ConnStats { replies: 4, parses: 4 });
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_trickled_head_is_parsed_once_whatever_its_pace() {
+            let connections = connections();
+            let (client, task) = connect(&connections, 64);
+            // Just under the most read without an end: 431 (a header past its limit), once.
+            let value = "v".repeat(MAX_HEAD_BYTES - 100);
+            let head = format!("GET /t HTTP/1.1\r\nHost: x\r\nX-Long: {value}\r\n\r\n");
+            assert!(head.len() < MAX_HEAD_BYTES);
+            let (mut reader, mut writer) = tokio::io::split(client);
+            let sender = tokio::spawn(async move {
+                for byte in head.as_bytes() {
+                    writer.write_all(std::slice::from_ref(byte)).await.unwrap();
+                }
+                writer
+            });
+            let mut response = Vec::new();
+            reader.read_to_end(&mut response).await.unwrap();
+            drop(sender.await.unwrap());
+            assert!(response.starts_with(b"HTTP/1.1 431 "), "{}", String::from_utf8_lossy(&response));
+            assert_eq!(task.await.unwrap(), ConnStats { replies: 1, parses: 1 });
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_client_that_never_reads_is_dropped_at_the_timeout() {
+            let connections = connections();
+            let (mut client, task) = connect(&connections, 1024);
+            let started = Instant::now();
+            // Far more answers than the pipe holds, none of them read.
+            let request = b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000);
+            let _ = tokio::time::timeout(Duration::from_secs(60), client.write_all(&request)).await;
+            let stats =
+                tokio::time::timeout(Duration::from_secs(60), task).await.expect("the connection ended").unwrap();
+            assert!(stats.replies < 2000, "{stats:?}");
+            assert!(started.elapsed() >= TIMEOUT, "dropped after {:?}", started.elapsed());
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_drain_closes_idle_connections_and_tells_busy_ones_to_close() {
+            let connections = connections();
+            let (mut idle, idle_task) = connect(&connections, 4096);
+            let (mut busy, busy_task) = connect(&connections, 4096);
+            busy.write_all(b"GET /half").await.unwrap();
+            tokio::task::yield_now().await;
+            connections.start_closing();
+            let drained = tokio::spawn(connections.close_idle_and_wait());
+            assert_eq!(read_all(&mut idle).await, "", "the idle connection closed without a word");
+            busy.write_all(b" HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+            let answer = read_all(&mut busy).await;
+            assert!(answer.starts_with("HTTP/1.1 302 ") && answer.contains("\r\nconnection: close\r\n"), "{answer}");
+            drained.await.unwrap();
+            assert_eq!((idle_task.await.unwrap().replies, busy_task.await.unwrap().replies), (0, 1));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The accept loop every listener shares (binding, the connection cap, a bounded drain), and
 //! hyper HTTP/1 connections under hyper-util's graceful shutdown for the admin and agent
-//! listeners (the redirect listener has its own, [`crate::http1`]).
+//! listeners (the redirect listener has its own, [`super::conn`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -271,7 +271,7 @@ impl<S: Service> Connections for HyperConnections<S> {
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             // Request heads are bounded as on the redirect listener.
-            .max_buf_size(MAX_HEAD_BYTES)
+            .max_buf_size(super::limits::MAX_HEAD_BYTES)
             // A client that sends no complete request head this long after connecting or after
             // its previous response (idle, or slowloris) is dropped.
             .header_read_timeout(self.header_timeout)
@@ -285,6 +285,3 @@ impl<S: Service> Connections for HyperConnections<S> {
         });
     }
 }
-
-/// The request head a listener reads at most (request line and headers); past it, 414 or 431.
-pub const MAX_HEAD_BYTES: usize = 96 * 1024;

@@ -1,0 +1,127 @@
+//! The values passed between the redirect listener's protocol ([`crate::http`]) and its policy
+//! ([`crate::handler`]): a request as parsed, and the reply as decided. No bytes are written
+//! here.
+
+use bytes::Bytes;
+use time::OffsetDateTime;
+
+use crate::domain::{LinkId, TrackingId};
+
+/// One request as the handler sees it: borrowed from the connection's read buffer.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The method, as sent (`GET`, `HEAD`, ...).
+    pub method: &'a str,
+    /// The request target as received, without a fragment (`/H83if?x=1`, or absolute-form).
+    pub target: &'a str,
+    /// The target's path (`/H83if`; `*` for asterisk-form).
+    pub path: &'a str,
+    /// The target's query, without its `?`.
+    pub query: Option<&'a str>,
+    /// The header fields.
+    pub headers: Headers<'a>,
+    /// Whether the request announces a body (`Content-Length` above 0, or `Transfer-Encoding`).
+    pub has_body: bool,
+    /// `0` for HTTP/1.0, `1` for HTTP/1.1.
+    pub version: u8,
+}
+
+impl Request<'_> {
+    /// Whether this is `HEAD` (the response has headers and no body).
+    pub fn is_head(&self) -> bool {
+        self.method == "HEAD"
+    }
+}
+
+/// A request's header fields, in the order received.
+#[derive(Debug, Clone, Copy)]
+pub struct Headers<'a>(pub &'a [httparse::Header<'a>]);
+
+impl<'a> Headers<'a> {
+    /// The first value of header `name` (ASCII case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
+        self.all(name).next()
+    }
+
+    /// Every value of header `name`, in order.
+    pub fn all<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
+        self.0.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value)
+    }
+
+    /// The bytes of every name and value together.
+    pub fn total_bytes(&self) -> usize {
+        self.0.iter().map(|h| h.name.len() + h.value.len()).sum()
+    }
+
+    /// Whether any `Connection` header lists `token`.
+    pub fn connection_has(&self, token: &str) -> bool {
+        self.all("connection")
+            .any(|v| v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes())))
+    }
+}
+
+/// The statuses the redirect listener answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// 200: an out-of-band invitation, as JSON.
+    Ok,
+    /// 302: the redirect.
+    Found,
+    /// 400: not understood.
+    BadRequest,
+    /// 404: no live link here (one body for every reason).
+    NotFound,
+    /// 414: the target is too long.
+    UriTooLong,
+    /// 431: the headers are too large.
+    HeadersTooLarge,
+    /// 501: a method other than GET and HEAD, or a request with a body.
+    NotImplemented,
+    /// 503: CouchDB cannot be asked about a link not in memory.
+    Unavailable,
+}
+
+impl Status {
+    /// The code.
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::Found => 302,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::UriTooLong => 414,
+            Status::HeadersTooLarge => 431,
+            Status::NotImplemented => 501,
+            Status::Unavailable => 503,
+        }
+    }
+}
+
+/// What a reply carries as its body.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// The status's own short page.
+    Page,
+    /// A JSON document (an out-of-band invitation).
+    Json(Bytes),
+    /// The redirect page: a link to the `Location`.
+    Redirect,
+}
+
+/// A response as the handler decided it; [`write`] turns it into bytes. `L` is the `Location`
+/// (borrowed from a cached link, or built for the request).
+#[derive(Debug, Clone)]
+pub struct Reply<L> {
+    /// The status.
+    pub status: Status,
+    /// The body.
+    pub body: Body,
+    /// `Location`, for a 302.
+    pub location: Option<L>,
+    /// The link named in `Link: <...>; rel="shortlink"`.
+    pub shortlink: Option<LinkId>,
+    /// The tracking cookie to set (`None`: no `Set-Cookie`).
+    pub cookie: Option<TrackingId>,
+    /// When it was decided (its `Date`).
+    pub now: OffsetDateTime,
+}

@@ -1,0 +1,471 @@
+//! Assembly of the proxy (zero2prod's `startup.rs`): [`Application::build`] binds the
+//! listeners, opens the access log and checks CouchDB (every misconfiguration is a
+//! [`StartError`] here, before anything is served); [`Application::run_until_stopped`] starts
+//! the link store, the `_changes` feed, the warm-up, log retention, the admin listener and the
+//! serving threads, and shuts them down in order. `couchlink serve` only turns its flags into a
+//! [`ServerConfig`]; tests build one directly.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::access_log::{AccessLog, Flusher, OpenError};
+use crate::admin::Admin;
+use crate::client_ip::TrustedProxies;
+use crate::couch::{CouchClient, CouchConfig, CouchError};
+use crate::domain::PublicUrl;
+use crate::errors::Causes;
+use crate::follower::{FeedStatus, Follower};
+use crate::handler::{App, Location, Settings};
+use crate::http::accept::{self, Limits};
+use crate::http::limits::Refusal;
+use crate::http::{Connections, Respond, Shape};
+use crate::log_retention::Retention;
+use crate::message::{Reply, Request};
+use crate::metrics::Metrics;
+use crate::store::LinkStore;
+
+/// How long the access log may take to write its backlog at shutdown.
+const LOG_FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections the admin listener (health checks, metrics scrapers) takes at once.
+const ADMIN_CONNECTIONS: usize = 64;
+/// File descriptors kept for everything but client connections: the access log, CouchDB
+/// connections, the listeners.
+const SPARE_FDS: u64 = 256;
+
+/// Everything the proxy is configured with (README, "Configuration").
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where redirects are served (port 0: any free port, see [`Application::address`]).
+    pub listen: SocketAddr,
+    /// Where `/healthz` and `/metrics` are served.
+    pub admin_listen: SocketAddr,
+    /// CouchDB, as the proxy's read-only account.
+    pub couch: CouchConfig,
+    /// The database's editor role: the proxy warns when its own account holds it.
+    pub editor_role: String,
+    /// The short links' base URL (default: `http://<listen address>`).
+    pub public_url: Option<PublicUrl>,
+    /// Access log directory.
+    pub log_dir: PathBuf,
+    /// Days of access logs kept, today included (0: all).
+    pub log_keep_days: u32,
+    /// Gzip each finished day's log.
+    pub log_compress: bool,
+    /// Proxies whose forwarding header is believed, and which header.
+    pub trusted_proxies: TrustedProxies,
+    /// Honour `Sec-GPC: 1` and `DNT: 1`.
+    pub honor_privacy_signals: bool,
+    /// Log addresses without their host part.
+    pub anonymize_ip: bool,
+    /// The tracking cookie's name.
+    pub cookie_name: String,
+    /// How long in-flight requests get to finish at shutdown.
+    pub drain: Duration,
+    /// Most links (and known-missing IDs) held in memory.
+    pub cache_capacity: usize,
+    /// Serving threads (at least 1).
+    pub workers: usize,
+    /// Fill the cache from CouchDB at start.
+    pub warm_start: bool,
+    /// Most reads of links not in memory in flight.
+    pub cold_reads: usize,
+    /// Most redirect connections open at once.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request head.
+    pub header_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// The documented defaults (README, "Configuration") for the proxy on `couch`, serving
+    /// on `listen`, with one serving thread per CPU core.
+    pub fn new(couch: CouchConfig, listen: SocketAddr) -> ServerConfig {
+        let editor_role = format!("{}:editor", couch.db);
+        ServerConfig {
+            listen,
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            couch,
+            editor_role,
+            public_url: None,
+            log_dir: PathBuf::from("logs"),
+            log_keep_days: 0,
+            log_compress: true,
+            trusted_proxies: TrustedProxies::default(),
+            honor_privacy_signals: false,
+            anonymize_ip: false,
+            cookie_name: "tid".to_owned(),
+            drain: Duration::from_secs(10),
+            cache_capacity: 1_000_000,
+            workers: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            warm_start: true,
+            cold_reads: 32,
+            max_connections: 8192,
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A misconfiguration that stops `serve` before it answers anything.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The access log directory is not writable.
+    #[error(transparent)]
+    Log(#[from] OpenError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({what})")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Which listener.
+        what: &'static str,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CouchDB client could not be set up (a bad URL, say).
+    #[error("cannot use CouchDB")]
+    Client(#[source] Box<CouchError>),
+    /// The links database does not exist.
+    #[error("database {db:?} does not exist on {url} (run `couchlink setup` with admin credentials)")]
+    NoDatabase {
+        /// The database.
+        db: String,
+        /// The server.
+        url: String,
+    },
+    /// CouchDB refused the account.
+    #[error("CouchDB at {url} refused user {user:?} on database {db:?}")]
+    Refused {
+        /// The server.
+        url: String,
+        /// The account.
+        user: String,
+        /// The database.
+        db: String,
+        /// CouchDB's answer.
+        #[source]
+        source: Box<CouchError>,
+    },
+    /// CouchDB answered, but not as expected.
+    #[error("CouchDB at {url} answered unexpectedly")]
+    Couch {
+        /// The server.
+        url: String,
+        /// What it said.
+        #[source]
+        source: Box<CouchError>,
+    },
+    /// A serving thread could not start.
+    #[error("cannot start serving thread {0}")]
+    Worker(usize, #[source] std::io::Error),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// The proxy, built and ready to serve: its listeners bound, its access log open, CouchDB
+/// checked.
+pub struct Application {
+    config: ServerConfig,
+    listener: std::net::TcpListener,
+    admin_listener: TcpListener,
+    address: SocketAddr,
+    admin_address: SocketAddr,
+    public_url: PublicUrl,
+    couch: CouchClient,
+    log: AccessLog,
+    flusher: Flusher,
+}
+
+impl Application {
+    /// Binds both listeners, opens the access log and checks CouchDB. A CouchDB that does not
+    /// answer is not an error (the proxy serves what it can and catches up); one that refuses
+    /// the account or lacks the database is.
+    pub async fn build(config: ServerConfig) -> Result<Application, StartError> {
+        let listener = accept::bind_shareable(config.listen).map_err(|source| StartError::Bind {
+            addr: config.listen,
+            what: "redirects",
+            source,
+        })?;
+        let admin_listener = TcpListener::bind(config.admin_listen).await.map_err(|source| StartError::Bind {
+            addr: config.admin_listen,
+            what: "health and metrics",
+            source,
+        })?;
+        let address = listener.local_addr().map_err(StartError::Runtime)?;
+        let admin_address = admin_listener.local_addr().map_err(StartError::Runtime)?;
+        let public_url = match &config.public_url {
+            Some(url) => url.clone(),
+            None => {
+                let local = PublicUrl::from_listen(address);
+                if address.ip().is_unspecified() {
+                    tracing::warn!(
+                        "COUCHLINK_PUBLIC_URL is not set: Link headers name {local}; set it to the address people reach"
+                    );
+                }
+                local
+            }
+        };
+        raise_fd_limit(config.max_connections);
+        let (log, flusher) = AccessLog::open(&config.log_dir)?;
+        let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
+        check_database(&couch, &config.editor_role).await?;
+        Ok(Application { config, listener, admin_listener, address, admin_address, public_url, couch, log, flusher })
+    }
+
+    /// Where redirects are served.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Where `/healthz` and `/metrics` are served.
+    pub fn admin_address(&self) -> SocketAddr {
+        self.admin_address
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting, lets in-flight requests
+    /// finish, stops the admin listener and the feed, and writes every access log line before
+    /// returning.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
+        let Application { config, listener, admin_listener, address, admin_address, public_url, couch, log, flusher } =
+            self;
+        let metrics = Arc::new(Metrics::default());
+        let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), config.cache_capacity, config.cold_reads));
+        // "warming" in /healthz from the start, until the first warm-up is done.
+        store.set_warming(config.warm_start);
+        let feed = Arc::new(FeedStatus::default());
+        let (stop, stopped) = watch::channel(false);
+        let follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
+        let follower = tokio::spawn(follower.run(stopped.clone()));
+        let retention = Retention {
+            dir: config.log_dir.clone(),
+            keep_days: NonZeroU32::new(config.log_keep_days),
+            compress: config.log_compress,
+        };
+        let retention = tokio::spawn(retention.run(stopped.clone()));
+        let warmer = config
+            .warm_start
+            .then(|| tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), stopped.clone())));
+        let admin = Arc::new(Admin { couch, store: store.clone(), metrics: metrics.clone(), feed, log: log.clone() });
+        let mut admin_stop = stopped;
+        let admin_server = tokio::spawn(accept::run(
+            admin_listener,
+            admin,
+            // Scrapers and health checks: a few connections, never the public's.
+            Limits::new(ADMIN_CONNECTIONS, Duration::from_secs(10)),
+            async move {
+                let _ = admin_stop.wait_for(|stop| *stop).await;
+            },
+            Duration::from_secs(1),
+        ));
+
+        let mut settings = Settings::new(&config.cookie_name, config.trusted_proxies.clone());
+        settings.honor_privacy_signals = config.honor_privacy_signals;
+        settings.anonymize_ip = config.anonymize_ip;
+        let app = Arc::new(App { store, log, metrics, settings });
+        let shape = Arc::new(Shape::new(public_url.clone(), &config.cookie_name));
+        let limits = Limits::new(config.max_connections, config.header_timeout);
+        let workers = config.workers.max(1);
+        let result = serve_on_workers(listener, app, shape, limits, shutdown, config.drain, workers, || {
+            let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
+            tracing::info!(
+                "serving redirects on http://{address} (public URL {public_url}, {threads}; health and metrics on http://{admin_address})"
+            );
+        })
+        .await;
+        let _ = stop.send(true);
+        let _ = tokio::join!(follower, admin_server, retention);
+        if let Some(warmer) = warmer {
+            let _ = warmer.await;
+        }
+        flusher.finish(LOG_FLUSH_TIMEOUT).await;
+        result
+    }
+}
+
+/// Serves `app` on `listener` from `workers` threads until `shutdown` completes, calling
+/// `serving` once every thread accepts.
+///
+/// Each extra thread runs its own single-threaded runtime accepting on its own `SO_REUSEPORT`
+/// sibling of the socket (see [`accept::bind_shareable`]), nginx-style: a connection
+/// lives on one thread, so serving it never wakes another (on 2 cores that is worth about 15%
+/// of throughput over one multi-threaded runtime). A thread that cannot start stops the whole
+/// start-up at once.
+#[allow(clippy::too_many_arguments)]
+async fn serve_on_workers(
+    listener: std::net::TcpListener,
+    app: Arc<App>,
+    shape: Arc<Shape>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+    workers: usize,
+    serving: impl FnOnce(),
+) -> Result<(), StartError> {
+    let (close, closed) = watch::channel(false);
+    let mut threads = Vec::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, std::io::Result<()>)>();
+    app.metrics.set_workers(workers);
+    for n in 1..workers {
+        let (app, mut closed, ready, limits) = (
+            Arc::new(Worker { app: app.clone(), shape: shape.clone(), index: n }),
+            closed.clone(),
+            ready_tx.clone(),
+            limits.clone(),
+        );
+        let socket = accept::bind_alongside(&listener);
+        let thread = std::thread::Builder::new().name(format!("couchlink-worker-{n}")).spawn(move || {
+            let started = socket.and_then(|socket| {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let listener = runtime.block_on(async { TcpListener::from_std(socket) })?;
+                Ok((runtime, listener))
+            });
+            let (runtime, listener) = match started {
+                Ok(started) => {
+                    let _ = ready.send((n, Ok(())));
+                    started
+                }
+                Err(e) => {
+                    let _ = ready.send((n, Err(e)));
+                    return;
+                }
+            };
+            // Dropped, so that the start-up waiting for every thread's report can go on.
+            drop(ready);
+            runtime.block_on(async move {
+                let stop = async move {
+                    let _ = closed.wait_for(|closed| *closed).await;
+                };
+                serve_redirects(listener, app, limits, stop, drain).await;
+            });
+        });
+        match thread {
+            Ok(thread) => threads.push(thread),
+            Err(e) => {
+                let _ = ready_tx.send((n, Err(e)));
+            }
+        }
+    }
+    drop(ready_tx);
+    // Every thread reports once, started or not, before the proxy says it serves.
+    let mut failed = None;
+    while let Some((n, started)) = ready_rx.recv().await {
+        if let Err(e) = started {
+            failed.get_or_insert(StartError::Worker(n, e));
+        }
+    }
+    if let Some(error) = failed {
+        let _ = close.send(true);
+        join(threads).await;
+        return Err(error);
+    }
+    let listener = TcpListener::from_std(listener).map_err(|e| StartError::Worker(0, e))?;
+    serving();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = close.send(true);
+    };
+    serve_redirects(listener, Arc::new(Worker { app, shape, index: 0 }), limits, shutdown, drain).await;
+    join(threads).await;
+    Ok(())
+}
+
+/// One serving thread's accept loop, with couchlink's own HTTP/1 connections.
+async fn serve_redirects(
+    listener: TcpListener,
+    worker: Arc<Worker>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    let connections = Connections::new(worker, limits.header_timeout);
+    accept::run_connections(listener, connections, limits, shutdown, drain).await;
+}
+
+/// The redirect service as one serving thread runs it: the handler's policy over the
+/// protocol's connections, with the thread's connections counted apart (so that an uneven
+/// spread shows in `/metrics`).
+struct Worker {
+    app: Arc<App>,
+    shape: Arc<Shape>,
+    index: usize,
+}
+
+impl Respond for Worker {
+    type Location = Location;
+
+    async fn respond(&self, request: &Request<'_>, peer: SocketAddr) -> Reply<Location> {
+        crate::handler::respond(&self.app, request, peer).await
+    }
+
+    fn refuse(&self, refusal: Refusal, request: Option<&Request<'_>>, peer: SocketAddr) -> Reply<Location> {
+        crate::handler::refuse(&self.app, refusal.status(), request, peer)
+    }
+
+    fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    fn accepted(&self) {
+        self.app.metrics.connection_accepted(self.index);
+    }
+}
+
+async fn join(threads: Vec<std::thread::JoinHandle<()>>) {
+    let _ = tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join()))).await;
+}
+
+/// Raises this process's open-file limit to what the system allows (as nginx's
+/// `worker_rlimit_nofile` does), and warns when that still cannot hold `max_connections`: past
+/// it, accepting fails and is retried every 50 ms until connections close.
+fn raise_fd_limit(max_connections: usize) {
+    let wanted = max_connections as u64 + SPARE_FDS;
+    match rlimit::increase_nofile_limit(wanted) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            "only {limit} open files allowed (ulimit -n): fewer than COUCHLINK_MAX_CONNECTIONS ({max_connections}) plus {SPARE_FDS} spare"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    }
+}
+
+/// Fails on a CouchDB that answers "no" (credentials, database); only warns when it does not
+/// answer at all, since the proxy can serve (503s, then cached links) and catch up later.
+async fn check_database(couch: &CouchClient, editor_role: &str) -> Result<(), StartError> {
+    let (url, user, db) = (couch.server_url().to_owned(), couch.user().to_owned(), couch.database().to_owned());
+    match couch.database_info().await {
+        Ok(Some(_)) => {
+            warn_if_writer(couch, editor_role).await;
+            Ok(())
+        }
+        Ok(None) => Err(StartError::NoDatabase { db, url }),
+        Err(e) if e.is_unreachable() => {
+            tracing::warn!("{}; serving anyway: 503 for links not known yet, until it answers", Causes(&e));
+            Ok(())
+        }
+        Err(source @ CouchError::Refused { status: 401 | 403, .. }) => {
+            Err(StartError::Refused { url, user, db, source: Box::new(source) })
+        }
+        Err(source) => Err(StartError::Couch { url, source: Box::new(source) }),
+    }
+}
+
+/// The proxy needs only to read: running it as an account that can write links works, but
+/// a leaked proxy credential should not be able to change where printed codes lead.
+async fn warn_if_writer(couch: &CouchClient, editor_role: &str) {
+    if let Ok(session) = couch.session().await {
+        let editor = [editor_role, crate::domain::SHARED_EDITOR].iter().any(|r| session.has_role(r));
+        if session.has_role("_admin") || editor {
+            tracing::warn!(
+                "serving as {:?}, an account that can change links; use the read-only account `couchlink setup` creates",
+                couch.user()
+            );
+        }
+    }
+}
