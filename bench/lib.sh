@@ -16,6 +16,22 @@ bench_cleanup() {
   rm -rf "$work"
 }
 
+# couchdb_with_links PORT LINKS: the local CouchDB API on PORT (admin admin:admin), set up by
+# this checkout's `couchlink setup` (reader account couchlink-reader:reader), holding LINKS links
+# whose IDs are in $work/ids.txt (exported as BENCH_IDS); $couch is its URL.
+couchdb_with_links() {
+  local port=$1 links=$2
+  couch=http://127.0.0.1:$port
+  echo "== $(date -u +%H:%M:%S) starting the local CouchDB API and loading $links links"
+  couchdb/local-couchdb.sh --port "$port" --admin admin:admin >/dev/null &
+  pids+=($!)
+  wait_http "$couch/"
+  COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=admin \
+    COUCHLINK_READER_PASSWORD=reader target/release/couchlink setup >/dev/null
+  python3 bench/helpers.py load "$port" links admin admin "$work/ids.txt" "$links"
+  export BENCH_IDS=$work/ids.txt
+}
+
 # A TCP port free on loopback now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Waits (at most 30 s) until URL answers 2xx, else stops the script.

@@ -34,16 +34,7 @@ bench_work bench
 export NODE_NO_WARNINGS=1
 
 couch_port=$(free_port); proxy_port=$(free_port); admin_port=$(free_port); nginx_port=$(free_port)
-couch=http://127.0.0.1:$couch_port
-
-echo "== $(date -u +%H:%M:%S) starting the local CouchDB API and loading $links links"
-couchdb/local-couchdb.sh --port "$couch_port" --admin admin:admin >/dev/null &
-pids+=($!)
-wait_http "$couch/"
-COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=admin \
-  COUCHLINK_READER_PASSWORD=reader target/release/couchlink setup >/dev/null
-python3 bench/helpers.py load "$couch_port" links admin admin "$work/ids.txt" "$links"
-export BENCH_IDS=$work/ids.txt
+couchdb_with_links "$couch_port" "$links"
 
 echo "== $(date -u +%H:%M:%S) starting couchlink and nginx"
 # No warm start: the cold-miss figure below needs IDs couchlink has not read yet.
