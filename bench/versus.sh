@@ -33,16 +33,7 @@ baseline_target="$PWD/target/versus-$(git rev-parse --short "$rev")"
 baseline_bin="$baseline_target/release/couchlink"
 [ -x "$baseline_bin" ] || { echo "no binary at $baseline_bin" >&2; exit 1; }
 
-couch_port=$(free_port)
-couch=http://127.0.0.1:$couch_port
-echo "== $(date -u +%H:%M:%S) starting the local CouchDB API and loading $links links"
-couchdb/local-couchdb.sh --port "$couch_port" --admin admin:admin >/dev/null &
-pids+=($!)
-wait_http "$couch/"
-COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=admin \
-  COUCHLINK_READER_PASSWORD=reader target/release/couchlink setup >/dev/null
-python3 bench/helpers.py load "$couch_port" links admin admin "$work/ids.txt" "$links"
-export BENCH_IDS=$work/ids.txt
+couchdb_with_links "$(free_port)" "$links"
 
 # serve WHO BINARY: one couchlink on ports of its own, warm-started; its pid in ${WHO}_pid.
 declare -A port admin

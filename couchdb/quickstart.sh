@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # From a fresh clone to a running couchlink against a local CouchDB API, for trying it out and
-# for development (production is Apache CouchDB 3: see README.md, "Production").
+# for development (production is Apache CouchDB 3: see docs/operations.md, "Production").
 #
 #   couchdb/quickstart.sh [--couchdb-port 5984] [--port 8080] [--admin-port 9090] [--data DIR]
 #
@@ -39,7 +39,7 @@ for check in "$couchdb_port:--couchdb-port:the local CouchDB" "$port:--port:redi
     echo "quickstart: port $p ($what) is already in use on 127.0.0.1." >&2
     if answer=$(curl -fsS --max-time 2 "http://127.0.0.1:$p/" 2>/dev/null) && [[ $answer == *'"vendor"'* ]]; then
       echo "  A CouchDB API answers there: $answer" >&2
-      echo "  The quick start runs its own; couchlink can also use that one (README.md, \"Configuration\")." >&2
+      echo "  The quick start runs its own; couchlink can also use that one (docs/reference.md, \"Configuration\")." >&2
     fi
     echo "  Pick another port with $flag N, or stop what listens there." >&2
     exit 1

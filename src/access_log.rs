@@ -1,4 +1,4 @@
-//! The access log (README, "Access log"): one space-separated line per request, one file per
+//! The access log (docs/reference.md, "Access log"): one space-separated line per request, one file per
 //! UTC day, written off-thread by tracing-appender's non-blocking writer in lossless mode.
 
 use std::fs::{File, OpenOptions};

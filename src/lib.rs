@@ -28,7 +28,8 @@
 //! - [`errors`]: an error and its causes on one line, for operators.
 //! - [`qr`]: QR tags of short links, in the smallest symbol (offline; not on the redirect path).
 //! - [`report`]: link analytics from the access log files (offline; not on the redirect path).
-//! - [`agent`]: the DIDComm url-shortener agent, started: its keys and `did:peer:2` DID.
+//! - `agent`: the DIDComm url-shortener agent (the `agent` feature, on by default): its keys,
+//!   its `did:peer:2` DID, its listener.
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
 
 // One `unsafe` block in all: the report's memory map of a log file (src/report/read.rs).
@@ -37,6 +38,7 @@
 
 pub mod access_log;
 pub mod admin;
+#[cfg(feature = "agent")]
 pub mod agent;
 pub mod client_ip;
 pub mod cmd;

@@ -39,7 +39,7 @@ const ADMIN_CONNECTIONS: usize = 64;
 /// connections, the listeners.
 const SPARE_FDS: u64 = 256;
 
-/// Everything the proxy is configured with (README, "Configuration").
+/// Everything the proxy is configured with (docs/reference.md, "Configuration").
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Where redirects are served (port 0: any free port, see [`Application::address`]).
@@ -83,7 +83,7 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The documented defaults (README, "Configuration") for the proxy on `couch`, serving
+    /// The documented defaults (docs/reference.md, "Configuration") for the proxy on `couch`, serving
     /// on `listen`, with one serving thread per CPU core.
     pub fn new(couch: CouchConfig, listen: SocketAddr) -> ServerConfig {
         let editor_role = format!("{}:editor", couch.db);

@@ -122,7 +122,7 @@ impl LinkStore {
                 shard.loading.get(&id).cloned()
             };
             // Boxed: a read from CouchDB is a large future, and every connection's task would
-            // otherwise carry room for one (measured: ~12 KiB of RSS per idle connection).
+            // otherwise carry room for one.
             let outcome = match pending {
                 Some(pending) => Box::pin(Self::wait(pending)).await,
                 None => Box::pin(self.fill(id)).await,

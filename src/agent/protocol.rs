@@ -20,7 +20,7 @@ pub const PROBLEM_REPORT: &str = "https://didcomm.org/report-problem/2.0/problem
 /// DIDComm v2's empty message, which carries the `ack` of an invalidation.
 pub const EMPTY: &str = "https://didcomm.org/empty/1.0/empty";
 
-/// The longest URL a link may hold (the validation function's limit: README, "Link documents").
+/// The longest URL a link may hold (the validation function's limit: docs/reference.md, "Link documents").
 pub const MAX_URL_BYTES: usize = 2048;
 
 /// What a `request-shortened-url` asks for, checked.
@@ -177,7 +177,7 @@ pub fn check_request(body: &Value, max_validity: Option<u64>) -> Result<ShortenR
     Ok(ShortenRequest { url: text.clone(), validity_seconds, goal, slug, oob_id })
 }
 
-/// The URL rules of the links database's validation function (README, "Link documents"), said as the
+/// The URL rules of the links database's validation function (docs/reference.md, "Link documents"), said as the
 /// seed's codes.
 fn check_url(text: &str) -> Result<Url, Problem> {
     if text.len() > MAX_URL_BYTES {

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::couch::{CouchClient, CouchConfig};
 
+#[cfg(feature = "agent")]
 pub mod agent;
 pub mod create;
 pub mod qr;
@@ -37,6 +38,7 @@ pub enum Command {
     /// Link analytics from the access log files: redirects, visitors, target versions, bots.
     Report(report::ReportArgs),
     /// The DIDComm v2 url-shortener agent ("Shorten URL" protocol) on a listener of its own.
+    #[cfg(feature = "agent")]
     Agent(agent::AgentArgs),
 }
 
@@ -52,6 +54,7 @@ impl Command {
             Command::Create(args) => Ok(args.execute()?),
             Command::Qr(args) => Ok(args.execute()?),
             Command::Report(args) => Ok(args.execute()?),
+            #[cfg(feature = "agent")]
             Command::Agent(args) => Ok(args.execute()?),
         }
     }
@@ -84,7 +87,7 @@ pub struct CouchArgs {
     pub db: String,
 }
 
-/// The roles that read and edit the links database (README, "Who may do what").
+/// The roles that read and edit the links database (docs/reference.md, "Who may do what").
 #[derive(Debug, Clone, Args)]
 pub struct RoleArgs {
     /// The role that may read the links database (the proxy's) [default: <db>:reader].

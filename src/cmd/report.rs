@@ -30,7 +30,7 @@ pub struct ReportArgs {
     /// Only this link in the per-link part (repeat for more); totals still cover every line.
     #[arg(long = "link", value_name = "ID", value_parser = LinkId::parse)]
     pub links: Vec<LinkId>,
-    /// Output format (CSV and JSON schemas: README, "Link analytics").
+    /// Output format (CSV and JSON schemas: docs/report.md, "Link analytics").
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Write the report to this file instead of standard output.
@@ -87,7 +87,7 @@ impl ReportArgs {
         // Small pages for this process from here on. The allocator asks for transparent huge
         // pages, and a report's memory is mostly touched once: zeroing 2 MiB for each first
         // touch nearly doubled its resident memory and cost a fifth of its time after the
-        // machine had been idle (measured on 1M lines: 93 -> 53 MiB, 0.22 -> 0.18 s). A kernel
+        // machine had been idle. A kernel
         // that refuses only leaves the report as it was.
         #[cfg(target_os = "linux")]
         let _ = rustix::thread::disable_transparent_huge_pages(true);
@@ -95,7 +95,7 @@ impl ReportArgs {
         let options = Options { since: self.since, until: self.until, links: self.links.into_iter().collect() };
         // On one of the pool's threads, not on this one: from here, each step done in one
         // thread (merging the tallies, writing the JSON) shared a core with a pool thread
-        // spinning for work (measured on 1M lines: 3-4% faster, 4% less CPU).
+        // spinning for work.
         rayon::scope(|_| {
             let report = report::run(&paths, &options)?;
             let malformed = &report.totals.malformed_lines;
@@ -114,7 +114,7 @@ impl ReportArgs {
                 Some(path) => Box::new(BufWriter::new(File::create(path).map_err(fail)?)),
                 // Standard output's own file descriptor, not `io::stdout()`: that looks for the
                 // last newline in everything written through it, to flush lines as they end
-                // (measured: 2% of a JSON report's instructions, in its one-thread part).
+                //.
                 None => {
                     let fd = io::stdout().as_fd().try_clone_to_owned().map_err(fail)?;
                     Box::new(BufWriter::with_capacity(1 << 16, File::from(fd)))

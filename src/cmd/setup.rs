@@ -1,5 +1,5 @@
-//! `couchlink setup`: makes a CouchDB server ready for couchlink, idempotently (README, "Who may
-//! do what").
+//! `couchlink setup`: makes a CouchDB server ready for couchlink, idempotently (docs/reference.md, "Who
+//! may do what").
 
 use std::fmt;
 

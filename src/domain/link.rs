@@ -1,4 +1,4 @@
-//! `Link`: a link document as the proxy uses it (README, "Link documents").
+//! `Link`: a link document as the proxy uses it (docs/reference.md, "Link documents").
 
 use serde::Deserialize;
 
@@ -105,8 +105,8 @@ pub struct Link {
     /// The `Location` of a plain `GET /{id}`, worked out once when the document is read: which
     /// kind, and the text itself only when it differs from `url`. Kept apart (rather than one
     /// enum holding the text) so that a `Link` is 48 bytes and its `Arc` block 64, one
-    /// allocator size class below what the enum's tag cost (measured at 1M links: README,
-    /// "Benchmark").
+    /// allocator size class below what the enum's tag cost (`bench/scale.sh` measures memory
+    /// per link: docs/benchmarks.md).
     plain: Plain,
     plain_other: Option<Box<str>>,
     /// The document says `oob: true` (in the struct's padding: a `Link` stays 48 bytes).

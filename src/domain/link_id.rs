@@ -1,4 +1,4 @@
-//! `LinkId`: the 5-character base-62 document ID of a short link (the README's "Link documents").
+//! `LinkId`: the 5-character base-62 document ID of a short link (docs/reference.md, "Link documents").
 
 use std::fmt;
 use std::hash::{Hash, Hasher};

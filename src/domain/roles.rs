@@ -1,4 +1,4 @@
-//! `Roles`: the CouchDB roles that read and edit one links database (README, "Who may do what").
+//! `Roles`: the CouchDB roles that read and edit one links database (docs/reference.md, "Who may do what").
 
 /// The role names every database shared before roles belonged to one database. Still admitted
 /// where an admin has not dropped them (`couchlink setup --drop-shared-roles`), since accounts

@@ -1,4 +1,4 @@
-//! The form a stored `url` must have to be served (README, "Link documents"): exactly the
+//! The form a stored `url` must have to be served (docs/reference.md, "Link documents"): exactly the
 //! `Location` the proxy sends, so that nothing a URL parser would clean up (a tab dropped from a
 //! host, `https:evil.com` read as `https://evil.com/`, a zero-width space vanishing under IDNA)
 //! can make the target differ from what the document shows an editor. The validation function

@@ -1,4 +1,4 @@
-//! `TrackingId`: the value of the tracking cookie (README, "Tracking cookie").
+//! `TrackingId`: the value of the tracking cookie (docs/reference.md, "Tracking cookie").
 
 use std::fmt;
 

@@ -18,7 +18,7 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// One visitor seen on one version of one link, appended per counted line and counted once at
 /// the end, a link at a time ([`distinct_visitors`]). A hash set per link, filled as lines
 /// came, did the same with one random memory access per line into tables that outgrow the
-/// caches (measured: the largest share of a report's time); appending is sequential, and one
+/// caches; appending is sequential, and one
 /// link's entries fit a core's cache.
 ///
 /// Packed in one number: the link's index (32 bits), the top 61 bits of a digest of the
@@ -82,7 +82,7 @@ impl Part {
 /// Visitor entries are kept in this many lists, each for the links whose [`shard`] it is, so
 /// that each list's entries are put in per-link buckets on their own, into a buffer a core
 /// uses again from shard to shard: bucketing all entries at once wrote to 16 MB of fresh
-/// memory (measured on 1M lines: 1,500 fewer page faults, 2% faster).
+/// memory.
 const SHARDS: usize = 16;
 
 /// The shard of a link's visitor entries: the same in every tally, so their entries meet.
@@ -144,9 +144,7 @@ impl Visitors {
 /// the visitor entries of all parts. A shard at a time on each core, its entries are put in
 /// one bucket per link, and each bucket's distinct visitors are found with one set: a link's
 /// bucket fits a core's cache, where sorting each part whole and merging the parts in one
-/// walk did not (measured: 33 ms of a 1M-line report, most of it on one core, then 25 on two
-/// with all entries bucketed at once). A log that is nearly all one link still counts that
-/// link on one core.
+/// walk did not. A log that is nearly all one link still counts that link on one core.
 fn distinct_visitors(parts: &[Part], shards: &[u8]) -> (Vec<Visitors>, Vec<(u32, Visitors)>) {
     // Each shard's links, and each link's place among them.
     let mut members = vec![Vec::new(); SHARDS];
@@ -212,8 +210,7 @@ fn distinct_visitors(parts: &[Part], shards: &[u8]) -> (Vec<Visitors>, Vec<(u32,
 /// The most entries of a link counted with one set: a link with more is split by visitor
 /// first, so that each set (at most 16,384 slots of 16 bytes, 256 KiB) stays in a core's own
 /// cache. A quarter of the entries of a 1M-line report were in larger sets, and loading their
-/// slots was the largest cost of counting distinct visitors (measured: 4% faster on 1M lines;
-/// parts of 2,048 entries were a little slower than 8,192).
+/// slots was the largest cost of counting distinct visitors.
 const SET_ENTRIES: usize = 1 << 13;
 
 /// Counts the distinct visitors in one link's entries (as [`walk`] does), in parts of distinct
@@ -316,7 +313,7 @@ fn walk_many(bucket: &[u128], set: &mut Distinct, link: &mut Visitors, versions:
 
 /// An open-addressing map from a key (up to 93 bits) to 35 bits of flags, reused from link to
 /// link: one link's fits a core's cache. Sorting each link's entries and walking them took a
-/// little longer (measured: 12 ms against 11 on 1M lines).
+/// little longer.
 #[derive(Default)]
 struct Distinct {
     /// `key << 35 | flags`, or 0 for an empty slot (every entry has a flag set); the first
@@ -325,7 +322,7 @@ struct Distinct {
     mask: usize,
     /// The slots filled, in the order their keys came: walked, and emptied, instead of the
     /// whole table, two to four slots per key with a branch on each that the empty ones make
-    /// unpredictable (measured: 4% faster on 1M lines, with the sets split as they are now).
+    /// unpredictable.
     used: Vec<u32>,
 }
 
@@ -370,8 +367,8 @@ impl Distinct {
 /// The digest of a tracking ID (its top 61 bits go in a [`Seen`]): the same in every thread and
 /// every run, so tallies merge. Its 30 bytes as four words (the last two overlapping), folded
 /// pairwise by 128-bit multiplies and the two results once more, as foldhash folds its input
-/// (1.8% fewer instructions in a whole report than hashing the array through `Hash`, which
-/// adds its length and takes the general path for byte strings). Every byte of the constants
+/// (cheaper than hashing the array through `Hash`, which adds its length and takes the
+/// general path for byte strings). Every byte of the constants
 /// has its high bit set and a checked ID is ASCII, so no factor of the first two multiplies is
 /// ever zero (which would make the other word of its pair not count).
 fn visitor_key(id: &[u8; 30]) -> u64 {
@@ -488,9 +485,9 @@ pub fn merge_days(a: &[DayCount], b: &[DayCount]) -> Vec<DayCount> {
 
 /// What a redirect line changes in its version, kept apart from the rest of the version: a
 /// line's link is one of thousands at random, and the miss on its counter is the largest
-/// single cost of a line (measured). A link's whole tally per line was two misses; 32 bytes a
+/// single cost of a line. A link's whole tally per line was two misses; 32 bytes a
 /// version (the redirects summed from the days at the end) fit 12,000 versions in a core's
-/// 512 KiB L2 cache, and ran 1% faster than 64.
+/// 512 KiB L2 cache.
 #[derive(Debug, Clone, Copy)]
 struct Counter {
     /// A digest of the `Location`, compared instead of its bytes: two of a link's targets
@@ -543,7 +540,7 @@ impl Counter {
 /// A version's redirects on one day, `[human, bot]`, as counted in one stretch of lines.
 /// Appended when a version's day changes and summed per version and day at the end: adding
 /// them to the version's list of days as they came was a cache miss and a search each time
-/// (measured: 5% of a report).
+///.
 #[derive(Debug, Clone, Copy)]
 struct DayRun {
     counter: u32,
@@ -719,8 +716,8 @@ impl Tally {
     }
 
     /// Sums the redirects counted so far into their versions' days: done by each thread for
-    /// its own tally before they are merged (measured: summing them all after the merge was
-    /// 7 ms of a 1M-line report, half of it on one core).
+    /// its own tally before they are merged, not after the merge, where half of it ran on one
+    /// core.
     pub fn sum_days(&mut self) {
         self.settle_days();
         let mut runs = std::mem::take(&mut self.day_runs);
@@ -785,7 +782,7 @@ impl Tally {
             }
             links.push(link as u32);
         }
-        // Their days joined to ours on all cores (measured: 4 of the 5 ms of a merge, in one).
+        // Their days joined to ours on all cores.
         let mut incoming: Vec<(Vec<DayCount>, [u64; 2])> = vec![(Vec::new(), [0; 2]); self.colds.len()];
         for (cold, &ours) in other.colds.iter_mut().zip(&counters) {
             incoming[ours as usize] = (std::mem::take(&mut cold.days), cold.redirects);
@@ -895,7 +892,7 @@ impl PieceCounter<'_> {
         }
         // The link's entry and its first version's counter are a line's likeliest cache misses:
         // asked for first, they load while the User-Agent, `Location` and tracking ID are
-        // hashed (measured: 4% faster on 1M lines).
+        // hashed.
         let known = tally.index.get(&link).copied();
         if let Some((_, head)) = known {
             super::prefetch(&tally.counters[head as usize]);
@@ -909,7 +906,7 @@ impl PieceCounter<'_> {
             let flags = if bot { BOT } else { HUMAN } | if line.issued_tracking_id() { NEW } else { 0 };
             let seen = &mut tally.seen[usize::from(tally.shards[link])];
             if seen.capacity() == 0 {
-                // Growing by doubling would copy it every time (measured: 4% of a report).
+                // Growing by doubling would copy it every time.
                 seen.reserve(2 * SEEN_BATCH / SHARDS);
             }
             seen.push(Seen::new(link, visitor, c, flags));

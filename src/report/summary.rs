@@ -1,5 +1,5 @@
 //! The finished report: plain numbers and strings, in the order they are shown, serialised
-//! as-is for `--format json` (schema `couchlink-report/1`, README "Link analytics").
+//! as-is for `--format json` (schema `couchlink-report/1`, docs/report.md "Link analytics").
 
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::Serialize;

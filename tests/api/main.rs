@@ -5,6 +5,7 @@ mod support;
 
 mod access_log;
 mod admin_plane;
+#[cfg(feature = "agent")]
 mod agent;
 mod cookies;
 mod edges;

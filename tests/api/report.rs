@@ -1,74 +1,17 @@
 //! `couchlink report` as analysts run it: a hand-written log with known answers (plain and
 //! gzipped days, new and returning visitors, a re-pointed link, bots, probes, malformed lines),
-//! its CSV and JSON schemas, the HTML page in headless Chromium, the README's GoAccess recipe
-//! with the real goaccess, and the report of a log couchlink itself wrote.
+//! its CSV and JSON schemas, and the report of a log couchlink itself wrote. (The HTML page in
+//! headless Chromium and the GoAccess recipe are in `tests/tools`.)
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::io::Read;
+use std::path::Path;
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
-use crate::support::process::{couchlink_command, tool};
+use crate::support::process::couchlink_command;
+use crate::support::report_fixtures::*;
 use crate::support::*;
-
-const FIREFOX: &str = "Mozilla%2F5.0%20(X11%3B%20Linux%20x86_64%3B%20rv%3A120.0)%20Gecko%2F20100101%20Firefox%2F120.0";
-const SAFARI: &str = "Mozilla%2F5.0%20(iPhone%3B%20CPU%20iPhone%20OS%2017_0%20like%20Mac%20OS%20X)%20AppleWebKit%2F605.1.15%20(KHTML%2C%20like%20Gecko)%20Version%2F17.0%20Mobile%2F15E148%20Safari%2F604.1";
-const GOOGLEBOT: &str =
-    "Mozilla%2F5.0%20(compatible%3B%20Googlebot%2F2.1%3B%20%2Bhttp%3A%2F%2Fwww.google.com%2Fbot.html)";
-
-/// Visitor `a` gets its ID on the 21st from H83if; `b` is Googlebot; `d` is new on the 22nd;
-/// `g` got its ID before the log begins (returning); one client is untracked (`-`).
-fn day_21() -> String {
-    [
-        format!("20261121090000.0 203.0.113.7 20261121090000aaaaaaaaaaaaaaaa {FIREFOX} /H83if 302 https://example.com/spring"),
-        format!("20261121091500.3 203.0.113.8 20261121091500bbbbbbbbbbbbbbbb {GOOGLEBOT} /H83if 302 https://example.com/spring"),
-        "20261121120000.0 203.0.113.9 20261121120000cccccccccccccccc curl%2F8.5.0 /wp-login.php 404".to_owned(),
-        format!("20261121235959.9 203.0.113.7 20261121090000aaaaaaaaaaaaaaaa {FIREFOX} /H83if 302 https://example.com/spring"),
-    ]
-    .map(|l| l + "\n")
-    .concat()
-}
-
-/// The valid lines of the 22nd: H83if now points at /summer.
-fn day_22_valid() -> Vec<String> {
-    vec![
-        format!("20261122000000.0 203.0.113.7 20261121090000aaaaaaaaaaaaaaaa {FIREFOX} /H83if 302 https://example.com/summer"),
-        format!("20261122000000.0 198.51.100.4 20261122000000dddddddddddddddd {SAFARI} /H83if 302 https://example.com/summer"),
-        format!("20261122080000.0 198.51.100.4 20261122000000dddddddddddddddd {SAFARI} /H83if 302 https://example.com/summer"),
-        format!("20261122081000.0 198.51.100.5 - {FIREFOX} /H83if 302 https://example.com/summer"),
-        "20261122090000.0 198.51.100.6 20261122090000eeeeeeeeeeeeeeee - /Ab3dE 302 https://example.org/".to_owned(),
-        format!("20261122100000.0 198.51.100.7 20261122100000ffffffffffffffff {FIREFOX} /wp-login.php?x=1 404"),
-        format!("20261122100001.0 198.51.100.7 20261122100001ffffffffffffffff {FIREFOX} /.env 404"),
-        format!("20261122100002.0 198.51.100.7 20261122100002ffffffffffffffff {FIREFOX} /H83if 501"),
-        format!("20261122110000.0 198.51.100.8 20261101080000012345678abcdef9 {SAFARI} /H83if 302 https://example.com/summer"),
-    ]
-}
-
-fn day_22() -> String {
-    let mut lines = day_22_valid();
-    lines.insert(8, "this is not a log line".to_owned());
-    lines.insert(9, "20261122100003.0 198.51.100.7 - - /H83if 302".to_owned());
-    lines.into_iter().map(|l| l + "\n").collect()
-}
-
-fn gzip(text: &str) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(text.as_bytes()).unwrap();
-    gz.finish().unwrap()
-}
-
-/// A log directory as retention leaves it: yesterday gzipped, today plain.
-fn log_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("access.2026-11-21.log.gz"), gzip(&day_21())).unwrap();
-    std::fs::write(dir.path().join("access.2026-11-22.log"), day_22()).unwrap();
-    dir
-}
-
-fn report(args: &[&str], dir: &Path) -> Output {
-    couchlink_command().arg("report").args(args).env("COUCHLINK_LOG_DIR", dir).output().expect("couchlink runs")
-}
 
 fn json_report(args: &[&str], dir: &Path) -> Value {
     let out = report(&[&["--format", "json"], args].concat(), dir);
@@ -298,100 +241,6 @@ fn a_reader_that_stops_early_is_not_an_error() {
         !out.status.success() && stderr.contains("cannot write the report to /proc/no-such-dir/report.txt"),
         "{stderr}"
     );
-}
-
-/// Where screenshots go, for people to look at.
-fn screenshot_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/report-screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Renders `html` in headless Chromium into a PNG of `width`×`height`.
-pub fn screenshot(html: &Path, png: &Path, width: u32, height: u32) {
-    let profile = tempfile::tempdir().unwrap();
-    let out = tool("chromium", "chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
-        .args(["--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--window-size={width},{height}"))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    assert!(png.exists(), "chromium made no screenshot: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// Pixels of each colour, as `#rrggbb`.
-fn colours(png: &Path) -> std::collections::HashMap<String, usize> {
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let step = info.color_type.samples();
-    let mut counts = std::collections::HashMap::new();
-    for px in buf[..info.buffer_size()].chunks(step) {
-        *counts.entry(format!("#{:02x}{:02x}{:02x}", px[0], px[1], px[2])).or_insert(0) += 1;
-    }
-    counts
-}
-
-#[test]
-fn the_html_page_is_self_contained_and_its_charts_render_in_chromium() {
-    let dir = log_dir();
-    let html = dir.path().join("report.html");
-    let out = report(&["--format", "html", "--out", html.to_str().unwrap()], dir.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let page = std::fs::read_to_string(&html).unwrap();
-    for fetch in ["<script", "<link", "<img", "src=", "url(", "@import", "<iframe"] {
-        assert!(!page.contains(fetch), "the page would fetch something: {fetch}");
-    }
-    assert!(page.contains("https://example.com/summer"));
-    let png = screenshot_dir().join("report.png");
-    let _ = std::fs::remove_file(&png);
-    screenshot(&html, &png, 1100, 2400);
-    let colours = colours(&png);
-    // The charts' bars are drawn: humans and bots per day, and both target versions of H83if
-    // (the palette of src/report/print/html.rs).
-    for (name, colour) in
-        [("humans", "#2563eb"), ("bots", "#94a3b8"), ("version 1", "#7c3aed"), ("version 2", "#ea580c")]
-    {
-        let n = colours.get(colour).copied().unwrap_or(0);
-        assert!(n > 500, "{name} ({colour}): {n} pixels in {}", png.display());
-    }
-}
-
-#[test]
-fn the_readme_goaccess_recipe_runs_with_the_real_goaccess() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("zcat -f logs/access.").expect("the README's GoAccess recipe");
-    let recipe = readme[start..].split("\n```").next().unwrap().to_owned();
-    tool("goaccess", "goaccess");
-    // Valid lines only (GoAccess counts malformed ones as failed): 6 and 7 fields, plain and gzipped.
-    let dir = tempfile::tempdir().unwrap();
-    let logs = dir.path().join("logs");
-    std::fs::create_dir(&logs).unwrap();
-    std::fs::write(logs.join("access.2026-11-21.log.gz"), gzip(&day_21())).unwrap();
-    std::fs::write(
-        logs.join("access.2026-11-22.log"),
-        day_22_valid().into_iter().map(|l| l + "\n").collect::<String>(),
-    )
-    .unwrap();
-    let run = |recipe: &str| {
-        let out = Command::new("bash").args(["-o", "pipefail", "-c", recipe]).current_dir(dir.path()).output().unwrap();
-        assert!(out.status.success(), "{recipe}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    run(&recipe);
-    let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
-    assert!(page.contains("GoAccess"));
-    // The same recipe with GoAccess's JSON output, to read what it counted.
-    assert!(recipe.contains("-o report.html"));
-    run(&recipe.replace("-o report.html", "-o report.json"));
-    let counted: Value = serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
-    assert_eq!(counted["general"]["total_requests"], 13, "{:#}", counted["general"]);
-    assert_eq!(counted["general"]["failed_requests"], 0);
-    let statuses = counted["status_codes"]["data"].to_string();
-    assert!(statuses.contains("302") && statuses.contains("404"), "{statuses}");
 }
 
 /// The report reads what couchlink writes: requests made to a running proxy, counted.

@@ -11,7 +11,9 @@ pub mod app;
 pub mod couch;
 pub mod didcomm_peer;
 pub mod process;
+pub mod qr_tags;
 pub mod relay;
+pub mod report_fixtures;
 
 pub use app::*;
 pub use couch::*;

@@ -21,7 +21,7 @@ pub use table::table;
 /// of megabytes pretty-printed; `jq .` indents it when a person wants to read it.
 ///
 /// The same bytes as `serde_json::to_writer(out, report)`, but the links, most of them, are
-/// serialised on all cores (a third of a report's time, measured, when written in one thread),
+/// serialised on all cores (in one thread it was a large share of a report's time),
 /// a batch at a time into buffers used again for the next batch.
 pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let head = Head {
@@ -55,7 +55,7 @@ pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 /// Writes `link` as `serde_json::to_writer` does (the test below holds them to the same
 /// bytes), but by hand: a link's days, half a million `{"day","human","bot"}` objects in a
 /// month of a busy log, went through serde's machinery field by field, and the flattened
-/// counts through a map (measured: a tenth of a report's time).
+/// counts through a map.
 fn link_json(out: &mut Vec<u8>, link: &LinkReport) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"id\":");
     serde_json::to_writer(&mut *out, &link.id)?;

@@ -1,0 +1,140 @@
+//! The checks that need Debian tools beyond the default suite's (a Rust toolchain, Node.js,
+//! Python 3 and curl): QR tags read back by zbar's `zbarimg` and rendered by librsvg's
+//! `rsvg-convert`, the report's HTML page in headless Chromium, and the GoAccess recipe of
+//! `docs/reference.md` with the real GoAccess. Each fails at once, naming the package, when its
+//! tool is missing. Run with `cargo test --test tools` (`.ci/run` installs the packages:
+//! `apt-get install zbar-tools librsvg2-bin chromium goaccess`).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod qr {
+    use crate::support::qr_tags::{tag, Reader};
+
+    #[test]
+    fn every_format_reads_back_with_zbarimg_and_rsvg_convert() {
+        let dir = tempfile::tempdir().unwrap();
+        for (base, expected) in
+            [("http://0x1f.ie", "HTTP://0X1F.IE/H83if"), ("https://0x1f.ie", "HTTPS://0X1F.IE/H83if")]
+        {
+            for format in ["png", "svg", "terminal"] {
+                let (text, modules, _) = tag(dir.path(), base, "H83if", format, &[], Reader::Debian);
+                assert_eq!((text.as_str(), modules), (expected, 21), "{base} as {format}");
+            }
+            for (level, modules) in [("M", 25), ("H", 29)] {
+                let (text, got, _) = tag(dir.path(), base, "H83if", "png", &["--ec", level], Reader::Debian);
+                assert_eq!((text.as_str(), got), (expected, modules), "{base} at {level}");
+            }
+        }
+    }
+}
+
+mod report {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use serde_json::Value;
+
+    use crate::support::process::tool;
+    use crate::support::report_fixtures::*;
+
+    /// Where screenshots go, for people to look at.
+    fn screenshot_dir() -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/report-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Renders `html` in headless Chromium into a PNG of `width`×`height`.
+    pub fn screenshot(html: &Path, png: &Path, width: u32, height: u32) {
+        let profile = tempfile::tempdir().unwrap();
+        let out = tool("chromium", "chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"])
+            .args([
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("--window-size={width},{height}"))
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(format!("file://{}", html.display()))
+            .output()
+            .unwrap();
+        assert!(png.exists(), "chromium made no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Pixels of each colour, as `#rrggbb`.
+    fn colours(png: &Path) -> std::collections::HashMap<String, usize> {
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let step = info.color_type.samples();
+        let mut counts = std::collections::HashMap::new();
+        for px in buf[..info.buffer_size()].chunks(step) {
+            *counts.entry(format!("#{:02x}{:02x}{:02x}", px[0], px[1], px[2])).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn the_html_page_is_self_contained_and_its_charts_render_in_chromium() {
+        let dir = log_dir();
+        let html = dir.path().join("report.html");
+        let out = report(&["--format", "html", "--out", html.to_str().unwrap()], dir.path());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let page = std::fs::read_to_string(&html).unwrap();
+        for fetch in ["<script", "<link", "<img", "src=", "url(", "@import", "<iframe"] {
+            assert!(!page.contains(fetch), "the page would fetch something: {fetch}");
+        }
+        assert!(page.contains("https://example.com/summer"));
+        let png = screenshot_dir().join("report.png");
+        let _ = std::fs::remove_file(&png);
+        screenshot(&html, &png, 1100, 2400);
+        let colours = colours(&png);
+        // The charts' bars are drawn: humans and bots per day, and both target versions of H83if
+        // (the palette of src/report/print/html.rs).
+        for (name, colour) in
+            [("humans", "#2563eb"), ("bots", "#94a3b8"), ("version 1", "#7c3aed"), ("version 2", "#ea580c")]
+        {
+            let n = colours.get(colour).copied().unwrap_or(0);
+            assert!(n > 500, "{name} ({colour}): {n} pixels in {}", png.display());
+        }
+    }
+
+    #[test]
+    fn the_documented_goaccess_recipe_runs_with_the_real_goaccess() {
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference.md")).unwrap();
+        let start = doc.find("zcat -f logs/access.").expect("the GoAccess recipe in docs/reference.md");
+        let recipe = doc[start..].split("\n```").next().unwrap().to_owned();
+        tool("goaccess", "goaccess");
+        // Valid lines only (GoAccess counts malformed ones as failed): 6 and 7 fields, plain and gzipped.
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        std::fs::write(logs.join("access.2026-11-21.log.gz"), gzip(&day_21())).unwrap();
+        std::fs::write(
+            logs.join("access.2026-11-22.log"),
+            day_22_valid().into_iter().map(|l| l + "\n").collect::<String>(),
+        )
+        .unwrap();
+        let run = |recipe: &str| {
+            let out =
+                Command::new("bash").args(["-o", "pipefail", "-c", recipe]).current_dir(dir.path()).output().unwrap();
+            assert!(out.status.success(), "{recipe}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        run(&recipe);
+        let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(page.contains("GoAccess"));
+        // The same recipe with GoAccess's JSON output, to read what it counted.
+        assert!(recipe.contains("-o report.html"));
+        run(&recipe.replace("-o report.html", "-o report.json"));
+        let counted: Value = serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+        assert_eq!(counted["general"]["total_requests"], 13, "{:#}", counted["general"]);
+        assert_eq!(counted["general"]["failed_requests"], 0);
+        let statuses = counted["status_codes"]["data"].to_string();
+        assert!(statuses.contains("302") && statuses.contains("404"), "{statuses}");
+    }
+}
