@@ -129,6 +129,11 @@ impl Metrics {
         self.feed_changes.fetch_add(1, Relaxed);
     }
 
+    /// Responses sent so far, all statuses.
+    pub fn responses_total(&self) -> u64 {
+        self.responses.iter().map(|r| r.load(Relaxed)).sum()
+    }
+
     /// Counts a link document read that cannot be served.
     pub fn unusable_document(&self) {
         self.unusable_documents.fetch_add(1, Relaxed);

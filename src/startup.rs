@@ -213,9 +213,10 @@ impl Application {
             }
         };
         raise_fd_limit(config.max_connections);
-        let (log, flusher) = AccessLog::open(&config.log_dir)?;
+        // CouchDB first: a start refused for its account or database leaves no empty log folder.
         let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
         check_database(&couch, &config.editor_role).await?;
+        let (log, flusher) = AccessLog::open(&config.log_dir)?;
         Ok(Application { config, listener, admin_listener, address, admin_address, public_url, couch, log, flusher })
     }
 
@@ -268,7 +269,7 @@ impl Application {
         let mut settings = Settings::new(&config.cookie_name, config.trusted_proxies.clone());
         settings.honor_privacy_signals = config.honor_privacy_signals;
         settings.anonymize_ip = config.anonymize_ip;
-        let app = Arc::new(App { store, log, metrics, settings });
+        let app = Arc::new(App { store, log, metrics: metrics.clone(), settings });
         let shape = Arc::new(Shape::new(public_url.clone(), &config.cookie_name));
         let limits = Limits::new(config.max_connections, config.header_timeout);
         let workers = config.workers.max(1);
@@ -285,6 +286,12 @@ impl Application {
             let _ = warmer.await;
         }
         flusher.finish(LOG_FLUSH_TIMEOUT).await;
+        if result.is_ok() {
+            tracing::info!(
+                "stopped: in-flight requests finished and the access log written; {} requests served since start",
+                metrics.responses_total()
+            );
+        }
         result
     }
 }

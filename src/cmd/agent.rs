@@ -30,7 +30,7 @@ pub struct AgentArgs {
     pub listen: SocketAddr,
     /// The agent's DIDComm endpoint as senders reach it, e.g. https://0x1f.ie/didcomm (in its DID).
     #[arg(long, env = "COUCHLINK_AGENT_PUBLIC_URL")]
-    pub public_url: Option<url::Url>,
+    pub agent_public_url: Option<url::Url>,
     /// The agent's keys (a JWK file, created with mode 0600 on first run; never logged).
     #[arg(long, env = "COUCHLINK_AGENT_KEYS", default_value = "agent-keys.json")]
     pub keys: PathBuf,
@@ -54,7 +54,7 @@ pub struct AgentArgs {
     pub max_deliveries: usize,
     /// The short links' base URL, e.g. https://0x1f.ie (needed to serve, not to print the DID).
     #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
-    pub short_url_base: Option<PublicUrl>,
+    pub public_url: Option<PublicUrl>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -82,14 +82,14 @@ pub enum AgentError {
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
     /// No base for the short URLs it hands out.
-    #[error("set COUCHLINK_PUBLIC_URL (or --short-url-base) to the short links' base URL, e.g. https://0x1f.ie")]
+    #[error("set COUCHLINK_PUBLIC_URL (or --public-url) to the short links' base URL, e.g. https://0x1f.ie")]
     NoShortUrlBase,
 }
 
 impl AgentArgs {
     /// The agent's endpoint: as configured, or its listener's address.
     fn endpoint(&self, bound: SocketAddr) -> String {
-        self.public_url.as_ref().map_or_else(|| format!("http://{bound}/"), url::Url::to_string)
+        self.agent_public_url.as_ref().map_or_else(|| format!("http://{bound}/"), url::Url::to_string)
     }
 
     /// Prints the DID, or serves until SIGTERM or SIGINT.
@@ -120,8 +120,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AgentError> {
     let bound = listener.local_addr().map_err(|source| AgentError::Bind { addr: args.listen, source })?;
-    let short_base = args.short_url_base.clone().ok_or(AgentError::NoShortUrlBase)?;
-    if args.public_url.is_none() {
+    let short_base = args.public_url.clone().ok_or(AgentError::NoShortUrlBase)?;
+    if args.agent_public_url.is_none() {
         tracing::warn!("COUCHLINK_AGENT_PUBLIC_URL is not set: the agent's DID names http://{bound}/ as its endpoint");
     }
     let did = identity.did(&args.endpoint(bound));

@@ -19,8 +19,9 @@ pub struct CreateArgs {
     pub couch: CouchArgs,
     /// The target: an http(s) URL, or an internal redirect such as /H83if/spring.
     pub url: String,
-    /// RFC 3339 instant from which the link answers 404, e.g. 2026-12-31T23:59:59Z.
-    #[arg(long)]
+    /// When the link stops working: a UTC date (2026-12-31: it works through that day) or an
+    /// RFC 3339 time (2026-12-31T23:59:59Z: from that instant on); never one already past.
+    #[arg(long, value_parser = expires)]
     pub expires: Option<String>,
     /// Address redirects are served on (the base of the printed URL when no public URL is set).
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
@@ -100,4 +101,24 @@ pub async fn run(
         doc["expires"] = json!(expires);
     }
     Ok(store_new(editor, &doc, ids).await?)
+}
+
+/// `--expires` as the document holds it (RFC 3339, UTC): a date's end (the next day's midnight)
+/// or the instant given, refused when it is already past, since the link would be dead on
+/// arrival.
+fn expires(text: &str) -> Result<String, String> {
+    use time::format_description::well_known::Rfc3339;
+    use time::OffsetDateTime;
+    let day = time::macros::format_description!("[year]-[month]-[day]");
+    let at = match time::Date::parse(text, &day) {
+        Ok(date) => date.next_day().ok_or_else(|| format!("no day after {text}"))?.midnight().assume_utc(),
+        Err(_) => OffsetDateTime::parse(text, &Rfc3339).map_err(|_| {
+            format!("{text:?} is neither a date (2026-12-31) nor an RFC 3339 time (2026-12-31T23:59:59Z)")
+        })?,
+    };
+    if at <= OffsetDateTime::now_utc() {
+        return Err(format!("{text} is already past: the link would never work"));
+    }
+    let at = at.to_offset(time::UtcOffset::UTC);
+    at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339).map_err(|e| e.to_string())
 }

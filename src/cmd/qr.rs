@@ -44,6 +44,9 @@ pub struct QrArgs {
     /// Warn when a link is missing, inactive or expired in CouchDB before its tag is made.
     #[arg(long)]
     pub check: bool,
+    /// With --check, make such a link an error: no tag is written and the exit status is 1.
+    #[arg(long, requires = "check")]
+    pub strict: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -99,6 +102,9 @@ pub enum QrError {
     /// Several tags, one output stream.
     #[error("{0} IDs make {0} files: name a folder with --out")]
     NeedsFolder(usize),
+    /// `--strict`: some links would not redirect.
+    #[error("{0} of the links would not redirect today (see above); no tag written (--strict)")]
+    NotLive(usize),
     /// A binary picture would go to the terminal.
     #[error("a PNG would garble the terminal: write it with --out FILE, redirect stdout, or use --format terminal")]
     BinaryToTerminal,
@@ -144,7 +150,10 @@ impl QrArgs {
         if self.check {
             let reader = CouchClient::new(&self.couch.clone().into()).map_err(QrError::Couch)?;
             let runtime = super::current_thread_runtime().map_err(QrError::Runtime)?;
-            runtime.block_on(check(&reader, &ids))?;
+            let problems = runtime.block_on(check(&reader, &ids))?;
+            if self.strict && problems > 0 {
+                return Err(QrError::NotLive(problems));
+            }
         }
         let look = Look { scale: self.scale.get(), border: self.border };
         let widest = tags.iter().map(|t| t.code.size() as u64).max().unwrap_or(0);
@@ -204,8 +213,9 @@ fn write_error(path: &Path, source: std::io::Error) -> QrError {
     QrError::Write { path: path.display().to_string(), source }
 }
 
-/// Warns about each link a tag would not lead anywhere today.
-async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<(), QrError> {
+/// Warns about each link a tag would not lead anywhere today; how many.
+async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<usize, QrError> {
+    let mut problems = 0;
     let now = OffsetDateTime::now_utc();
     for id in ids {
         let problem = match reader.get_link(id).await.map_err(QrError::Couch)? {
@@ -218,8 +228,9 @@ async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<(), QrError> {
             },
         };
         if let Some(problem) = problem {
+            problems += 1;
             tracing::warn!("{id}: {problem}; its tag answers 404 until the document is fixed");
         }
     }
-    Ok(())
+    Ok(problems)
 }

@@ -65,6 +65,9 @@ pub enum ReportCommandError {
         /// As given.
         until: Stamp,
     },
+    /// An HTML page would go to the terminal.
+    #[error("an HTML page would fill the terminal: write it with --out FILE, redirect stdout, or use --format table")]
+    HtmlToTerminal,
     /// The output could not be written.
     #[error("cannot write the report to {where_}")]
     Write {
@@ -79,6 +82,9 @@ pub enum ReportCommandError {
 impl ReportArgs {
     /// Counts the logs and writes the report.
     pub fn execute(self) -> Result<(), ReportCommandError> {
+        if self.format == Format::Html && self.out.is_none() && std::io::IsTerminal::is_terminal(&io::stdout()) {
+            return Err(ReportCommandError::HtmlToTerminal);
+        }
         if let (Some(since), Some(until)) = (self.since, self.until) {
             if since >= until {
                 return Err(ReportCommandError::EmptyRange { since, until });

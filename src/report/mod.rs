@@ -59,6 +59,9 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    /// A path that does not exist.
+    #[error("{0} does not exist: name log files or their folder as arguments, or the folder with --log-dir (COUCHLINK_LOG_DIR)")]
+    Missing(PathBuf),
     /// A directory without access logs.
     #[error("no access.*.log or access.*.log.gz files in {0}")]
     NoLogs(PathBuf),

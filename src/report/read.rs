@@ -37,7 +37,10 @@ pub struct Source {
 pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, ReportError> {
     let mut found = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| ReportError::read(path, e))?;
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ReportError::Missing(std::path::absolute(path).unwrap_or(path.clone())),
+            _ => ReportError::read(path, e),
+        })?;
         if !meta.is_dir() {
             found.push(source(path.clone())?);
             continue;

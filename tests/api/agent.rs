@@ -115,13 +115,13 @@ async fn spawn_agent(app: &TestApp, overrides: &[(&str, &str)]) -> TestAgent {
     let keys = tempfile::tempdir().unwrap();
     let keys_path = keys.path().join("agent-keys.json").display().to_string();
     let mut flags: std::collections::BTreeMap<&str, String> = [
-        ("--public-url", url.clone()),
+        ("--agent-public-url", url.clone()),
         ("--keys", keys_path.clone()),
         ("--couchdb-url", app.db.couch.url.clone()),
         ("--couchdb-user", EDITOR.0.to_owned()),
         ("--couchdb-password", EDITOR.1.to_owned()),
         ("--db", app.db.name.clone()),
-        ("--short-url-base", app.base.clone()),
+        ("--public-url", app.base.clone()),
         ("--allow", "*".to_owned()),
         ("--max-validity", "3600".to_owned()),
     ]

@@ -100,6 +100,29 @@ async fn check_warns_about_links_that_would_not_redirect_and_the_tag_text_redire
     assert!(stderr.contains("Ended: the link has expired"), "{stderr}");
     assert!(stderr.contains("Nopee: there is no such link"), "{stderr}");
     assert!(!stderr.contains("H83if: the") && !stderr.contains("H83if: there"), "{stderr}");
+    // For print pipelines: --strict makes those warnings an error, and writes no tag.
+    let strict_dir = tempfile::tempdir().unwrap();
+    let strict_out = strict_dir.path().join("tags").display().to_string();
+    let reader = ["--couchdb-url", &app.db.couch.url, "--couchdb-user", READER.0, "--couchdb-password", READER.1];
+    let strict = qr(&[
+        &[
+            "H83if",
+            "Sleep",
+            "--check",
+            "--strict",
+            "--public-url",
+            &app.base,
+            "--db",
+            &app.db.name,
+            "--out",
+            &strict_out,
+        ][..],
+        &reader,
+    ]
+    .concat());
+    let said = String::from_utf8_lossy(&strict.stderr);
+    assert!(!strict.status.success() && said.contains("1 of the links would not redirect"), "{said}");
+    assert!(!std::path::Path::new(&strict_out).exists(), "a tag was written despite --strict");
 
     // What a phone reads from the tag, handed to curl as is: upper-case scheme and host.
     let text = decode(&dir.path().join("H83if.png"), Reader::Rust);

@@ -387,3 +387,55 @@ fn serve_flags_become_the_configuration() {
     assert_eq!((c.drain, c.header_timeout), (Duration::from_secs(3), Duration::from_secs(4)));
     assert_eq!((c.cache_capacity, c.workers, c.warm_start, c.cold_reads, c.max_connections), (5000, 3, false, 7, 99));
 }
+
+#[tokio::test]
+async fn create_takes_a_date_or_a_time_for_expires_and_refuses_one_already_past() {
+    let db = TestDb::new().await;
+    let env = [
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
+        ("COUCHLINK_COUCHDB_USER", EDITOR.0),
+        ("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1),
+        ("COUCHLINK_DB", db.name.as_str()),
+        ("COUCHLINK_PUBLIC_URL", "https://0x1f.ie"),
+    ];
+    let (status, stdout, stderr) =
+        run_binary_output(&["create", "https://example.com/", "--expires", "2099-12-31"], &env);
+    assert!(status.success(), "{stderr}");
+    let id = stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let doc: serde_json::Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(doc["expires"], "2100-01-01T00:00:00Z", "a date: the link works through that day");
+    for past in ["2020-01-01", "2020-01-01T00:00:00Z"] {
+        let (status, stderr) = run_binary(&["create", "https://example.com/", "--expires", past], &env);
+        assert!(!status.success() && stderr.contains("already past"), "{past}: {stderr}");
+    }
+    let (status, stderr) = run_binary(&["create", "https://example.com/", "--expires", "soon"], &env);
+    assert!(!status.success() && stderr.contains("neither a date"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_start_refused_by_couchdb_leaves_no_log_folder_behind() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let env = [
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
+        ("COUCHLINK_COUCHDB_USER", "couchlink-test-nobody"),
+        ("COUCHLINK_COUCHDB_PASSWORD", "wrong"),
+        ("COUCHLINK_DB", db.name.as_str()),
+        ("COUCHLINK_LISTEN", "127.0.0.1:0"),
+        ("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0"),
+        ("COUCHLINK_LOG_DIR", logs.to_str().unwrap()),
+    ];
+    let (status, stderr) = run_binary(&["serve"], &env);
+    assert!(!status.success(), "{stderr}");
+    assert!(!logs.exists(), "a failed start left {}", logs.display());
+}
+
+#[test]
+fn a_report_without_logs_says_where_it_looked_and_what_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let (status, stderr) = run_binary(&["report"], &[("COUCHLINK_LOG_DIR", missing.to_str().unwrap())]);
+    assert!(!status.success());
+    assert!(stderr.contains(missing.to_str().unwrap()) && stderr.contains("--log-dir"), "{stderr}");
+}

@@ -42,6 +42,8 @@ pub struct ApacheCouchDb {
 impl ApacheCouchDb {
     /// One node, `single_node = true`.
     pub fn single() -> ApacheCouchDb {
+        // Checked before any node exists, so that a missing script fails here, once.
+        couchdb_sh();
         let db = ApacheCouchDb { dir: tempfile::tempdir().unwrap(), ports: vec![free_port()] };
         db.script(&["start", &db.dir(), "--port", &db.ports[0].to_string(), "--admin", &admin()]);
         db
@@ -49,6 +51,7 @@ impl ApacheCouchDb {
 
     /// Three nodes joined into one cluster (q=2, n=3).
     pub fn cluster() -> ApacheCouchDb {
+        couchdb_sh();
         let db =
             ApacheCouchDb { dir: tempfile::tempdir().unwrap(), ports: vec![free_port(), free_port(), free_port()] };
         let ports = db.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
@@ -114,6 +117,13 @@ fn admin() -> String {
 
 impl Drop for ApacheCouchDb {
     fn drop(&mut self) {
-        let _ = Command::new(couchdb_sh()).args(["stop", &self.dir()]).status();
+        // Never a panic here: one during a failing test's unwinding aborts the whole process.
+        if let Some(script) = std::env::var_os("COUCHLINK_COUCHDB_SH")
+            .map(PathBuf::from)
+            .or_else(|| Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/couchdb/couchdb.sh")))
+            .filter(|p| p.is_file())
+        {
+            let _ = Command::new(script).args(["stop", &self.dir()]).status();
+        }
     }
 }
