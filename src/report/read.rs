@@ -337,6 +337,6 @@ mod tests {
         assert_eq!(names, ["access.2026-11-21.log.gz", "access.2026-11-22.log"]);
         let empty = tempfile::tempdir().unwrap();
         assert!(matches!(sources(&[empty.path().to_owned()]), Err(ReportError::NoLogs(_))));
-        assert!(matches!(sources(&[empty.path().join("missing")]), Err(ReportError::Read { .. })));
+        assert!(matches!(sources(&[empty.path().join("missing")]), Err(ReportError::Missing(_))));
     }
 }
