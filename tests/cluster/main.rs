@@ -2,7 +2,8 @@
 //! project's `couchdb/cluster/haproxy.cfg`, one couchlink instance through HAProxy and one
 //! pinned to a single node, edits on random nodes, a node killed mid-feed and brought back.
 //!
-//! Not part of the plain `cargo test` (it needs `couchdb.sh` and `haproxy`); `.ci/run` runs it
+//! Not part of the plain `cargo test` (it needs `haproxy` and CouchDB 3 nodes: see
+//! `tests/support/apache.rs` for nodes of the user's own, else `couchdb.sh`); `.ci/run` runs it
 //! with `cargo test --test cluster -- --nocapture`, which also prints the figures the README
 //! quotes. Without CouchDB or HAProxy it fails, naming what is missing.
 
@@ -43,8 +44,8 @@ impl HaProxy {
         let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("couchdb/cluster/haproxy.cfg");
         let mut command = Command::new("haproxy");
         command.args(["-db", "-f"]).arg(&config).env("HAPROXY_BIND", format!("127.0.0.1:{port}"));
-        for (i, port) in cluster.ports.iter().enumerate() {
-            command.env(format!("COUCHDB_NODE{}", i + 1), format!("127.0.0.1:{port}"));
+        for (i, host) in cluster.hosts.iter().enumerate() {
+            command.env(format!("COUCHDB_NODE{}", i + 1), host);
         }
         // Node state changes reach the test's output through HAProxy's stderr (stdout repeats them).
         let child = command

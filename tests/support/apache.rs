@@ -1,6 +1,9 @@
-//! Apache CouchDB 3.5 itself, a single node or a 3-node cluster, started for one test from the
-//! release that `couchdb.sh` runs (the shared `couchdb/couchdb.sh` beside this project, or the
-//! one `COUCHLINK_COUCHDB_SH` names), and stopped when the test ends, pass or fail.
+//! Apache CouchDB 3 itself, a single node or a 3-node cluster: nodes a user started (the official
+//! image, Apache's packages), named in `COUCHLINK_TEST_SINGLE_NODE` and
+//! `COUCHLINK_TEST_CLUSTER_NODES` (`host:port`, admin `admin`/`password`), with the commands that
+//! stop and start node `{n}` in `COUCHLINK_TEST_NODE_STOP`/`_START`; or else nodes started for one
+//! test from the release that `couchdb.sh` runs (the shared `couchdb/couchdb.sh` beside this
+//! project, or the one `COUCHLINK_COUCHDB_SH` names), and stopped when the test ends.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -32,35 +35,76 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Nodes started under a folder of their own.
+/// A single node or a cluster: started under a folder of its own, or the user's.
 pub struct ApacheCouchDb {
-    dir: TempDir,
-    /// Each node's HTTP port.
-    pub ports: Vec<u16>,
+    /// Where this test's nodes run (`None`: the user's nodes).
+    dir: Option<TempDir>,
+    /// Each node's `host:port`.
+    pub hosts: Vec<String>,
+    /// The user's commands that stop and start node `{n}` (1-based).
+    control: Option<(String, String)>,
+}
+
+/// The user's nodes in variable `name`, if it is set: `host:port` separated by commas.
+fn given(name: &str) -> Option<Vec<String>> {
+    let list = std::env::var(name).ok()?;
+    Some(list.split(',').map(|h| h.trim().trim_start_matches("http://").trim_end_matches('/').to_owned()).collect())
 }
 
 impl ApacheCouchDb {
     /// One node, `single_node = true`.
     pub fn single() -> ApacheCouchDb {
+        if let Some(hosts) = given("COUCHLINK_TEST_SINGLE_NODE") {
+            return ApacheCouchDb { dir: None, hosts, control: None };
+        }
         // Checked before any node exists, so that a missing script fails here, once.
         couchdb_sh();
-        let db = ApacheCouchDb { dir: tempfile::tempdir().unwrap(), ports: vec![free_port()] };
-        db.script(&["start", &db.dir(), "--port", &db.ports[0].to_string(), "--admin", &admin()]);
+        let port = free_port();
+        let db = ApacheCouchDb {
+            dir: Some(tempfile::tempdir().unwrap()),
+            hosts: vec![format!("127.0.0.1:{port}")],
+            control: None,
+        };
+        db.script(&["start", &db.dir(), "--port", &port.to_string(), "--admin", &admin()]);
         db
     }
 
     /// Three nodes joined into one cluster (q=2, n=3).
     pub fn cluster() -> ApacheCouchDb {
+        if let Some(hosts) = given("COUCHLINK_TEST_CLUSTER_NODES") {
+            let command = |name: &str| {
+                std::env::var(name).unwrap_or_else(|_| {
+                    panic!("with COUCHLINK_TEST_CLUSTER_NODES, set {name} to the command that does it to node {{n}}")
+                })
+            };
+            let control = Some((command("COUCHLINK_TEST_NODE_STOP"), command("COUCHLINK_TEST_NODE_START")));
+            return ApacheCouchDb { dir: None, hosts, control };
+        }
         couchdb_sh();
-        let db =
-            ApacheCouchDb { dir: tempfile::tempdir().unwrap(), ports: vec![free_port(), free_port(), free_port()] };
-        let ports = db.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+        let ports = [free_port(), free_port(), free_port()];
+        let db = ApacheCouchDb {
+            dir: Some(tempfile::tempdir().unwrap()),
+            hosts: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
+            control: None,
+        };
+        let ports = ports.map(|p| p.to_string()).join(",");
         db.script(&["cluster", &db.dir(), "--ports", &ports, "--admin", &admin()]);
         db
     }
 
     fn dir(&self) -> String {
-        self.dir.path().display().to_string()
+        self.dir.as_ref().map(|d| d.path().display().to_string()).unwrap_or_default()
+    }
+
+    fn port(&self, i: usize) -> String {
+        self.hosts[i].rsplit(':').next().unwrap_or_default().to_owned()
+    }
+
+    /// Runs the user's `command` for node `i`.
+    fn user_command(command: &str, i: usize) {
+        let command = command.replace("{n}", &(i + 1).to_string());
+        let status = Command::new("sh").args(["-c", &command]).status().expect("sh runs");
+        assert!(status.success(), "{command:?} failed");
     }
 
     fn script(&self, args: &[&str]) {
@@ -70,7 +114,7 @@ impl ApacheCouchDb {
 
     /// Node `i`'s URL, e.g. `http://127.0.0.1:15984`.
     pub fn url(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.ports[i])
+        format!("http://{}", self.hosts[i])
     }
 
     /// Node `i` as a test server (admin credentials included).
@@ -80,19 +124,25 @@ impl ApacheCouchDb {
 
     /// Kills node `i` (a cluster's).
     pub fn stop_node(&self, i: usize) {
-        self.script(&["node-stop", &self.dir(), &self.ports[i].to_string(), "--admin", &admin()]);
+        match &self.control {
+            Some((stop, _)) => Self::user_command(stop, i),
+            None => self.script(&["node-stop", &self.dir(), &self.port(i), "--admin", &admin()]),
+        }
     }
 
     /// Starts node `i` again; returns once it answers `/_up`.
     pub fn start_node(&self, i: usize) {
-        self.script(&["node-start", &self.dir(), &self.ports[i].to_string(), "--admin", &admin()]);
+        match &self.control {
+            Some((_, start)) => Self::user_command(start, i),
+            None => self.script(&["node-start", &self.dir(), &self.port(i), "--admin", &admin()]),
+        }
     }
 
     /// Waits (at most 30 s) until `path` answers 200 on every node, as the admin: on a cluster, a
     /// database or document written through one node reaches the others a moment later.
     pub async fn wait_on_every_node(&self, path: &str) {
         let started = Instant::now();
-        for i in 0..self.ports.len() {
+        for i in 0..self.hosts.len() {
             let url = format!("{}/{path}", self.url(i));
             loop {
                 let ok = super::couch::http()
@@ -117,6 +167,9 @@ fn admin() -> String {
 
 impl Drop for ApacheCouchDb {
     fn drop(&mut self) {
+        if self.dir.is_none() {
+            return; // the user's nodes stay as they were
+        }
         // Never a panic here: one during a failing test's unwinding aborts the whole process.
         if let Some(script) = std::env::var_os("COUCHLINK_COUCHDB_SH")
             .map(PathBuf::from)
