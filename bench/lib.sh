@@ -89,3 +89,13 @@ http {
 NGINX
   nginx -c "$dir/nginx.conf" -p "$dir/nginx"
 }
+
+# stat NAME WHO FIELD [DECIMALS]: "median (min-max)" of FIELD over the rounds in $work/NAME.WHO.
+stat() {
+  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
+    awk -v p="${4:-0}" '{ v[NR] = $1 } END { printf "%." p "f (%." p "f-%." p "f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+# stat2: the same with two decimals (CPU microseconds per request).
+stat2() { stat "$1" "$2" "$3" 2; }
+# med NAME WHO FIELD: the median of FIELD over the rounds.
+med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }

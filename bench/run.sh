@@ -52,17 +52,6 @@ rss_start=$(python3 bench/helpers.py rss "$couchlink_pid")
 start_nginx "$work" "$nginx_port" "$workers" "worker_connections 4096;"
 wait_http "http://127.0.0.1:$nginx_port/abcde" || true
 
-# stat NAME WHO FIELD: "median (min-max)" of FIELD over the rounds.
-stat() {
-  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
-    awk '{ v[NR] = $1 } END { printf "%.0f (%.0f-%.0f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
-}
-# stat2: the same with two decimals (CPU microseconds per request).
-stat2() {
-  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
-    awk '{ v[NR] = $1 } END { printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
-}
-med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }
 
 # Cold misses: each round gives couchlink and CouchDB each a slice of the list nobody has asked
 # for, so neither reads IDs the other just brought into CouchDB's caches, and who goes first

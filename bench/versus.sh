@@ -78,17 +78,12 @@ rows c64 64 random.lua
 rows c1000 1000 random.lua
 rows pipelined 64 pipelined.lua
 
-stat() {
-  tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |
-    awk -v p="$4" '{ v[NR] = $1 } END { printf "%." p "f (%." p "f-%." p "f)", v[int((NR + 1) / 2)], v[1], v[NR] }'
-}
-med() { tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | median; }
 cat <<REPORT
 
 couchlink $(git rev-parse --short HEAD)$(git diff --quiet || echo "+changes") against $rev ($(git rev-parse --short "$rev")) ($(date -u +%Y-%m-%d), $(nproc) cores, $workers workers each, wrk -t$threads, $links links, median (min-max) of $rounds interleaved rounds x ${seconds}s per row)
 $(for row in c64 c1000 pipelined; do
-  printf '%-10s req/s  this %-24s base %-24s %s\n' "$row" "$(stat $row this rps 0)" "$(stat $row base rps 0)" "$(ratio "$(med $row this rps)" "$(med $row base rps)")"
-  printf '%-10s p99 us this %-24s base %-24s %s\n' "$row" "$(stat $row this p99_us 0)" "$(stat $row base p99_us 0)" "$(ratio "$(med $row this p99_us)" "$(med $row base p99_us)")"
+  printf '%-10s req/s  this %-24s base %-24s %s\n' "$row" "$(stat $row this rps)" "$(stat $row base rps)" "$(ratio "$(med $row this rps)" "$(med $row base rps)")"
+  printf '%-10s p99 us this %-24s base %-24s %s\n' "$row" "$(stat $row this p99_us)" "$(stat $row base p99_us)" "$(ratio "$(med $row this p99_us)" "$(med $row base p99_us)")"
   printf '%-10s CPU us this %-24s base %-24s %s\n' "$row" "$(stat $row this cpu_us 2)" "$(stat $row base cpu_us 2)" "$(ratio "$(med $row this cpu_us)" "$(med $row base cpu_us)")"
 done)
 errors (wrk)      this $(cat "$work"/*.this | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}'), base $(cat "$work"/*.base | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}') (all rows)
