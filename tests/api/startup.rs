@@ -75,6 +75,16 @@ fn run_binary(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus,
     (status, stderr)
 }
 
+/// The environment of `couchlink create` as the test editor on `db`.
+fn editor_env(db: &TestDb) -> [(&'static str, &str); 4] {
+    [
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
+        ("COUCHLINK_COUCHDB_USER", EDITOR.0),
+        ("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1),
+        ("COUCHLINK_DB", db.name.as_str()),
+    ]
+}
+
 /// [`run_binary`], with standard output too.
 fn run_binary_output(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus, String, String) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"));
@@ -214,13 +224,7 @@ async fn setup_and_create_with_a_wrong_password_name_the_server_and_the_account(
 #[tokio::test]
 async fn create_without_a_public_url_prints_one_a_person_can_open_and_says_how_to_set_it() {
     let db = TestDb::new().await;
-    let env = [
-        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
-        ("COUCHLINK_COUCHDB_USER", EDITOR.0),
-        ("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1),
-        ("COUCHLINK_DB", db.name.as_str()),
-        ("COUCHLINK_LISTEN", "0.0.0.0:8080"),
-    ];
+    let env = [&editor_env(&db)[..], &[("COUCHLINK_LISTEN", "0.0.0.0:8080")]].concat();
     let (status, stdout, stderr) = run_binary_output(&["create", "https://example.com/wp/?p=14"], &env);
     assert!(status.success(), "{stderr}");
     let url = stdout.trim();
@@ -391,13 +395,7 @@ fn serve_flags_become_the_configuration() {
 #[tokio::test]
 async fn create_takes_a_date_or_a_time_for_expires_and_refuses_one_already_past() {
     let db = TestDb::new().await;
-    let env = [
-        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
-        ("COUCHLINK_COUCHDB_USER", EDITOR.0),
-        ("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1),
-        ("COUCHLINK_DB", db.name.as_str()),
-        ("COUCHLINK_PUBLIC_URL", "https://0x1f.ie"),
-    ];
+    let env = [&editor_env(&db)[..], &[("COUCHLINK_PUBLIC_URL", "https://0x1f.ie")]].concat();
     let (status, stdout, stderr) =
         run_binary_output(&["create", "https://example.com/", "--expires", "2099-12-31"], &env);
     assert!(status.success(), "{stderr}");
