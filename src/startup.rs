@@ -83,6 +83,11 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// One serving thread per CPU core (1 when the count cannot be read).
+    pub fn default_workers() -> usize {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    }
+
     /// The documented defaults (docs/reference.md, "Configuration") for the proxy on `couch`, serving
     /// on `listen`, with one serving thread per CPU core.
     pub fn new(couch: CouchConfig, listen: SocketAddr) -> ServerConfig {
@@ -102,7 +107,7 @@ impl ServerConfig {
             cookie_name: "tid".to_owned(),
             drain: Duration::from_secs(10),
             cache_capacity: 1_000_000,
-            workers: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            workers: ServerConfig::default_workers(),
             warm_start: true,
             cold_reads: 32,
             max_connections: 8192,

@@ -104,9 +104,7 @@ impl ServeArgs {
     pub fn into_config(self) -> ServerConfig {
         // Only for a warning: a role name CouchDB would refuse cannot be held either.
         let editor_role = self.roles.roles(&self.couch.db).map(|r| r.editor).unwrap_or_default();
-        let workers = self
-            .workers
-            .map_or_else(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get), NonZeroUsize::get);
+        let workers = self.workers.map_or_else(ServerConfig::default_workers, NonZeroUsize::get);
         ServerConfig {
             listen: self.listen,
             admin_listen: self.admin_listen,
