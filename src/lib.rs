@@ -32,8 +32,7 @@
 //!   its `did:peer:2` DID, its listener.
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
 
-// One `unsafe` block in all: the report's memory map of a log file (src/report/read.rs).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod access_log;

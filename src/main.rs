@@ -1,5 +1,7 @@
 //! The `couchlink` binary: parse flags, set up logging, hand off to the command.
 
+#![forbid(unsafe_code)]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 

@@ -90,18 +90,15 @@ impl ReportArgs {
                 return Err(ReportCommandError::EmptyRange { since, until });
             }
         }
-        // Small pages for this process from here on. The allocator asks for transparent huge
-        // pages, and a report's memory is mostly touched once: zeroing 2 MiB for each first
-        // touch nearly doubled its resident memory and cost a fifth of its time after the
-        // machine had been idle. A kernel
+        // Small pages for this process from here on: a report's memory is mostly touched once,
+        // and a transparent huge page zeroes 2 MiB at the first touch of any of it. A kernel
         // that refuses only leaves the report as it was.
         #[cfg(target_os = "linux")]
         let _ = rustix::thread::disable_transparent_huge_pages(true);
         let paths = if self.paths.is_empty() { vec![self.log_dir] } else { self.paths };
         let options = Options { since: self.since, until: self.until, links: self.links.into_iter().collect() };
-        // On one of the pool's threads, not on this one: from here, each step done in one
-        // thread (merging the tallies, writing the JSON) shared a core with a pool thread
-        // spinning for work.
+        // On one of the pool's threads, not on this one: a step done in one thread (merging,
+        // writing the JSON) would otherwise share a core with a pool thread spinning for work.
         rayon::scope(|_| {
             let report = report::run(&paths, &options)?;
             let malformed = &report.totals.malformed_lines;
@@ -119,8 +116,7 @@ impl ReportArgs {
             let mut out: Box<dyn Write> = match &self.out {
                 Some(path) => Box::new(BufWriter::new(File::create(path).map_err(fail)?)),
                 // Standard output's own file descriptor, not `io::stdout()`: that looks for the
-                // last newline in everything written through it, to flush lines as they end
-                //.
+                // last newline in everything written through it, to flush lines as they end.
                 None => {
                     let fd = io::stdout().as_fd().try_clone_to_owned().map_err(fail)?;
                     Box::new(BufWriter::with_capacity(1 << 16, File::from(fd)))

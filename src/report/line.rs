@@ -14,8 +14,7 @@ pub struct Stamp(u64);
 impl Stamp {
     /// Reads `yyyymmddhhmmss.t`, refusing anything that is not a real UTC time.
     pub fn parse(field: &[u8]) -> Option<Stamp> {
-        // Eight digits at a time, in a word (once per line: the stamp's 16 bytes digit by
-        // digit were a twentieth of a report's time).
+        // Eight digits at a time, in a word: every line has one.
         let field: &[u8; 16] = field.try_into().ok()?;
         let [date @ .., _, _, _, _, _, _, _, _] = *field;
         let [_, _, _, _, _, _, _, _, clock @ ..] = *field;
@@ -58,8 +57,7 @@ impl Stamp {
 /// ISO 8601 in UTC, to the tenth: `2026-11-22T10:17:33.5Z`.
 impl fmt::Display for Stamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // By hand: a report formats two per link and per version (fmt's machinery was a
-        // tenth of the report's time with the days below).
+        // By hand, as the days below: a report formats two per link and per version.
         let mut out = *b"0000-00-00T00:00:00.0Z";
         out[..10].copy_from_slice(&self.day().iso());
         let clock = self.0 / 10 % 1_000_000;
@@ -326,6 +324,15 @@ impl Line<'_> {
     pub fn issued_tracking_id(&self) -> bool {
         self.tracking.is_some_and(|id| id[..14] == *self.second)
     }
+}
+
+/// The maintained bot list (the `isbot` crate's patterns), compiled once for all threads.
+static BOTS: std::sync::LazyLock<isbot::Bots> = std::sync::LazyLock::new(isbot::Bots::default);
+
+/// Whether a logged (percent-encoded) User-Agent is a bot's, by the maintained list. No
+/// User-Agent at all (`-`) counts as a bot: every browser sends one.
+pub fn bot_agent(encoded: &[u8]) -> bool {
+    encoded == b"-" || BOTS.is_bot(&percent_encoding::percent_decode(encoded).decode_utf8_lossy())
 }
 
 /// Whether each of a word's 8 bytes is an ASCII digit: `0x30` to `0x39`, whose high half is 3

@@ -1,9 +1,11 @@
 //! Link analytics from the access logs alone (`couchlink report`; offline, never on the
 //! redirect path).
 //!
-//! - [`read`]: which files, and their lines: plain files in chunks, gzipped ones streamed.
+//! - [`read`]: which files, and their lines: plain files in pieces, gzipped ones streamed.
 //! - [`line`](mod@line): one line split into its fields and checked against the log's format.
-//! - [`count`]: lines into per-link, per-version, per-day tallies, one per thread, merged.
+//! - [`tally`]: what counting yields: per link, per target version, per day, with visitors.
+//! - [`count`]: the engine: lines into a tally on every core.
+//! - `model`: the same counting done plainly, the oracle the engine is tested against.
 //! - [`summary`]: the finished report, in the shape JSON gets it.
 //! - [`print`](mod@print): the report as a table, CSV, JSON or a self-contained HTML page.
 
@@ -16,9 +18,12 @@ use crate::domain::LinkId;
 
 pub mod count;
 pub mod line;
+#[cfg(test)]
+mod model;
 pub mod print;
 pub mod read;
 pub mod summary;
+pub mod tally;
 
 pub use line::Stamp;
 pub use summary::Report;
@@ -37,6 +42,11 @@ pub struct Options {
 impl Options {
     fn includes(&self, stamp: Stamp) -> bool {
         self.since.is_none_or(|s| stamp >= s) && self.until.is_none_or(|u| stamp < u)
+    }
+
+    /// Whether link `id` is counted in the per-link part.
+    fn wants(&self, id: LinkId) -> bool {
+        self.links.is_empty() || self.links.contains(&id)
     }
 
     /// Whether a file holding only `day`'s lines can hold lines in the range.
@@ -65,6 +75,14 @@ pub enum ReportError {
     /// A directory without access logs.
     #[error("no access.*.log or access.*.log.gz files in {0}")]
     NoLogs(PathBuf),
+    /// A file cut short or replaced while it was read.
+    #[error("{path} changed while the report read it: it was {how} (logrotate's copytruncate, or `> file`?); no report was made, run it again")]
+    Changed {
+        /// Which.
+        path: PathBuf,
+        /// What happened to it.
+        how: String,
+    },
 }
 
 impl ReportError {
@@ -74,51 +92,42 @@ impl ReportError {
 }
 
 /// Reads the logs that `paths` name (files, or directories of access logs) and counts them,
-/// files and chunks of large files on all cores. Any unreadable file fails the whole report.
+/// files and pieces of large files on all cores. Any unreadable file fails the whole report.
 pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, ReportError> {
+    run_in_pieces(paths, options, read::CHUNK)
+}
+
+/// [`run`], with plain files read in pieces of `chunk` bytes.
+fn run_in_pieces(paths: &[PathBuf], options: &Options, chunk: u64) -> Result<Report, ReportError> {
     let mut sources = read::sources(paths)?;
     sources.retain(|s| options.may_include(s));
-    let pieces = read::pieces(&sources);
+    let pieces = read::pieces(&sources, chunk);
     // Gzipped files first: each is one stream for one thread, the longest pieces to wait for.
     let mut order: Vec<usize> = (0..pieces.len()).collect();
     order.sort_by_key(|&i| !sources[pieces[i].source].gzip);
-    // One tally per thread, each taking the next piece until none is left: threads never wait
-    // on each other, and tallies are merged once per thread, not once per piece.
+    // One partial count per thread, each taking the next piece until none is left: threads
+    // never wait on each other, and the partials are merged once, not once per piece.
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let tallies = rayon::broadcast(|_| {
-        let mut tally = count::Tally::default();
+    let partials = rayon::broadcast(|_| {
+        let mut partial = count::Partial::default();
         let mut buf = Vec::new();
         while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
             if failed.load(Ordering::Relaxed) {
                 break;
             }
             let piece = pieces[i];
-            let mut counter = tally.piece(i, options);
+            let mut counter = partial.piece(i, options);
             read::read_piece(&sources[piece.source], piece, &mut buf, |line, terminated| {
                 counter.line(line, terminated)
             })
             .inspect_err(|_| failed.store(true, Ordering::Relaxed))?;
             counter.finish();
         }
-        tally.sum_days();
-        Ok::<_, ReportError>(tally)
+        partial.close();
+        Ok::<_, ReportError>(partial)
     });
-    // Into the one with the most lines: its links, versions and days stay where they are.
-    let mut tallies = tallies.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let largest = (0..tallies.len()).max_by_key(|&i| tallies[i].lines).unwrap_or(0);
-    let mut tally = if tallies.is_empty() { count::Tally::default() } else { tallies.swap_remove(largest) };
-    for t in tallies {
-        tally = tally.merge(t);
-    }
-    tally.settle();
+    let partials = partials.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let tally = count::Partial::merge_all(partials).finish();
     Ok(Report::new(tally, &sources, &pieces, options))
-}
-
-/// Asks for the cache line of `value` to be loaded, without waiting for it.
-fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    safe_arch::prefetch_t0(value);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }

@@ -1,9 +1,10 @@
-//! Finding the log files and reading them as lines: plain files in chunks that threads read
-//! side by side, gzipped days streamed, memory bounded by the chunk size whatever the log's.
+//! Finding the log files and reading them as lines: plain files in pieces that threads read
+//! side by side, gzipped days streamed, each a block at a time, so that memory is bounded by
+//! the block size whatever the log's.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
-use std::os::unix::fs::FileExt;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 
 use flate2::bufread::MultiGzDecoder;
@@ -12,10 +13,11 @@ use super::line::Day;
 use super::ReportError;
 
 /// A plain file is split into pieces of about this size: big enough that a piece's overhead
-/// vanishes, small enough that threads finish close together.
-const CHUNK: u64 = 8 << 20;
-/// A gzipped file is inflated into a buffer of this size, line by line.
-const INFLATE_BUFFER: usize = 1 << 20;
+/// vanishes, small enough that threads finish close together and a piece's buffer stays small.
+pub const CHUNK: u64 = 8 << 20;
+/// Files are read into a buffer of this size: lines are counted while it is still in the
+/// core's cache.
+const BLOCK: usize = 256 << 10;
 
 /// One file of access log.
 #[derive(Debug, Clone)]
@@ -26,6 +28,8 @@ pub struct Source {
     pub gzip: bool,
     /// Its size when the report started.
     pub size: u64,
+    /// Its device and inode: a file replaced under its name is noticed.
+    identity: (u64, u64),
     /// The UTC day its name says it holds (`access.YYYY-MM-DD.log[.gz]`); couchlink writes each
     /// line to its own day's file, so a day outside `--since`/`--until` can be skipped unread.
     pub day: Option<Day>,
@@ -69,11 +73,12 @@ pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, ReportError> {
 fn source(path: PathBuf) -> Result<Source, ReportError> {
     let err = |e| ReportError::read(&path, e);
     let file = File::open(&path).map_err(err)?;
-    let size = file.metadata().map_err(err)?.len();
+    let meta = file.metadata().map_err(err)?;
+    let (size, identity) = (meta.len(), identity(&meta));
     let mut magic = [0u8; 2];
     let gzip = file.read_exact_at(&mut magic, 0).is_ok() && magic == [0x1f, 0x8b];
     let day = path.file_name().and_then(|n| n.to_str()).and_then(log_day);
-    Ok(Source { path, gzip, size, day })
+    Ok(Source { path, gzip, size, identity, day })
 }
 
 /// The day in an access log file's name: `access.YYYY-MM-DD.log` or `.log.gz`.
@@ -95,8 +100,8 @@ pub struct Piece {
     pub end: u64,
 }
 
-/// The pieces `sources` split into, in file order.
-pub fn pieces(sources: &[Source]) -> Vec<Piece> {
+/// The pieces `sources` split into, plain files in pieces of `chunk` bytes, in file order.
+pub fn pieces(sources: &[Source], chunk: u64) -> Vec<Piece> {
     let mut out = Vec::new();
     for (i, s) in sources.iter().enumerate() {
         if s.gzip {
@@ -105,7 +110,7 @@ pub fn pieces(sources: &[Source]) -> Vec<Piece> {
         }
         let mut start = 0;
         while start < s.size {
-            let end = (start + CHUNK).min(s.size);
+            let end = (start + chunk).min(s.size);
             out.push(Piece { source: i, start, end });
             start = end;
         }
@@ -113,17 +118,15 @@ pub fn pieces(sources: &[Source]) -> Vec<Piece> {
     out
 }
 
-/// Calls `each(line, terminated)` for every line of `piece` (without its `\n`; `terminated` is
-/// false only for a last line the file ends inside), and returns how many there were. `buf` is
-/// the caller's, reused from piece to piece, for gzipped files and for a line still being
-/// written when the report started.
+/// Calls `each(line, terminated)` for every line that starts in `piece` (without its `\n`;
+/// `terminated` is false only for a last line the file ends inside), and returns how many
+/// there were. `buf` is the caller's, reused from piece to piece.
 ///
-/// A plain file is memory-mapped rather than read: copying it out of the page cache was a
-/// seventh of a report's time. The mapping covers the size the file had when the
-/// report started; couchlink only ever appends to a log, and deleting a file (retention)
-/// leaves its mapping readable. Truncating a file while it is read makes the kernel end the
-/// report with SIGBUS, as it does for any reader that maps files; a file found shorter than
-/// it was is a clear error instead.
+/// Files are read a block at a time, not memory-mapped: a mapped file truncated while it is
+/// read kills the reader with SIGBUS. couchlink only appends to its logs, and retention
+/// deletes whole files, which a reader that opened one still reads; a file cut short or
+/// replaced while it is read (logrotate's `copytruncate`, `> access.log`) is
+/// [`ReportError::Changed`].
 pub fn read_piece(
     source: &Source,
     piece: Piece,
@@ -131,116 +134,136 @@ pub fn read_piece(
     mut each: impl FnMut(&[u8], bool),
 ) -> Result<u64, ReportError> {
     let err = |e| ReportError::read(&source.path, e);
-    let file = File::open(&source.path).map_err(err)?;
+    let mut file = File::open(&source.path).map_err(err)?;
+    if identity(&file.metadata().map_err(err)?) != source.identity {
+        return Err(source.changed("replaced by another file".into()));
+    }
     if source.gzip {
-        return inflate(file, buf, &mut each).map_err(err);
+        let (lines, rest) = stream_lines(MultiGzDecoder::new(BufReader::new(file)), buf, &mut each).map_err(err)?;
+        if rest > 0 {
+            each(&buf[..rest], false);
+        }
+        return Ok(lines + u64::from(rest > 0));
     }
-    if file.metadata().map_err(err)?.len() < source.size {
-        return Err(err(io::Error::other("the file shrank while it was read")));
+    let Some(first) = first_line(&mut file, piece, source)? else { return Ok(0) };
+    let mut range = (&mut file).take(piece.end - first);
+    let (mut lines, rest) = stream_lines(&mut range, buf, &mut each).map_err(err)?;
+    if range.limit() > 0 {
+        return Err(source.shrunk(&file));
     }
-    // Map from the byte before the range: if it is not a newline, the first line started in
-    // the previous piece, which reads it. Mappings start at a page.
-    let from = piece.start.saturating_sub(1);
-    let page = from & !(PAGE - 1);
-    // SAFETY: the mapping is only read, and only while `file` is open; couchlink appends to
-    // its logs and never truncates them (see above).
-    #[allow(unsafe_code)]
-    let map = unsafe { memmap2::MmapOptions::new().offset(page).len((source.size - page) as usize).map(&file) }
-        .map_err(err)?;
-    let _ = map.advise(memmap2::Advice::Sequential);
-    let bytes = &map[(from - page) as usize..];
-    let mut at = 0;
-    if piece.start > 0 {
-        at = match memchr::memchr(b'\n', bytes) {
-            Some(newline) => newline + 1,
-            None => return Ok(0),
-        };
-    }
-    // Lines that start in the range; the last one may go on past it.
-    let end = (piece.end - from) as usize;
-    if at >= end {
-        return Ok(0);
-    }
-    let stop = match memchr::memchr(b'\n', &bytes[end - 1..]) {
-        Some(newline) => end + newline,
-        None => bytes.len(),
-    };
-    let (mut lines, used) = split_lines(&bytes[at..stop], false, &mut each);
-    let rest = &bytes[at + used..stop];
-    if !rest.is_empty() {
-        // The file ended inside a line when the report started: it may have been finished
-        // since (a live log), so read on to its newline or the file's present end.
-        buf.clear();
-        buf.extend_from_slice(rest);
-        let mut offset = source.size;
-        let mut more = [0u8; 4096];
-        let terminated = loop {
-            let n = file.read_at(&mut more, offset).map_err(err)?;
-            if n == 0 {
-                break false;
-            }
-            offset += n as u64;
-            if let Some(newline) = memchr::memchr(b'\n', &more[..n]) {
-                buf.extend_from_slice(&more[..newline]);
-                break true;
-            }
-            buf.extend_from_slice(&more[..n]);
-        };
+    if rest > 0 {
+        // The last line goes on past the range, into the next piece, or past the size the
+        // file had when the report started (a live log): read on to its newline or the end.
+        buf.truncate(rest);
+        let terminated = read_on(&mut file, buf, source)?;
         each(buf, terminated);
         lines += 1;
     }
     Ok(lines)
 }
 
-/// How far ahead of the line being counted its file's bytes are asked for.
-const READ_AHEAD: usize = 4096;
+/// Where the first line that starts in `piece` starts, with `file` there: at the start of the
+/// range if the byte before it ends a line, else after the newline that ends the line begun in
+/// the previous piece (which reads it). `None` if no line starts in the range.
+fn first_line(file: &mut File, piece: Piece, source: &Source) -> Result<Option<u64>, ReportError> {
+    let err = |e| ReportError::read(&source.path, e);
+    let mut offset = piece.start.saturating_sub(1);
+    if piece.start > 0 {
+        file.seek(SeekFrom::Start(offset)).map_err(err)?;
+        let mut block = [0; READ_ON];
+        loop {
+            let n = file.read(&mut block).map_err(err)?;
+            if n == 0 {
+                return Err(source.shrunk(file));
+            }
+            if let Some(newline) = memchr::memchr(b'\n', &block[..n]) {
+                offset += newline as u64 + 1;
+                break;
+            }
+            offset += n as u64;
+            if offset >= piece.end {
+                return Ok(None);
+            }
+        }
+    }
+    if offset >= piece.end {
+        return Ok(None);
+    }
+    file.seek(SeekFrom::Start(offset)).map_err(err)?;
+    Ok(Some(offset))
+}
 
-/// Memory maps start at multiples of this (x86-64's and arm64's smallest page).
-const PAGE: u64 = 4096;
-
-/// Streams a gzipped file (several members, as `cat a.gz b.gz` makes, included).
-fn inflate(file: File, buf: &mut Vec<u8>, each: &mut impl FnMut(&[u8], bool)) -> io::Result<u64> {
-    let mut gz = MultiGzDecoder::new(BufReader::with_capacity(256 << 10, file));
-    buf.clear();
-    buf.resize(INFLATE_BUFFER, 0);
-    let (mut filled, mut lines) = (0, 0);
+/// Appends to `buf` the rest of the line it holds, from where `file` is to the next newline
+/// (true) or the file's end (false).
+fn read_on(file: &mut File, buf: &mut Vec<u8>, source: &Source) -> Result<bool, ReportError> {
     loop {
-        if filled == buf.len() {
-            // One line longer than the buffer: make room for it.
-            buf.resize(buf.len() * 2, 0);
-        }
-        let n = gz.read(&mut buf[filled..])?;
-        filled += n;
-        let (count, used) = split_lines(&buf[..filled], n == 0, each);
-        lines += count;
+        let old = buf.len();
+        buf.resize(old + READ_ON, 0);
+        let n = file.read(&mut buf[old..]).map_err(|e| ReportError::read(&source.path, e))?;
+        buf.truncate(old + n);
         if n == 0 {
-            return Ok(lines);
+            let at = file.stream_position().map_err(|e| ReportError::read(&source.path, e))?;
+            return if at < source.size { Err(source.shrunk(file)) } else { Ok(false) };
         }
-        buf.copy_within(used..filled, 0);
-        filled -= used;
+        if let Some(newline) = memchr::memchr(b'\n', &buf[old..]) {
+            buf.truncate(old + newline);
+            return Ok(true);
+        }
     }
 }
 
-/// Calls `each` on the complete lines of `bytes`, and on a last unterminated one when `at_end`;
-/// returns how many lines, and how many bytes they took.
-fn split_lines(bytes: &[u8], at_end: bool, each: &mut impl FnMut(&[u8], bool)) -> (u64, usize) {
-    let (mut lines, mut start, mut asked) = (0, 0, 0);
-    for newline in memchr::memchr_iter(b'\n', bytes) {
-        // The bytes a page ahead are asked for while this line is counted: the processor's own
-        // prefetcher stops at every 4 KiB page of a mapped file.
-        while asked < (newline + READ_AHEAD).min(bytes.len()) {
-            super::prefetch(&bytes[asked]);
-            asked += 64;
+/// How much more is read at a time of a line that began in an earlier piece or goes on past
+/// its own.
+const READ_ON: usize = 4096;
+
+/// Calls `each` on the lines of `input` as they are read, a block at a time into `buf`, and
+/// returns how many there were, with how many bytes after the last newline were left at the
+/// start of `buf`.
+fn stream_lines(
+    mut input: impl Read,
+    buf: &mut Vec<u8>,
+    each: &mut impl FnMut(&[u8], bool),
+) -> io::Result<(u64, usize)> {
+    buf.resize(buf.len().max(BLOCK), 0);
+    let (mut filled, mut lines) = (0, 0);
+    loop {
+        if filled == buf.len() {
+            // A line longer than the buffer: make room for it.
+            buf.resize(buf.len() * 2, 0);
         }
-        each(&bytes[start..newline], true);
-        lines += 1;
-        start = newline + 1;
+        let n = match input.read(&mut buf[filled..]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            read => read?,
+        };
+        if n == 0 {
+            return Ok((lines, filled));
+        }
+        filled += n;
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', &buf[..filled]) {
+            each(&buf[start..newline], true);
+            lines += 1;
+            start = newline + 1;
+        }
+        buf.copy_within(start..filled, 0);
+        filled -= start;
     }
-    if at_end && start < bytes.len() {
-        each(&bytes[start..], false);
-        return (lines + 1, bytes.len());
+}
+
+impl Source {
+    fn changed(&self, how: String) -> ReportError {
+        ReportError::Changed { path: self.path.clone(), how }
     }
-    (lines, start)
+
+    fn shrunk(&self, file: &File) -> ReportError {
+        let now = file.metadata().map_or("fewer".to_owned(), |m| m.len().to_string());
+        self.changed(format!("cut to {now} bytes from the {} it had when the report started", self.size))
+    }
+}
+
+/// Which file an open file is, whatever its name: its device and inode.
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.dev(), meta.ino())
 }
 
 #[cfg(test)]
@@ -294,13 +317,50 @@ mod tests {
         std::fs::write(&path, "one\ntw").unwrap();
         let source = source(path.clone()).unwrap();
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"o\nthree\n").unwrap();
-        let lines = lines_of(&source, &pieces(std::slice::from_ref(&source)));
+        let lines = lines_of(&source, &pieces(std::slice::from_ref(&source), CHUNK));
         assert_eq!(lines, vec![("one".into(), true), ("two".into(), true)]);
         std::fs::write(&path, "one").unwrap();
-        let err =
-            read_piece(&source, pieces(std::slice::from_ref(&source))[0], &mut Vec::new(), |_, _| ()).unwrap_err();
+        let err = read_piece(&source, pieces(std::slice::from_ref(&source), CHUNK)[0], &mut Vec::new(), |_, _| ())
+            .unwrap_err();
         let shown = crate::errors::Causes(&err).to_string();
-        assert!(shown.contains("cannot read") && shown.contains("shrank"), "{shown}");
+        assert!(
+            shown.contains("access.2026-11-22.log changed") && shown.contains("cut to 3 bytes from the 6"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_file_truncated_or_replaced_while_it_is_read_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.2026-11-22.log");
+        let text: String = (0..200).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let source = source(path.clone()).unwrap();
+        let pieces = pieces(std::slice::from_ref(&source), 100);
+        assert!(pieces.len() > 10);
+        // Cut (as `> access.log` does) while the first piece's lines are being counted.
+        let (mut read, mut failed) = (0, None);
+        for piece in &pieces {
+            let result = read_piece(&source, *piece, &mut Vec::new(), |_, _| {
+                read += 1;
+                if read == 1 {
+                    std::fs::File::create(&path).unwrap();
+                }
+            });
+            if let Err(e) = result {
+                failed = Some(crate::errors::Causes(&e).to_string());
+                break;
+            }
+        }
+        let shown = failed.expect("the cut is noticed");
+        assert!(shown.contains(&format!("{} changed", path.display())) && shown.contains("cut to 0 bytes"), "{shown}");
+        assert!(read < 200, "{read}");
+        // Replaced under its name: another file, even a longer one, is not read as if it were it.
+        std::fs::write(dir.path().join("new"), text.repeat(2)).unwrap();
+        let source = super::source(path.clone()).unwrap();
+        std::fs::rename(dir.path().join("new"), &path).unwrap();
+        let err = read_piece(&source, pieces[0], &mut Vec::new(), |_, _| ()).unwrap_err();
+        assert!(err.to_string().contains("replaced by another file"), "{err}");
     }
 
     #[test]
@@ -308,12 +368,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("yesterday");
         let mut gz = flate2::write::GzEncoder::new(File::create(&path).unwrap(), flate2::Compression::fast());
-        let long = "x".repeat(3 * INFLATE_BUFFER);
+        let long = "x".repeat(3 * BLOCK);
         write!(gz, "one\n{long}\nthree\n").unwrap();
         gz.finish().unwrap();
         let source = source(path).unwrap();
         assert!(source.gzip);
-        let lines = lines_of(&source, &pieces(std::slice::from_ref(&source)));
+        let lines = lines_of(&source, &pieces(std::slice::from_ref(&source), CHUNK));
         assert_eq!(lines, vec![("one".into(), true), (long, true), ("three".into(), true)]);
     }
 

@@ -4,9 +4,9 @@
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::Serialize;
 
-use super::count::{merge_days, LinkTally, Sample, Stats, Tally, SAMPLES};
 use super::line::{Day, Stamp};
 use super::read::{Piece, Source};
+use super::tally::{merge_days, LinkTally, Sample, Stats, Tally, SAMPLES};
 use super::Options;
 
 /// Everything a report says.
@@ -111,7 +111,7 @@ impl Counts {
 }
 
 /// Redirects of one UTC day: as counted, moved into the report without a copy.
-pub use super::count::DayCount;
+pub use super::tally::DayCount;
 
 /// One link.
 #[derive(Debug, Serialize)]
@@ -199,11 +199,7 @@ impl Report {
                 lines: tally.lines,
                 in_range: tally.in_range,
                 malformed: tally.malformed,
-                statuses: (100..)
-                    .zip(tally.statuses)
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(s, n): (u16, u64)| (s.to_string(), n))
-                    .collect(),
+                statuses: tally.statuses.into_iter().map(|(s, n)| (s.to_string(), n)).collect(),
                 not_found,
                 malformed_lines,
             },

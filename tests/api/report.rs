@@ -244,6 +244,61 @@ fn a_reader_that_stops_early_is_not_an_error() {
     );
 }
 
+#[test]
+fn a_log_truncated_while_it_is_read_is_an_error_naming_it_never_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    // Big enough to be read in several pieces on every thread, over tens of milliseconds.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.2026-11-22.log");
+    let lines: String = (0..300_000)
+        .map(|i| {
+            format!(
+                "20261122{:02}{:02}{:02}.0 198.51.100.7 20261122090000{i:016x} Mozilla%2F5.0 /L{:04} 302 https://example.com/{}\n",
+                i / 36_000,
+                i / 600 % 60,
+                i / 10 % 60,
+                i % 5000,
+                i % 7
+            )
+        })
+        .collect();
+    let run = || couchlink_command().args(["report", "--format", "json"]).arg(&path).output().expect("couchlink runs");
+    std::fs::write(&path, &lines).unwrap();
+    let started = std::time::Instant::now();
+    let whole = run();
+    assert!(whole.status.success(), "{}", String::from_utf8_lossy(&whole.stderr));
+    let took = started.elapsed();
+    // `> access.log` at moments spread over a whole report's time, until one lands mid-read.
+    let (mut cut_short, mut attempts) = (0, 0);
+    while cut_short < 3 && attempts < 60 {
+        attempts += 1;
+        std::fs::write(&path, &lines).unwrap();
+        let child = couchlink_command()
+            .args(["report", "--format", "json"])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("couchlink runs");
+        std::thread::sleep(took.mul_f64(f64::from(attempts % 10) / 10.0));
+        std::fs::File::create(&path).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), None, "killed by a signal: {stderr}");
+        if !out.status.success() {
+            assert_eq!(out.status.code(), Some(1));
+            assert!(
+                stderr.contains(&format!("{} changed while the report read it", path.display()))
+                    && stderr.contains("cut to 0 bytes"),
+                "{stderr}"
+            );
+            assert!(out.stdout.is_empty(), "no half report");
+            cut_short += 1;
+        }
+    }
+    assert!(cut_short > 0, "no truncation landed while the report read the file in {attempts} attempts");
+}
+
 /// The report reads what couchlink writes: requests made to a running proxy, counted.
 #[tokio::test]
 async fn reports_what_a_running_proxy_logged() {

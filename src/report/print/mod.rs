@@ -20,9 +20,8 @@ pub use table::table;
 /// The report as JSON on one line (schema `couchlink-report/1`): a month of a busy log is tens
 /// of megabytes pretty-printed; `jq .` indents it when a person wants to read it.
 ///
-/// The same bytes as `serde_json::to_writer(out, report)`, but the links, most of them, are
-/// serialised on all cores (in one thread it was a large share of a report's time),
-/// a batch at a time into buffers used again for the next batch.
+/// The same bytes as `serde_json::to_writer(out, report)`, but the links, most of the bytes,
+/// are serialised on all cores, a batch at a time into buffers used again for the next batch.
 pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let head = Head {
         schema: report.schema,
