@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the production files with their own tools, as far as a machine without a Docker engine
 # or systemd as PID 1 can: the compose files' schema (docker-compose config), the Caddyfile
-# (caddy validate) and the systemd unit (systemd-analyze verify). Used by .ci/run.
+# (caddy validate), the systemd unit (systemd-analyze verify) and the Prometheus alerting rules
+# (promtool check rules, and their unit tests). Used by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export COUCHLINK_DOMAIN=0x1f.ie COUCHDB_DOMAIN=admin.0x1f.ie COUCHDB_PASSWORD=check \
@@ -24,3 +25,6 @@ sed "s|^ExecStart=/usr/local/bin/couchlink|ExecStart=$PWD/target/debug/couchlink
 problems=$(systemd-analyze verify "$work/couchlink.service" 2>&1) || true
 if [ -n "$problems" ]; then echo "deploy/couchlink.service: $problems" >&2; exit 1; fi
 echo "deploy/couchlink.service: valid"
+promtool check rules deploy/couchlink-alerts.yml > /dev/null || { promtool check rules deploy/couchlink-alerts.yml; exit 1; }
+promtool test rules deploy/couchlink-alerts.test.yml > /dev/null || { promtool test rules deploy/couchlink-alerts.test.yml; exit 1; }
+echo "deploy/couchlink-alerts.yml: valid, and its tests pass"

@@ -1,17 +1,19 @@
 //! The access log (docs/reference.md, "Access log"): one space-separated line per request, one file per
-//! UTC day, written off-thread by tracing-appender's non-blocking writer in lossless mode.
+//! UTC day, written by a thread of its own from a queue bounded in bytes (docs/operations.md,
+//! "Faults").
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use percent_encoding::{percent_encode, AsciiSet, CONTROLS, NON_ALPHANUMERIC};
 use time::OffsetDateTime;
-use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 use crate::domain::TrackingId;
 
@@ -147,6 +149,13 @@ pub struct OpenError {
 const FLUSH_INTERVAL: Duration = Duration::from_millis(5);
 /// A batch this large is handed off at once, by the request that filled it.
 const MAX_BATCH: usize = 256 * 1024;
+/// How much of the log may wait in memory for the disk by default
+/// (`COUCHLINK_LOG_QUEUE_BYTES`): about a million lines, minutes of a busy proxy's traffic.
+pub const DEFAULT_QUEUE_BYTES: usize = 256 << 20;
+/// How often the writer tries again while the disk refuses a batch.
+const RETRY: Duration = Duration::from_millis(100);
+/// While the log cannot be written, a reminder at most this often.
+const REMINDER: Duration = Duration::from_secs(60);
 
 /// The running access log: cheap to share, one call per request.
 #[derive(Clone)]
@@ -155,9 +164,16 @@ pub struct AccessLog {
 }
 
 struct Shared {
+    dir: PathBuf,
+    /// Lines not yet handed to the writer thread.
     batch: Mutex<Batch>,
-    writer: NonBlocking,
-    counts: Arc<Counts>,
+    /// Batches handed over, waiting for the disk.
+    queue: Mutex<Queue>,
+    /// Signalled when a batch is queued, or the log closes.
+    ready: Condvar,
+    /// At most this many bytes wait in `queue`; batches past it are lost, and counted.
+    limit: usize,
+    counts: Counts,
     stop: AtomicBool,
 }
 
@@ -166,40 +182,78 @@ struct Shared {
 struct Batch {
     bytes: Vec<u8>,
     lines: u64,
+    /// How many of its bytes are on disk already: a retry after a partial write goes on from
+    /// there, so that no line is written twice.
+    done: usize,
+}
+
+#[derive(Default)]
+struct Queue {
+    batches: VecDeque<Batch>,
+    bytes: usize,
+    /// No more batches are taken; the writer stops once the queue is empty.
+    closed: bool,
+    /// Shutdown ran out of time: the writer stops at once.
+    abandoned: bool,
 }
 
 #[derive(Default)]
 struct Counts {
-    /// Lines handed to the writer thread.
-    sent: AtomicU64,
-    /// Lines the writer thread has written to the file.
+    /// Lines written to the file.
     written: AtomicU64,
-    /// Lines given up on after the file refused them for several seconds.
-    failed: AtomicU64,
+    /// Lines lost: handed over while the queue was full, or still queued when shutdown ran
+    /// out of time.
+    lost: AtomicU64,
+    /// Bytes waiting in the queue.
+    queued: AtomicU64,
+    /// Since when the disk has been refusing the log, while it is.
+    failing_since: Mutex<Option<OffsetDateTime>>,
+}
+
+/// The access log's state, for `/healthz` and `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogHealth {
+    /// Lines written to disk since the start.
+    pub lines_written: u64,
+    /// Lines lost since the start.
+    pub lines_lost: u64,
+    /// Bytes waiting for the disk.
+    pub queued_bytes: u64,
+    /// Since when the disk has been refusing lines, while it is.
+    pub failing_since: Option<OffsetDateTime>,
 }
 
 /// Held by whoever shuts down: writes every line before letting the process exit.
 pub struct Flusher {
     log: AccessLog,
     ticker: std::thread::JoinHandle<()>,
-    guard: WorkerGuard,
+    writer: std::thread::JoinHandle<()>,
 }
 
 impl AccessLog {
     /// Opens (creating it if need be) `dir`, writing to one `access.YYYY-MM-DD.log` file per
-    /// UTC day. Fails at once, with the reason, when the directory is not writable.
-    pub fn open(dir: &Path) -> Result<(AccessLog, Flusher), OpenError> {
+    /// UTC day, with at most `queue_bytes` waiting for the disk. Fails at once, with the
+    /// reason, when the directory is not writable.
+    pub fn open(dir: &Path, queue_bytes: usize) -> Result<(AccessLog, Flusher), OpenError> {
         let err = |source| OpenError { dir: dir.display().to_string(), source };
         std::fs::create_dir_all(dir).map_err(err)?;
         probe_writable(dir).map_err(err)?;
-        let counts = Arc::new(Counts::default());
-        let (writer, guard) = NonBlockingBuilder::default()
-            .lossy(false)
-            .thread_name("couchlink-access-log")
-            .finish(DailyFiles { dir: dir.to_owned(), open: None, counts: counts.clone() });
         let log = AccessLog {
-            shared: Arc::new(Shared { batch: Mutex::default(), writer, counts, stop: AtomicBool::new(false) }),
+            shared: Arc::new(Shared {
+                dir: dir.to_owned(),
+                batch: Mutex::default(),
+                queue: Mutex::default(),
+                ready: Condvar::new(),
+                limit: queue_bytes,
+                counts: Counts::default(),
+                stop: AtomicBool::new(false),
+            }),
         };
+        let writing = log.clone();
+        let writer = std::thread::Builder::new()
+            .name("couchlink-access-log".into())
+            .spawn(move || writing.write_queued(DailyFiles { dir: writing.shared.dir.clone(), open: None }))
+            .map_err(err)?;
         let ticking = log.clone();
         let ticker = std::thread::Builder::new()
             .name("couchlink-log-flush".into())
@@ -210,11 +264,11 @@ impl AccessLog {
                 }
             })
             .map_err(err)?;
-        Ok((log.clone(), Flusher { log, ticker, guard }))
+        Ok((log.clone(), Flusher { log, ticker, writer }))
     }
 
-    /// Records one request. Blocks only when the writer thread is far behind (lossless mode:
-    /// back-pressure rather than a dropped line).
+    /// Records one request. Never blocks on the disk: a line that finds the queue full is
+    /// lost, and counted.
     pub fn write(&self, entry: &Entry<'_>) {
         thread_local! {
             // Each thread formats its lines in one buffer of its own: nothing allocated per line.
@@ -254,13 +308,56 @@ impl AccessLog {
         }
     }
 
+    /// Queues `batch` for the writer thread, or counts its lines lost when the queue is full.
     fn send(&self, batch: Batch) {
-        let counts = &self.shared.counts;
-        counts.sent.fetch_add(batch.lines, Ordering::AcqRel);
-        // One `write` call is one message to the worker: batches never interleave.
-        if self.shared.writer.clone().write_all(&batch.bytes).is_err() {
-            // Only possible once the worker is gone, i.e. after shutdown.
-            counts.failed.fetch_add(batch.lines, Ordering::AcqRel);
+        let shared = &self.shared;
+        let mut queue = shared.queue.lock().expect("log queue lock");
+        if queue.closed || queue.bytes + batch.bytes.len() > shared.limit {
+            drop(queue);
+            shared.counts.lost.fetch_add(batch.lines, Ordering::AcqRel);
+            return;
+        }
+        queue.bytes += batch.bytes.len();
+        shared.counts.queued.store(queue.bytes as u64, Ordering::Release);
+        queue.batches.push_back(batch);
+        shared.ready.notify_one();
+    }
+
+    /// The writer thread: writes queued batches in order, keeping a batch the disk refuses at
+    /// the head of the queue and trying again until it is written.
+    fn write_queued(&self, mut files: DailyFiles) {
+        let shared = &self.shared;
+        let mut alarm = Alarm::default();
+        loop {
+            let mut batch = {
+                let mut queue = shared.queue.lock().expect("log queue lock");
+                loop {
+                    if queue.abandoned || queue.closed && queue.batches.is_empty() {
+                        return;
+                    }
+                    if let Some(batch) = queue.batches.pop_front() {
+                        break batch;
+                    }
+                    queue = shared.ready.wait_timeout(queue, REMINDER).expect("log queue lock").0;
+                }
+            };
+            let written = files.write_batch(&mut batch);
+            let mut queue = shared.queue.lock().expect("log queue lock");
+            match written {
+                Ok(()) => {
+                    queue.bytes -= batch.bytes.len();
+                    shared.counts.queued.store(queue.bytes as u64, Ordering::Release);
+                    drop(queue);
+                    shared.counts.written.fetch_add(batch.lines, Ordering::AcqRel);
+                    alarm.written(shared);
+                }
+                Err(e) => {
+                    queue.batches.push_front(batch);
+                    drop(queue);
+                    alarm.refused(shared, &e);
+                    std::thread::sleep(RETRY);
+                }
+            }
         }
     }
 
@@ -269,35 +366,99 @@ impl AccessLog {
         self.shared.counts.written.load(Ordering::Relaxed)
     }
 
-    /// Lines that could not be written (the file refused them).
-    pub fn lines_failed(&self) -> u64 {
-        self.shared.counts.failed.load(Ordering::Relaxed)
+    /// The log's state: lines written and lost, bytes waiting, whether the disk refuses it.
+    pub fn health(&self) -> LogHealth {
+        let counts = &self.shared.counts;
+        LogHealth {
+            lines_written: counts.written.load(Ordering::Acquire),
+            lines_lost: counts.lost.load(Ordering::Acquire),
+            queued_bytes: counts.queued.load(Ordering::Acquire),
+            failing_since: *counts.failing_since.lock().expect("log state lock"),
+        }
+    }
+}
+
+/// What the writer thread says about a disk that refuses the log: one warning when it starts,
+/// a reminder at most once a [`REMINDER`] while it lasts or lines are being lost, one when it
+/// ends.
+#[derive(Default)]
+struct Alarm {
+    last_said: Option<std::time::Instant>,
+    /// Lines lost when last said.
+    lost_then: u64,
+}
+
+impl Alarm {
+    fn refused(&mut self, shared: &Shared, e: &io::Error) {
+        let mut since = shared.counts.failing_since.lock().expect("log state lock");
+        let lost = shared.counts.lost.load(Ordering::Acquire);
+        if since.is_none() {
+            *since = Some(OffsetDateTime::now_utc());
+            tracing::warn!(
+                "cannot write the access log in {}: {e}; lines wait in memory (up to {} bytes), then are counted as lost",
+                shared.dir.display(),
+                shared.limit
+            );
+            (self.last_said, self.lost_then) = (Some(std::time::Instant::now()), lost);
+        } else if self.last_said.is_none_or(|t| t.elapsed() >= REMINDER) {
+            tracing::warn!(
+                "the access log in {} still cannot be written ({e}): {} lines lost so far, {} bytes waiting",
+                shared.dir.display(),
+                lost,
+                shared.counts.queued.load(Ordering::Acquire)
+            );
+            (self.last_said, self.lost_then) = (Some(std::time::Instant::now()), lost);
+        }
+    }
+
+    fn written(&mut self, shared: &Shared) {
+        let mut since = shared.counts.failing_since.lock().expect("log state lock");
+        let lost = shared.counts.lost.load(Ordering::Acquire);
+        if let Some(start) = since.take() {
+            tracing::warn!(
+                "the access log in {} is written again, after {}: {} lines were lost meanwhile",
+                shared.dir.display(),
+                format!("{} s", (OffsetDateTime::now_utc() - start).whole_seconds()),
+                lost - self.lost_then
+            );
+            (self.last_said, self.lost_then) = (None, lost);
+        } else if lost > self.lost_then && self.last_said.is_none_or(|t| t.elapsed() >= REMINDER) {
+            // The disk takes the lines, but not as fast as they come.
+            tracing::warn!(
+                "{} access log lines lost: the disk is slower than the traffic (COUCHLINK_LOG_QUEUE_BYTES is {})",
+                lost - self.lost_then,
+                shared.limit
+            );
+            (self.last_said, self.lost_then) = (Some(std::time::Instant::now()), lost);
+        }
     }
 }
 
 impl Flusher {
-    /// Hands over the last batch and waits until every line is in the file (or `timeout`
-    /// passes), then stops the writer thread. tracing-appender's own guard waits at most one
-    /// second, which a deep backlog can outlast, hence the wait on the counters first.
+    /// Hands over the last batch and waits until every line is in the file, or `timeout`
+    /// passes (the lines still waiting are then counted as lost, and said so).
     pub async fn finish(self, timeout: Duration) {
-        self.log.shared.stop.store(true, Ordering::Release);
+        let shared = self.log.shared.clone();
+        shared.stop.store(true, Ordering::Release);
         let _ = tokio::task::spawn_blocking(move || self.ticker.join()).await;
         self.log.flush();
-        let counts = &self.log.shared.counts;
+        {
+            let mut queue = shared.queue.lock().expect("log queue lock");
+            queue.closed = true;
+            shared.ready.notify_one();
+        }
         let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let done = counts.written.load(Ordering::Acquire) + counts.failed.load(Ordering::Acquire);
-            if done >= counts.sent.load(Ordering::Acquire) {
-                break;
-            }
+        while !self.writer.is_finished() {
             if tokio::time::Instant::now() >= deadline {
-                let queued = counts.sent.load(Ordering::Acquire) - done;
-                tracing::error!("the access log flush timed out with {queued} lines still queued");
+                let mut queue = shared.queue.lock().expect("log queue lock");
+                queue.abandoned = true;
+                let lines: u64 = queue.batches.drain(..).map(|b| b.lines).sum();
+                shared.counts.lost.fetch_add(lines, Ordering::AcqRel);
+                tracing::error!("the access log could not be written before shutdown: {lines} lines lost");
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        drop(self.guard);
     }
 }
 
@@ -307,59 +468,67 @@ fn probe_writable(dir: &Path) -> io::Result<()> {
     std::fs::remove_file(probe)
 }
 
-/// The file writer under the non-blocking worker: appends each batch to its day's file,
-/// counts its lines and, when the file refuses them (disk full, say), says so on stderr and
-/// retries for a while instead of dropping them.
+/// The files under the writer thread: one per UTC day, in a folder that an operator's cleanup
+/// or a remounted volume may remove or replace while the proxy runs.
 struct DailyFiles {
     dir: PathBuf,
-    /// The day (`yyyymmdd`) whose file is open, and the file.
-    open: Option<([u8; 8], File)>,
-    counts: Arc<Counts>,
+    /// The day (`yyyymmdd`) whose file is open, the file, and its path.
+    open: Option<([u8; 8], File, PathBuf)>,
 }
 
 impl DailyFiles {
+    /// Writes what is left of `batch` to its day's file (the day of its first line).
+    fn write_batch(&mut self, batch: &mut Batch) -> io::Result<()> {
+        self.write_rest(batch)?;
+        if !self.still_in_place() {
+            // Removed or replaced while the batch was written: into a file nobody will read.
+            // Written again where the log is now (at worst twice, once in the moved folder).
+            batch.done = 0;
+            self.write_rest(batch)?;
+        }
+        Ok(())
+    }
+
+    fn write_rest(&mut self, batch: &mut Batch) -> io::Result<()> {
+        let day: [u8; 8] = batch.bytes.get(..8).and_then(|d| d.try_into().ok()).unwrap_or(*b"00000000");
+        let file = self.file_for(day)?;
+        while batch.done < batch.bytes.len() {
+            match file.write(&batch.bytes[batch.done..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => batch.done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The day's file, opened (and the folder created) if it is not open or no longer where
+    /// the log is.
     fn file_for(&mut self, day: [u8; 8]) -> io::Result<&mut File> {
-        if self.open.as_ref().is_none_or(|(open_day, _)| *open_day != day) {
+        if self.open.as_ref().is_some_and(|(open_day, _, _)| *open_day != day) || !self.still_in_place() {
+            self.open = None;
+        }
+        if self.open.is_none() {
             let d = std::str::from_utf8(&day).unwrap_or("00000000");
-            let name = format!("access.{}-{}-{}.log", &d[..4], &d[4..6], &d[6..8]);
-            let file = OpenOptions::new().create(true).append(true).open(self.dir.join(name))?;
-            self.open = Some((day, file));
+            let path = self.dir.join(format!("access.{}-{}-{}.log", &d[..4], &d[4..6], &d[6..8]));
+            if !self.dir.is_dir() {
+                std::fs::create_dir_all(&self.dir)?;
+                tracing::warn!("the access log folder {} was gone: created it again", self.dir.display());
+            }
+            let file = OpenOptions::new().create(true).append(true).open(&path)?;
+            self.open = Some((day, file, path));
         }
         Ok(&mut self.open.as_mut().expect("just opened").1)
     }
-}
 
-impl Write for DailyFiles {
-    fn write(&mut self, batch: &[u8]) -> io::Result<usize> {
-        const ATTEMPTS: u32 = 50;
-        let lines = batch.iter().filter(|&&b| b == b'\n').count() as u64;
-        let day: [u8; 8] = batch.get(..8).and_then(|d| d.try_into().ok()).unwrap_or(*b"00000000");
-        for attempt in 1..=ATTEMPTS {
-            match self.file_for(day).and_then(|file| file.write_all(batch)) {
-                Ok(()) => {
-                    self.counts.written.fetch_add(lines, Ordering::AcqRel);
-                    return Ok(batch.len());
-                }
-                Err(e) if attempt == ATTEMPTS => {
-                    self.counts.failed.fetch_add(lines, Ordering::AcqRel);
-                    tracing::error!("{lines} access log lines lost after {ATTEMPTS} attempts: {e}");
-                    return Err(e);
-                }
-                Err(e) => {
-                    if attempt == 1 {
-                        tracing::warn!("cannot write the access log ({e}); retrying");
-                    }
-                    // Reopen next time: the file may have been moved or removed.
-                    self.open = None;
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
+    /// Whether the open file (if any) is still the file at its path.
+    fn still_in_place(&self) -> bool {
+        let Some((_, file, path)) = &self.open else { return true };
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(open), Ok(there)) => (open.dev(), open.ino()) == (there.dev(), there.ino()),
+            _ => false,
         }
-        unreachable!("the last attempt returns")
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -507,5 +676,80 @@ mod tests {
         assert_eq!(logged.len(), LOGGED_TARGET_BYTES + 3);
         assert!(logged.ends_with("…".as_bytes()));
         assert_eq!(&*logged_target(b"/H83if"), b"/H83if");
+    }
+
+    fn entry(i: u32) -> Entry<'static> {
+        Entry {
+            time: OffsetDateTime::now_utc(),
+            client: "203.0.113.7".parse().unwrap(),
+            tracking: None,
+            user_agent: None,
+            target: b"/H83if",
+            status: if i % 2 == 0 { 302 } else { 404 },
+            location: Some("https://example.com/"),
+        }
+    }
+
+    /// Waits (up to 10 s) until `done` holds of the log's state.
+    fn wait_for(log: &AccessLog, done: impl Fn(&LogHealth) -> bool) -> LogHealth {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let health = log.health();
+            if done(&health) || std::time::Instant::now() > deadline {
+                return health;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn lines_in(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap().lines().count())
+            .sum()
+    }
+
+    #[test]
+    fn a_removed_log_folder_is_created_again_and_no_line_is_lost() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("logs");
+        let (log, _flusher) = AccessLog::open(&dir, DEFAULT_QUEUE_BYTES).unwrap();
+        (0..10).for_each(|i| log.write(&entry(i)));
+        assert_eq!(wait_for(&log, |h| h.lines_written == 10).lines_written, 10);
+        // An operator's cleanup, while serving.
+        std::fs::remove_dir_all(&dir).unwrap();
+        (0..25).for_each(|i| log.write(&entry(i)));
+        let health = wait_for(&log, |h| h.lines_written == 35);
+        assert_eq!((health.lines_written, health.lines_lost, health.failing_since), (35, 0, None));
+        assert_eq!(lines_in(&dir), 25, "the lines after the cleanup are in the folder made again");
+    }
+
+    #[test]
+    fn a_refused_log_waits_in_a_bounded_queue_counts_what_it_loses_and_recovers() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("logs");
+        let (log, _flusher) = AccessLog::open(&dir, 4096).unwrap();
+        log.write(&entry(0));
+        wait_for(&log, |h| h.lines_written == 1);
+        // The folder replaced by a file: every write fails (as on a full or failing disk).
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, "not a folder").unwrap();
+        log.write(&entry(1));
+        let failing = wait_for(&log, |h| h.failing_since.is_some());
+        assert!(failing.failing_since.is_some(), "{failing:?}");
+        // Small batches, one every 10 ms: some fit in the 4 KiB queue, the rest are lost.
+        for round in 0..40 {
+            (0..5).for_each(|i| log.write(&entry(round * 5 + i)));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let full = wait_for(&log, |h| h.lines_lost > 0);
+        assert!(full.lines_lost > 0 && full.queued_bytes > 0 && full.queued_bytes <= 4096, "{full:?}");
+        assert_eq!(full.lines_written, 1);
+        // The disk back: what waited is written, and the log is well again.
+        std::fs::remove_file(&dir).unwrap();
+        let well = wait_for(&log, |h| h.failing_since.is_none() && h.queued_bytes == 0);
+        assert_eq!((well.failing_since, well.queued_bytes), (None, 0), "{well:?}");
+        assert_eq!(well.lines_written + well.lines_lost, 202, "every line written or counted lost: {well:?}");
+        assert_eq!(lines_in(&dir) as u64, well.lines_written - 1);
     }
 }

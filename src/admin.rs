@@ -40,12 +40,8 @@ impl crate::http::accept::Service for Admin {
         match (&request.method, request.uri.path()) {
             (&Method::GET, "/healthz") => self.health().await,
             (&Method::GET, "/metrics") => {
-                let gauges = Gauges {
-                    cache_entries: self.store.len(),
-                    feed_up: self.feed.is_live(),
-                    log_lines_written: self.log.lines_written(),
-                    log_lines_failed: self.log.lines_failed(),
-                };
+                let gauges =
+                    Gauges { cache_entries: self.store.len(), feed_up: self.feed.is_live(), log: self.log.health() };
                 respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render(&gauges))
             }
             _ => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "try /healthz or /metrics\n".into()),
@@ -54,23 +50,31 @@ impl crate::http::accept::Service for Admin {
 }
 
 impl Admin {
-    /// 200 when CouchDB answers and the `_changes` feed is live; 503 otherwise. Either way a
-    /// JSON body says which, with the feed's state and the cache size.
+    /// A JSON body on CouchDB, the `_changes` feed, the cache and the access log, `"status":
+    /// "ok"` when all are well. The HTTP status says whether to send traffic here: 503 when
+    /// CouchDB does not answer or the feed is down (new links would not be served); a failing
+    /// access log alone leaves it 200, since redirects go on.
     async fn health(&self) -> Response<Full<Bytes>> {
         let couch = tokio::time::timeout(PING_TIMEOUT, self.couch.ping())
             .await
             .map_err(|_| "timed out".to_owned())
             .and_then(|r| r.map_err(|e| Causes(&e).to_string()));
-        let feed_live = self.feed.is_live();
-        let healthy = couch.is_ok() && feed_live;
+        let serving = couch.is_ok() && self.feed.is_live();
+        let log = self.log.health();
         let body = json!({
-            "status": if healthy { "ok" } else { "degraded" },
+            "status": if serving && log.failing_since.is_none() { "ok" } else { "degraded" },
             "couchdb": match &couch { Ok(_) => "reachable".to_owned(), Err(e) => e.clone() },
             "feed": self.feed.to_json(),
             "cache_entries": self.store.len(),
             "cache": if self.store.is_warming() { "warming" } else { "ready" },
+            "access_log": {
+                "status": if log.failing_since.is_some() { "degraded" } else { "ok" },
+                "failing_since": log.failing_since.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),
+                "lines_lost": log.lines_lost,
+                "queued_bytes": log.queued_bytes,
+            },
         });
-        let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+        let status = if serving { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
         respond(status, "application/json", format!("{body}\n"))
     }
 }

@@ -36,17 +36,15 @@ pub struct Gauges {
     pub cache_entries: usize,
     /// Whether the `_changes` feed is connected.
     pub feed_up: bool,
-    /// Access log lines written to disk.
-    pub log_lines_written: u64,
-    /// Access log lines that could not be written.
-    pub log_lines_failed: u64,
+    /// The access log's state.
+    pub log: crate::access_log::LogHealth,
 }
 
 /// One plain (unlabelled) sample: name, type, help, and where its value comes from.
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 11] = [
+const PLAIN: [Plain; 13] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -76,9 +74,18 @@ const PLAIN: [Plain; 11] = [
         "Link documents read that cannot be served (wrong types, a target not in canonical form): each answers 404.",
         |m, _| m.unusable_documents.load(Relaxed),
     ),
-    ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log_lines_written),
-    ("couchlink_access_log_lines_failed_total", "counter", "Access log lines the disk refused.", |_, g| {
-        g.log_lines_failed
+    ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log.lines_written),
+    (
+        "couchlink_access_log_lines_lost_total",
+        "counter",
+        "Access log lines lost: the queue waiting for the disk was full, or shutdown ran out of time.",
+        |_, g| g.log.lines_lost,
+    ),
+    ("couchlink_access_log_queue_bytes", "gauge", "Access log bytes waiting in memory for the disk.", |_, g| {
+        g.log.queued_bytes
+    }),
+    ("couchlink_access_log_failing", "gauge", "1 while the disk refuses the access log.", |_, g| {
+        g.log.failing_since.is_some().into()
     }),
 ];
 
@@ -189,6 +196,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access_log::LogHealth;
 
     #[test]
     fn renders_counters_and_histogram() {
@@ -198,7 +206,8 @@ mod tests {
         m.response(418);
         m.couch_request(Duration::from_millis(3), true);
         m.cache_hit();
-        let text = m.render(&Gauges { cache_entries: 7, feed_up: true, log_lines_written: 3, log_lines_failed: 0 });
+        let log = LogHealth { lines_written: 3, lines_lost: 2, queued_bytes: 512, failing_since: None };
+        let text = m.render(&Gauges { cache_entries: 7, feed_up: true, log });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.002\"} 0\n"));
@@ -209,16 +218,15 @@ mod tests {
         assert!(text.contains("couchlink_cache_entries 7\n"));
         assert!(text.contains("couchlink_feed_up 1\n"));
         assert!(text.contains("couchlink_access_log_lines_total 3\n"));
+        assert!(text.contains("couchlink_access_log_lines_lost_total 2\n"));
+        assert!(text.contains("couchlink_access_log_queue_bytes 512\n"));
+        assert!(text.contains("couchlink_access_log_failing 0\n"));
     }
 
     #[test]
     fn every_sample_has_help_and_type() {
-        let text = Metrics::default().render(&Gauges {
-            cache_entries: 0,
-            feed_up: false,
-            log_lines_written: 0,
-            log_lines_failed: 0,
-        });
+        let log = LogHealth { lines_written: 0, lines_lost: 0, queued_bytes: 0, failing_since: None };
+        let text = Metrics::default().render(&Gauges { cache_entries: 0, feed_up: false, log });
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let family = line.split(['{', ' ']).next().unwrap();
             let family = ["_bucket", "_sum", "_count"].iter().fold(family, |f, s| f.strip_suffix(s).unwrap_or(f));

@@ -54,6 +54,8 @@ pub struct ServerConfig {
     pub public_url: Option<PublicUrl>,
     /// Access log directory.
     pub log_dir: PathBuf,
+    /// How many bytes of access log may wait in memory while the disk refuses them.
+    pub log_queue_bytes: usize,
     /// Days of access logs kept, today included (0: all).
     pub log_keep_days: u32,
     /// Gzip each finished day's log.
@@ -99,6 +101,7 @@ impl ServerConfig {
             editor_role,
             public_url: None,
             log_dir: PathBuf::from("logs"),
+            log_queue_bytes: crate::access_log::DEFAULT_QUEUE_BYTES,
             log_keep_days: 0,
             log_compress: true,
             trusted_proxies: TrustedProxies::default(),
@@ -186,6 +189,8 @@ pub struct Application {
     couch: CouchClient,
     log: AccessLog,
     flusher: Flusher,
+    /// Held while serving: see [`Application::build`].
+    _file_size_limit: Option<tokio::signal::unix::Signal>,
 }
 
 impl Application {
@@ -221,8 +226,23 @@ impl Application {
         // CouchDB first: a start refused for its account or database leaves no empty log folder.
         let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
         check_database(&couch, &config.editor_role).await?;
-        let (log, flusher) = AccessLog::open(&config.log_dir)?;
-        Ok(Application { config, listener, admin_listener, address, admin_address, public_url, couch, log, flusher })
+        let (log, flusher) = AccessLog::open(&config.log_dir, config.log_queue_bytes)?;
+        // A file-size limit (RLIMIT_FSIZE) that the access log reaches must be a write error
+        // the log reports and recovers from, not SIGXFSZ ending the process.
+        let file_size_limit =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)).ok();
+        Ok(Application {
+            config,
+            listener,
+            admin_listener,
+            address,
+            admin_address,
+            public_url,
+            couch,
+            log,
+            flusher,
+            _file_size_limit: file_size_limit,
+        })
     }
 
     /// Where redirects are served.
@@ -239,8 +259,18 @@ impl Application {
     /// finish, stops the admin listener and the feed, and writes every access log line before
     /// returning.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
-        let Application { config, listener, admin_listener, address, admin_address, public_url, couch, log, flusher } =
-            self;
+        let Application {
+            config,
+            listener,
+            admin_listener,
+            address,
+            admin_address,
+            public_url,
+            couch,
+            log,
+            flusher,
+            ..
+        } = self;
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), config.cache_capacity, config.cold_reads));
         // "warming" in /healthz from the start, until the first warm-up is done.

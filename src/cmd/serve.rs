@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// Access log directory.
     #[arg(long, env = "COUCHLINK_LOG_DIR", default_value = "logs")]
     pub log_dir: PathBuf,
+    /// Bytes of access log kept in memory while the disk refuses them (full, failing, gone);
+    /// lines past it are lost, counted in /metrics and /healthz.
+    #[arg(long, env = "COUCHLINK_LOG_QUEUE_BYTES", default_value_t = crate::access_log::DEFAULT_QUEUE_BYTES)]
+    pub log_queue_bytes: usize,
     /// Days of access logs to keep, today included; older files are deleted (0: keep all).
     #[arg(long, env = "COUCHLINK_LOG_KEEP_DAYS", default_value_t = 0)]
     pub log_keep_days: u32,
@@ -112,6 +116,7 @@ impl ServeArgs {
             editor_role,
             public_url: self.public_url,
             log_dir: self.log_dir,
+            log_queue_bytes: self.log_queue_bytes,
             log_keep_days: self.log_keep_days,
             log_compress: self.log_compress,
             trusted_proxies: self.trusted_proxies.reading(self.forwarded_header),

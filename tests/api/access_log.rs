@@ -262,3 +262,53 @@ fn any_request_bytes_give_one_response_and_one_well_formed_line() {
         assert!(statuses.contains(status), "no {status} among {statuses:?}");
     }
 }
+
+/// A log folder the disk refuses (here replaced by a file, as a remounted volume or a full disk
+/// would refuse it): redirects go on, `/healthz` and `/metrics` say so, lines past the queue's
+/// bound are counted lost, and all is well again once the folder can be written.
+#[tokio::test]
+async fn a_refused_log_shows_in_healthz_and_metrics_while_redirects_go_on() {
+    let app = spawn_app_with(AppOptions::with(|c| c.log_queue_bytes = 8192)).await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+    assert_redirects_to(&app.get("/H83if").await, "https://example.com/");
+    app.wait_for_log_lines(1).await;
+    let dir = app.log_dir.path().to_owned();
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "not a folder").unwrap();
+    let mut answered = 1;
+    // Enough lines to fill 8 KiB, a few at a time so that some wait in the queue.
+    for _ in 0..30 {
+        for _ in 0..5 {
+            assert_redirects_to(&app.get("/H83if").await, "https://example.com/");
+            answered += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    app.wait_for_metric("couchlink_access_log_lines_lost_total", 1.0).await;
+    let health = app.admin_get("/healthz").await;
+    assert_eq!(health.status(), 200, "a failing log alone does not take the proxy out of rotation");
+    let health: serde_json::Value = health.json().await.unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["access_log"]["status"], "degraded", "{health}");
+    assert!(health["access_log"]["failing_since"].is_string(), "{health}");
+    assert!(health["access_log"]["lines_lost"].as_u64().unwrap() > 0, "{health}");
+    assert_eq!(app.metric("couchlink_access_log_failing").await, 1.0);
+    let queued = app.metric("couchlink_access_log_queue_bytes").await;
+    assert!(queued > 0.0 && queued <= 8192.0, "{queued}");
+    // The folder can be written again: what waited is written, and the log is well.
+    std::fs::remove_file(&dir).unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let health = loop {
+        let health: serde_json::Value = app.admin_get("/healthz").await.json().await.unwrap();
+        if health["access_log"]["status"] == "ok" || tokio::time::Instant::now() > deadline {
+            break health;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(health["access_log"]["status"], "ok", "{health}");
+    assert_eq!(health["access_log"]["queued_bytes"], 0, "{health}");
+    let written = app.metric("couchlink_access_log_lines_total").await;
+    let lost = app.metric("couchlink_access_log_lines_lost_total").await;
+    assert_eq!(written + lost, f64::from(answered), "every line written or counted lost");
+    assert_eq!(app.metric("couchlink_access_log_failing").await, 0.0);
+}
