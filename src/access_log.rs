@@ -685,7 +685,7 @@ mod tests {
             tracking: None,
             user_agent: None,
             target: b"/H83if",
-            status: if i % 2 == 0 { 302 } else { 404 },
+            status: if i.is_multiple_of(2) { 302 } else { 404 },
             location: Some("https://example.com/"),
         }
     }
