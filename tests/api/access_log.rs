@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use crate::support::process::{reader_env, ServeProcess};
 use crate::support::*;
 
 /// Splits a line into its fields, checking the contract's shape: 6 or 7 non-empty fields.
@@ -311,4 +312,62 @@ async fn a_refused_log_shows_in_healthz_and_metrics_while_redirects_go_on() {
     let lost = app.metric("couchlink_access_log_lines_lost_total").await;
     assert_eq!(written + lost, f64::from(answered), "every line written or counted lost");
     assert_eq!(app.metric("couchlink_access_log_failing").await, 0.0);
+}
+
+/// A full disk, as a file-size limit on the running process: lines wait in memory up to the
+/// bound, then are counted lost; redirects never stop; one warning when the log starts failing
+/// and one when it recovers; every answered request is a line on disk or a line counted lost.
+#[tokio::test]
+async fn a_full_disk_keeps_lines_in_memory_to_the_bound_then_counts_them_lost_and_recovers() {
+    let db = TestDb::new().await;
+    db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+    let env = reader_env(&db);
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.push(("COUCHLINK_LOG_QUEUE_BYTES", "16384"));
+    let mut proxy = ServeProcess::start("full-disk", &env);
+    let redirect = |r: Option<reqwest::Response>| r.is_some_and(|r| r.status() == 302);
+    for _ in 0..5 {
+        assert!(redirect(proxy.get("/H83if").await));
+    }
+    let admin = |path: &str| format!("http://{}{path}", proxy.admin_addr);
+    let metric = |text: &str, name: &str| -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).map_or(0, |v| v.parse().unwrap())
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while proxy.log_line_count() < 5 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // The disk is full from here: the log file may not grow.
+    let file = std::fs::read_dir(proxy.log_dir.path()).unwrap().next().unwrap().unwrap().path();
+    proxy.limit_file_size(Some(std::fs::metadata(&file).unwrap().len()));
+    for _ in 0..40 {
+        for _ in 0..5 {
+            assert!(redirect(proxy.get("/H83if").await), "redirects go on while the log cannot be written");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let health: serde_json::Value = reqwest::get(admin("/healthz")).await.unwrap().json().await.unwrap();
+    assert_eq!(health["access_log"]["status"], "degraded", "{health}");
+    let text = reqwest::get(admin("/metrics")).await.unwrap().text().await.unwrap();
+    let lost = metric(&text, "couchlink_access_log_lines_lost_total");
+    assert!(lost > 0, "past 16 KiB lines are lost, and counted: {text}");
+    assert!(metric(&text, "couchlink_access_log_queue_bytes") <= 16384);
+    assert_eq!(proxy.said("cannot write the access log").len(), 1, "one warning when it starts");
+    // Space again: what waited is written, and it says so once.
+    proxy.limit_file_size(None);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let health: serde_json::Value = reqwest::get(admin("/healthz")).await.unwrap().json().await.unwrap();
+        if health["access_log"]["status"] == "ok" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the log never recovered: {health}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let text = reqwest::get(admin("/metrics")).await.unwrap().text().await.unwrap();
+    let lost = metric(&text, "couchlink_access_log_lines_lost_total");
+    assert_eq!(proxy.said("is written again").len(), 1, "one message when it recovers");
+    assert!(proxy.terminate().success());
+    let answered = proxy.responses.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(proxy.log_line_count() as u64 + lost, answered, "every answered request written or counted lost");
 }

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -23,6 +23,8 @@ pub struct ServeProcess {
     pub log_dir: TempDir,
     /// Responses received from it through [`ServeProcess::get`] (each must be logged).
     pub responses: Arc<AtomicU64>,
+    /// Every line it has written to stderr so far.
+    pub stderr: Arc<Mutex<Vec<String>>>,
     http: reqwest::Client,
     name: String,
 }
@@ -77,12 +79,15 @@ impl ServeProcess {
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let prefix = name.to_owned();
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let saying = said.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[{prefix}] {line}");
                 if let Some(addrs) = serving_addresses(&line) {
                     let _ = tx.send(addrs);
                 }
+                saying.lock().unwrap().push(line);
             }
         });
         let (addr, admin_addr) = rx
@@ -94,6 +99,7 @@ impl ServeProcess {
             admin_addr,
             log_dir,
             responses: Arc::default(),
+            stderr: said,
             http: super::couch::http(),
             name: name.to_owned(),
         }
@@ -160,6 +166,21 @@ impl ServeProcess {
         // SAFETY: sysconf only reads a configuration value.
         let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         ticks as f64 / per_second as f64
+    }
+
+    /// Limits the size of the files it writes (RLIMIT_FSIZE, as a full disk does for its log),
+    /// or lifts the limit (`None`).
+    pub fn limit_file_size(&self, bytes: Option<u64>) {
+        let limit = bytes.unwrap_or(libc::RLIM_INFINITY);
+        let limit = libc::rlimit { rlim_cur: limit, rlim_max: libc::RLIM_INFINITY };
+        // SAFETY: prlimit reads `limit` and writes nothing back (the old limit is not asked for).
+        let done = unsafe { libc::prlimit(self.child.id() as i32, libc::RLIMIT_FSIZE, &limit, std::ptr::null_mut()) };
+        assert_eq!(done, 0, "prlimit: {}", std::io::Error::last_os_error());
+    }
+
+    /// The lines it has written to stderr that contain `text`.
+    pub fn said(&self, text: &str) -> Vec<String> {
+        self.stderr.lock().unwrap().iter().filter(|l| l.contains(text)).cloned().collect()
     }
 
     /// Lines in its access log files.
