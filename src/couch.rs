@@ -4,6 +4,8 @@
 //! Written for Apache CouchDB 3's documented API (docs.couchdb.org, "API Reference");
 //! pouchdb-server, used for local runs, speaks the same API with the quirks noted inline.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -79,6 +81,12 @@ pub enum CouchError {
     /// A feed sent nothing, not even a heartbeat, for this long.
     #[error("no data or heartbeat for {0:?}")]
     Stalled(Duration),
+    /// Not asked: CouchDB refused this account's password, which has not changed since.
+    #[error("CouchDB refused the account {user}; not asked again until its password changes (SIGHUP reads the password file again)")]
+    AccountRefused {
+        /// The account.
+        user: String,
+    },
 }
 
 impl CouchError {
@@ -86,6 +94,7 @@ impl CouchError {
     pub fn status(&self) -> Option<u16> {
         match self {
             CouchError::Refused { status, .. } => Some(*status),
+            CouchError::AccountRefused { .. } => Some(401),
             _ => None,
         }
     }
@@ -113,8 +122,22 @@ pub struct CouchConfig {
     pub user: Option<String>,
     /// Basic-auth password.
     pub password: Option<String>,
+    /// The file the password was read from, read again on SIGHUP by `serve`.
+    pub password_file: Option<std::path::PathBuf>,
     /// The links database.
     pub db: String,
+}
+
+/// Reads a secret from `path` (the `..._FILE` form of a secret, as containers and systemd's
+/// credentials hand them over), less one trailing newline.
+pub fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the secret file {shown}: {e}"))?;
+    let secret = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_owned();
+    if secret.is_empty() {
+        return Err(format!("the secret file {shown} is empty"));
+    }
+    Ok(secret)
 }
 
 /// One CouchDB server and its links database, as one account.
@@ -126,8 +149,35 @@ pub struct CouchClient {
     /// The server URL, without a trailing `/`.
     base: String,
     db: String,
+    account: Arc<Account>,
+}
+
+/// The account a client speaks as, shared by its clones: a password read again on SIGHUP
+/// reaches every part of the proxy at once.
+struct Account {
     user: Option<String>,
-    password: Option<String>,
+    password: RwLock<Option<String>>,
+    /// CouchDB refused the password in use (401). Until it changes, only the `_changes` feed's
+    /// slow retries send it again: CouchDB locks an account out after more than 5 failures in
+    /// 5 minutes, and a proxy asking for every unknown link would lock its own account.
+    refused: AtomicBool,
+    /// CouchDB refused a request as this account (401, or 403: its role gone), and it has been
+    /// said; said again only after CouchDB accepts it again.
+    said: AtomicBool,
+    /// Signalled when the password changes.
+    changed: tokio::sync::Notify,
+}
+
+impl Account {
+    fn new(user: Option<String>, password: Option<String>) -> Arc<Account> {
+        Arc::new(Account {
+            user,
+            password: RwLock::new(password),
+            refused: AtomicBool::new(false),
+            said: AtomicBool::new(false),
+            changed: tokio::sync::Notify::new(),
+        })
+    }
 }
 
 /// How a `PUT` of a new document ended.
@@ -306,14 +356,31 @@ impl CouchClient {
             feed_http: build(None)?,
             base: url.as_str().trim_end_matches('/').to_owned(),
             db: config.db.clone(),
-            user,
-            password,
+            account: Account::new(user, password),
         })
     }
 
     /// The same server and database as another account.
     pub fn with_credentials(&self, user: &str, password: &str) -> Self {
-        CouchClient { user: Some(user.to_owned()), password: Some(password.to_owned()), ..self.clone() }
+        CouchClient { account: Account::new(Some(user.to_owned()), Some(password.to_owned())), ..self.clone() }
+    }
+
+    /// Speaks with `password` from now on, in every clone of this client; a password CouchDB
+    /// refused may be tried again.
+    pub fn set_password(&self, password: String) {
+        *self.account.password.write().expect("password lock") = Some(password);
+        self.account.refused.store(false, Ordering::Release);
+        self.account.changed.notify_waiters();
+    }
+
+    /// Whether CouchDB refused the password in use.
+    pub fn account_refused(&self) -> bool {
+        self.account.refused.load(Ordering::Acquire)
+    }
+
+    /// Completes when the password changes (see [`CouchClient::set_password`]).
+    pub async fn password_changed(&self) {
+        self.account.changed.notified().await;
     }
 
     /// The server URL, for messages.
@@ -328,7 +395,7 @@ impl CouchClient {
 
     /// The account this client speaks as, for messages.
     pub fn user(&self) -> &str {
-        self.user.as_deref().unwrap_or("anonymous")
+        self.account.user.as_deref().unwrap_or("anonymous")
     }
 
     // URLs: the only place they are built.
@@ -358,30 +425,63 @@ impl CouchClient {
     fn request(&self, client: &reqwest::Client, method: Method, url: &str) -> RequestBuilder {
         // pouchdb-server answers text/plain unless JSON is asked for; CouchDB ignores it.
         let req = client.request(method, url).header("Accept", "application/json");
-        match &self.user {
-            Some(user) => req.basic_auth(user, self.password.as_deref()),
+        match &self.account.user {
+            Some(user) => req.basic_auth(user, self.account.password.read().expect("password lock").as_deref()),
             None => req,
         }
     }
 
+    /// Sends `req`, unless CouchDB refused the password in use (see [`Account::refused`]).
     async fn send(&self, req: RequestBuilder) -> Result<Response, CouchError> {
-        req.send()
-            .await
-            .map_err(|source| CouchError::Unreachable { url: self.base.clone(), source: source.without_url() })
+        if self.account_refused() {
+            return Err(CouchError::AccountRefused { user: self.user().to_owned() });
+        }
+        self.send_anyway(req).await
     }
 
-    /// Turns an error status into [`CouchError::Refused`] with CouchDB's own words.
-    async fn refused(response: Response) -> CouchError {
+    /// Sends `req` even when CouchDB refused the password in use (the feed's retries).
+    async fn send_anyway(&self, req: RequestBuilder) -> Result<Response, CouchError> {
+        let response = req
+            .send()
+            .await
+            .map_err(|source| CouchError::Unreachable { url: self.base.clone(), source: source.without_url() })?;
+        if response.status().is_success() {
+            self.account.refused.store(false, Ordering::Release);
+            if self.account.said.swap(false, Ordering::AcqRel) {
+                tracing::info!("CouchDB accepts the account {} again", self.user());
+            }
+        }
+        Ok(response)
+    }
+
+    /// Turns an error status into [`CouchError::Refused`] with CouchDB's own words. The first
+    /// 401 for a password says so, once, naming the account and CouchDB's reason.
+    async fn refused(&self, response: Response) -> CouchError {
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap_or_default();
-        match serde_json::from_slice::<ErrorBody>(&body) {
-            Ok(e) => CouchError::Refused { status, error: e.error, reason: e.reason },
-            Err(_) => CouchError::Refused {
-                status,
-                error: "unknown".into(),
-                reason: String::from_utf8_lossy(&body).chars().take(200).collect(),
-            },
+        let (error, reason) = match serde_json::from_slice::<ErrorBody>(&body) {
+            Ok(e) => (e.error, e.reason),
+            Err(_) => ("unknown".into(), String::from_utf8_lossy(&body).chars().take(200).collect()),
+        };
+        if status == 401 {
+            self.account.refused.store(true, Ordering::Release);
         }
+        if matches!(status, 401 | 403) && !self.account.said.swap(true, Ordering::AcqRel) {
+            let then = if status == 401 {
+                "CouchDB is not asked again with this password but by the _changes feed once a minute; fix the \
+                 account or its password (SIGHUP makes couchlink read its password file again)"
+            } else {
+                "give the account a reader role of the database again"
+            };
+            tracing::warn!(
+                "CouchDB at {} refused the account {} on {} ({error}: {reason}): links already in memory are \
+                 still served, unknown ones get 503; {then}",
+                self.base,
+                self.user(),
+                self.db
+            );
+        }
+        CouchError::Refused { status, error, reason }
     }
 
     async fn json<T: DeserializeOwned>(response: Response, url: &str) -> Result<T, CouchError> {
@@ -399,7 +499,7 @@ impl CouchClient {
         match response.status() {
             StatusCode::NOT_FOUND => Ok(None),
             s if s.is_success() => Self::json(response, url).await.map(Some),
-            _ => Err(Self::refused(response).await),
+            _ => Err(self.refused(response).await),
         }
     }
 
@@ -409,7 +509,7 @@ impl CouchClient {
         if response.status().is_success() {
             Self::json(response, url).await
         } else {
-            Err(Self::refused(response).await)
+            Err(self.refused(response).await)
         }
     }
 
@@ -419,7 +519,7 @@ impl CouchClient {
         if response.status().is_success() {
             Ok(Self::json::<Revision>(response, url).await.map(|r| r.rev).unwrap_or_default())
         } else {
-            Err(Self::refused(response).await)
+            Err(self.refused(response).await)
         }
     }
 
@@ -504,13 +604,13 @@ impl CouchClient {
         let response = self.send(self.request(&self.http, Method::GET, &url)).await?;
         match response.status() {
             s if s.is_success() => Self::json(response, &url).await.map(Some),
-            StatusCode::NOT_FOUND => match Self::refused(response).await {
+            StatusCode::NOT_FOUND => match self.refused(response).await {
                 // {"error":"not_found","reason":"missing"|"deleted"}; a missing database says
                 // "Database does not exist." (CouchDB 3) or "no_db_file".
                 CouchError::Refused { reason, .. } if reason == "missing" || reason == "deleted" => Ok(None),
                 other => Err(other),
             },
-            _ => Err(Self::refused(response).await),
+            _ => Err(self.refused(response).await),
         }
     }
 
@@ -535,7 +635,7 @@ impl CouchClient {
         let req = self.request(&self.http, Method::POST, &url).json(&json!({"keys": [id.as_str()]}));
         let response = self.send(req).await?;
         if !response.status().is_success() {
-            return Err(Self::refused(response).await);
+            return Err(self.refused(response).await);
         }
         let listing: AllDocs = Self::json(response, &url).await?;
         Ok(listing.rows.first().is_some_and(|row| row.value.is_some()))
@@ -582,9 +682,9 @@ impl CouchClient {
             heartbeat.as_millis(),
             segment(&since)
         ));
-        let response = self.send(self.request(&self.feed_http, Method::GET, &url)).await?;
+        let response = self.send_anyway(self.request(&self.feed_http, Method::GET, &url)).await?;
         if !response.status().is_success() {
-            return Err(Self::refused(response).await);
+            return Err(self.refused(response).await);
         }
         Ok(ChangesFeed { response, url, buffer: BytesMut::new() })
     }
@@ -674,8 +774,13 @@ mod tests {
 
     #[test]
     fn urls_encode_each_segment_once() {
-        let config =
-            CouchConfig { url: "http://127.0.0.1:5984/".into(), user: None, password: None, db: "links/test+1".into() };
+        let config = CouchConfig {
+            url: "http://127.0.0.1:5984/".into(),
+            user: None,
+            password: None,
+            password_file: None,
+            db: "links/test+1".into(),
+        };
         let client = CouchClient::new(&config).unwrap();
         assert_eq!(client.in_db("_security"), "http://127.0.0.1:5984/links%2Ftest%2B1/_security");
         assert_eq!(client.design_doc_url("couchlink"), "http://127.0.0.1:5984/links%2Ftest%2B1/_design/couchlink");
@@ -684,7 +789,13 @@ mod tests {
 
     #[test]
     fn a_bad_server_url_is_refused_with_its_cause() {
-        let config = CouchConfig { url: "not a url".into(), user: None, password: None, db: "links".into() };
+        let config = CouchConfig {
+            url: "not a url".into(),
+            user: None,
+            password: None,
+            password_file: None,
+            db: "links".into(),
+        };
         let err = CouchClient::new(&config).err().expect("refused");
         assert!(matches!(err, CouchError::BadUrl { .. }));
         assert!(std::error::Error::source(&err).is_some(), "the parse error is kept");

@@ -25,6 +25,9 @@ const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// edits are not served; capped so that a CouchDB back from an outage is noticed within 0.5 s.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
+/// How often an account CouchDB refused is tried again (or at once when its password changes):
+/// CouchDB locks an account out after more than 5 failures in 5 minutes.
+const REFUSED_RETRY: Duration = Duration::from_secs(60);
 
 /// What the feed is doing, for `/healthz` and `/metrics`.
 #[derive(Default)]
@@ -194,8 +197,10 @@ impl Follower {
                 tracing::warn!("{message}; serving cached links, retrying");
             }
             self.status.detail.lock().expect("feed status lock").last_error = Some(message);
+            let wait = if self.couch.account_refused() { REFUSED_RETRY } else { backoff };
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.couch.password_changed() => {}
                 _ = stop.changed() => break,
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);

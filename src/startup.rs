@@ -191,6 +191,8 @@ pub struct Application {
     flusher: Flusher,
     /// Held while serving: see [`Application::build`].
     _file_size_limit: Option<tokio::signal::unix::Signal>,
+    /// SIGHUP, caught from the start (its default is to end the process).
+    hangups: Option<tokio::signal::unix::Signal>,
 }
 
 impl Application {
@@ -231,6 +233,7 @@ impl Application {
         // the log reports and recovers from, not SIGXFSZ ending the process.
         let file_size_limit =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)).ok();
+        let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         Ok(Application {
             config,
             listener,
@@ -242,6 +245,7 @@ impl Application {
             log,
             flusher,
             _file_size_limit: file_size_limit,
+            hangups,
         })
     }
 
@@ -269,6 +273,7 @@ impl Application {
             couch,
             log,
             flusher,
+            hangups,
             ..
         } = self;
         let metrics = Arc::new(Metrics::default());
@@ -279,6 +284,9 @@ impl Application {
         let (stop, stopped) = watch::channel(false);
         let follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
         let follower = tokio::spawn(follower.run(stopped.clone()));
+        let rereading = hangups.map(|h| {
+            tokio::spawn(reread_password(h, couch.clone(), config.couch.password_file.clone(), stopped.clone()))
+        });
         let retention = Retention {
             dir: config.log_dir.clone(),
             keep_days: NonZeroU32::new(config.log_keep_days),
@@ -317,6 +325,9 @@ impl Application {
         .await;
         let _ = stop.send(true);
         let _ = tokio::join!(follower, admin_server, retention);
+        if let Some(rereading) = rereading {
+            let _ = rereading.await;
+        }
         if let Some(warmer) = warmer {
             let _ = warmer.await;
         }
@@ -508,6 +519,33 @@ async fn warn_if_writer(couch: &CouchClient, editor_role: &str) {
                 "serving as {:?}, an account that can change links; use the read-only account `couchlink setup` creates",
                 couch.user()
             );
+        }
+    }
+}
+
+/// On SIGHUP, reads the CouchDB password again from its file (`COUCHLINK_COUCHDB_PASSWORD_FILE`),
+/// so that an operator rotates it without a restart; the `_changes` feed then tries at once.
+async fn reread_password(
+    mut hangups: tokio::signal::unix::Signal,
+    couch: CouchClient,
+    file: Option<PathBuf>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            got = hangups.recv() => if got.is_none() { return },
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let Some(file) = &file else {
+            tracing::info!("SIGHUP: no password file to read again (COUCHLINK_COUCHDB_PASSWORD_FILE)");
+            continue;
+        };
+        match crate::couch::read_secret_file(file) {
+            Ok(password) => {
+                couch.set_password(password);
+                tracing::info!("SIGHUP: read the CouchDB password again from {}", file.display());
+            }
+            Err(e) => tracing::warn!("SIGHUP: {e}; the password read before is still used"),
         }
     }
 }

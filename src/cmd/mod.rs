@@ -107,8 +107,9 @@ impl RoleArgs {
 
 impl From<CouchArgs> for CouchConfig {
     fn from(a: CouchArgs) -> Self {
+        let password_file = a.couchdb_password_file.as_ref().map(|f| f.path.clone());
         let password = a.couchdb_password.or(a.couchdb_password_file.map(|f| f.secret));
-        CouchConfig { url: a.couchdb_url, user: a.couchdb_user, password, db: a.db }
+        CouchConfig { url: a.couchdb_url, user: a.couchdb_user, password, password_file, db: a.db }
     }
 }
 
@@ -125,11 +126,7 @@ pub struct SecretFile {
 impl SecretFile {
     /// Reads the secret at `path` (for clap: an unreadable file is a usage error naming it).
     pub fn read(path: &str) -> Result<SecretFile, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the secret file {path:?}: {e}"))?;
-        let secret = text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_owned();
-        if secret.is_empty() {
-            return Err(format!("the secret file {path:?} is empty"));
-        }
+        let secret = crate::couch::read_secret_file(std::path::Path::new(path))?;
         Ok(SecretFile { path: path.into(), secret })
     }
 }

@@ -19,5 +19,6 @@ mod redirects;
 mod report;
 mod resolution;
 mod roles;
+mod rotation;
 mod startup;
 mod warm;

@@ -84,6 +84,7 @@ async fn prepared_database(couchdb: &ApacheCouchDb, url: &str) -> String {
         url: url.to_owned(),
         user: Some(ADMIN.0.into()),
         password: Some(ADMIN.1.into()),
+        password_file: None,
         db: db.clone(),
     };
     let admin = couchlink::couch::CouchClient::new(&config).unwrap();

@@ -21,6 +21,7 @@ pub fn test_config(db: &TestDb, log_dir: &Path) -> ServerConfig {
         url: db.couch.url.clone(),
         user: Some(READER.0.to_owned()),
         password: Some(READER.1.to_owned()),
+        password_file: None,
         db: db.name.clone(),
     };
     let mut config = ServerConfig::new(couch, "127.0.0.1:0".parse().unwrap());

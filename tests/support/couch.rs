@@ -232,6 +232,7 @@ impl TestDb {
             url: self.couch.url.clone(),
             user: Some(self.couch.admin_user.clone()),
             password: Some(self.couch.admin_password.clone()),
+            password_file: None,
             db: self.name.clone(),
         }
     }
@@ -266,6 +267,18 @@ pub async fn ensure_user(couch: &Couch, who: (&str, &str), role: &str) {
         }
     }
     panic!("cannot create user {}", who.0);
+}
+
+/// Gives the account `name` a new password (as the server admin).
+pub async fn set_password(couch: &Couch, name: &str, password: &str) {
+    let url = format!("{}/_users/org.couchdb.user:{name}", couch.url);
+    let auth = |r: reqwest::RequestBuilder| {
+        r.basic_auth(&couch.admin_user, Some(&couch.admin_password)).header("Accept", "application/json")
+    };
+    let mut doc: Value = auth(http().get(&url)).send().await.unwrap().json().await.unwrap();
+    doc["password"] = json!(password);
+    let put = auth(http().put(&url)).json(&doc).send().await.unwrap();
+    assert!(put.status().is_success(), "cannot change {name}'s password: {}", put.text().await.unwrap());
 }
 
 pub fn random_lowercase(n: usize) -> String {

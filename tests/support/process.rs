@@ -140,6 +140,12 @@ impl ServeProcess {
         }
     }
 
+    /// Sends SIGHUP (read the password file again).
+    pub fn hang_up(&self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-HUP", &pid]).status().expect("kill runs").success());
+    }
+
     /// Sends SIGTERM and waits (at most 30 s) for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
         let pid = self.child.id().to_string();

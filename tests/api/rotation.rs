@@ -1,0 +1,122 @@
+//! The proxy's CouchDB password changed while it serves: it says so once, naming the account and
+//! CouchDB's reason; links it knows keep redirecting and unknown ones get 503 without CouchDB
+//! being asked again (CouchDB 3 locks an account out after more than 5 failures in 5 minutes);
+//! SIGHUP reads the password file again, and all is served as before.
+
+use serde_json::json;
+
+use crate::support::process::ServeProcess;
+use crate::support::*;
+
+#[tokio::test]
+async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
+    let db = TestDb::new().await;
+    let user = format!("couchlink-test-rotate-{}", random_lowercase(8));
+    ensure_user(couch(), (&user, "first-pw"), READER_ROLE).await;
+    let secrets = tempfile::tempdir().unwrap();
+    let password_file = secrets.path().join("couchdb-password");
+    std::fs::write(&password_file, "first-pw\n").unwrap();
+    db.put_link("Known", json!({"url": "https://known.example/"})).await;
+    let file = password_file.display().to_string();
+    let env = [
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
+        ("COUCHLINK_COUCHDB_USER", user.as_str()),
+        ("COUCHLINK_COUCHDB_PASSWORD_FILE", file.as_str()),
+        ("COUCHLINK_DB", db.name.as_str()),
+    ];
+    let mut proxy = ServeProcess::start("rotation", &env);
+    let limit = std::time::Duration::from_secs(10);
+    let health_url = format!("http://{}/healthz", proxy.admin_addr);
+    // Following CouchDB and warm: what it knows from here stays in memory.
+    let started = tokio::time::Instant::now();
+    loop {
+        let health: serde_json::Value = reqwest::get(&health_url).await.unwrap().json().await.unwrap();
+        if health["status"] == "ok" && health["cache"] == "ready" {
+            break;
+        }
+        assert!(started.elapsed() < limit, "never ready: {health}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    proxy.wait_until_served("/Known", 302, Some("https://known.example/"), limit).await;
+
+    // The operator rotates the password in CouchDB first.
+    set_password(couch(), &user, "second-pw").await;
+    let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
+    assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
+    assert_eq!(status(proxy.get("/Unkn2").await), 503);
+    assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
+    let said = proxy.said("refused the account");
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    assert!(said[0].contains(&user) && said[0].contains("unauthorized"), "the account and CouchDB's reason: {said:?}");
+    let health = reqwest::get(&health_url).await.unwrap();
+    assert_eq!(health.status(), 503);
+    let health: serde_json::Value = health.json().await.unwrap();
+    assert!(health["couchdb"].as_str().unwrap().contains(&format!("refused the account {user}")), "{health}");
+
+    // Then the new password in the file, and SIGHUP.
+    std::fs::write(&password_file, "second-pw\n").unwrap();
+    proxy.hang_up();
+    proxy.wait_until_served("/Unkn1", 404, None, limit).await;
+    db.put_link("Newer", json!({"url": "https://newer.example/"})).await;
+    proxy.wait_until_served("/Newer", 302, Some("https://newer.example/"), limit).await;
+    db.put_link("Known", json!({"url": "https://moved.example/"})).await;
+    proxy.wait_until_served("/Known", 302, Some("https://moved.example/"), limit).await;
+    assert_eq!(proxy.said("read the CouchDB password again").len(), 1);
+    assert_eq!(reqwest::get(&health_url).await.unwrap().status(), 200);
+    assert!(proxy.terminate().success());
+}
+
+#[tokio::test]
+async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() {
+    let db = TestDb::new().await;
+    let user = format!("couchlink-test-role-{}", random_lowercase(8));
+    ensure_user(couch(), (&user, "the-pw"), READER_ROLE).await;
+    db.put_link("Known", json!({"url": "https://known.example/"})).await;
+    let secrets = tempfile::tempdir().unwrap();
+    let password_file = secrets.path().join("couchdb-password");
+    std::fs::write(&password_file, "the-pw").unwrap();
+    let file = password_file.display().to_string();
+    let env = [
+        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
+        ("COUCHLINK_COUCHDB_USER", user.as_str()),
+        ("COUCHLINK_COUCHDB_PASSWORD_FILE", file.as_str()),
+        ("COUCHLINK_DB", db.name.as_str()),
+    ];
+    let mut proxy = ServeProcess::start("role", &env);
+    let limit = std::time::Duration::from_secs(10);
+    let health_url = format!("http://{}/healthz", proxy.admin_addr);
+    let started = tokio::time::Instant::now();
+    loop {
+        let health: serde_json::Value = reqwest::get(&health_url).await.unwrap().json().await.unwrap();
+        if health["status"] == "ok" && health["cache"] == "ready" {
+            break;
+        }
+        assert!(started.elapsed() < limit, "never ready: {health}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    proxy.wait_until_served("/Known", 302, Some("https://known.example/"), limit).await;
+    // The account keeps its password but loses its reader role.
+    ensure_user(couch(), (&user, "the-pw"), "someone-else").await;
+    let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
+    let deadline = tokio::time::Instant::now() + limit;
+    while status(proxy.get("/Unkn1").await) != 503 {
+        assert!(tokio::time::Instant::now() < deadline, "the role is still honoured");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status(proxy.get("/Unkn2").await), 503);
+    assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
+    let said = proxy.said("refused the account");
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    // CouchDB 3 answers a missing role 403 `forbidden`; pouchdb-server answers 401, which
+    // couchlink (as CouchDB documents 401) takes for a refused password.
+    let (reason, advice) = if couch().is_pouchdb { ("unauthorized", "password") } else { ("forbidden", "reader role") };
+    assert!(said[0].contains(&user) && said[0].contains(reason) && said[0].contains(advice), "{said:?}");
+    // The role back: unknown links are looked up again (after SIGHUP, where the refusal was a
+    // 401: the password is asked again only then, or by the feed's retry a minute later).
+    ensure_user(couch(), (&user, "the-pw"), READER_ROLE).await;
+    if couch().is_pouchdb {
+        proxy.hang_up();
+    }
+    proxy.wait_until_served("/Unkn1", 404, None, limit).await;
+    assert!(proxy.terminate().success());
+}
