@@ -1,5 +1,16 @@
 # Shell helpers the bench scripts share (sourced, not run).
 
+# bench_start NAME: what a wrk bench against the local CouchDB API needs (wrk, a release build,
+# pouchdb-server), then bench_work NAME.
+bench_start() {
+  command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+  cargo build --release --locked -q
+  couchdb/install.sh
+  bench_work "$1"
+  # pouchdb-server warns about its own piled-up change listeners; nothing to act on here.
+  export NODE_NO_WARNINGS=1
+}
+
 # bench_work NAME: a scratch folder, $work, for this run. On exit, every process in $pids, an
 # nginx started there and whatever the script's own bench_stop stops (if it defines one) are
 # stopped, then the folder goes.

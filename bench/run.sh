@@ -9,7 +9,8 @@
 # `return 302` with a Set-Cookie and an access log) with 64 connections, with 1000, and with 16
 # requests pipelined per connection, in interleaved rounds (couchlink, nginx, nginx, couchlink,
 # ...), each row's median and spread; cold-miss throughput (couchlink vs CouchDB's
-# own doc GETs, interleaved rounds on fresh IDs), edit-to-served latency over 200 edits, RSS per cached link, and whether the
+# own doc GETs, interleaved rounds on fresh IDs), the cost of COUCHLINK_LOG_SYNC=true (the same couchlink with
+# and without it, interleaved), edit-to-served latency over 200 edits, RSS per cached link, and whether the
 # access log holds exactly one line per response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -123,6 +124,33 @@ ulimit -n 65536 2>/dev/null || true
 rows c64 "$connections" random.lua
 rows c1000 1000 random.lua
 rows pipelined "$connections" pipelined.lua
+# The cost of COUCHLINK_LOG_SYNC=true (each line written before its response): a second couchlink
+# with it, warmed from CouchDB, against the first in interleaved c64 rounds.
+sync_port=$(free_port); sync_admin=$(free_port)
+COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader \
+  COUCHLINK_LISTEN=127.0.0.1:$sync_port COUCHLINK_ADMIN_LISTEN=127.0.0.1:$sync_admin \
+  COUCHLINK_LOG_DIR=$work/sync-logs COUCHLINK_CACHE_CAPACITY=$((links * 2)) COUCHLINK_WORKERS=$workers \
+  COUCHLINK_LOG_SYNC=true target/release/couchlink serve 2>"$work/sync.err" &
+sync_pid=$!
+pids+=($sync_pid)
+wait_http "http://127.0.0.1:$sync_admin/metrics"
+for _ in $(seq 1 600); do
+  curl -fsS "http://127.0.0.1:$sync_admin/healthz" 2>/dev/null | grep -q '"cache":"ready"' && break; sleep 0.1
+done
+echo "== $(date -u +%H:%M:%S) log-sync: $rounds rounds of ${seconds}s each, couchlink with and without COUCHLINK_LOG_SYNC"
+: >"$work/sync.couchlink"; : >"$work/sync.synced"
+for round in $(seq 1 "$rounds"); do
+  order="synced couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink synced"
+  for who in $order; do
+    port=$proxy_port; server_pids=$couchlink_pid
+    [ "$who" = synced ] && port=$sync_port && server_pids=$sync_pid
+    with_cpu "$server_pids" wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/random.lua "http://127.0.0.1:$port" >>"$work/sync.$who"
+  done
+done
+sync_served=$(curl -fsS "http://127.0.0.1:$sync_admin/metrics" | awk '/^couchlink_responses_total/{s += $2} END {print s}')
+kill -TERM "$sync_pid"; wait "$sync_pid" || true
+sync_logged=$(cat "$work"/sync-logs/access.*.log | wc -l)
+
 # The row the targets are stated for, as before.
 for who in nginx couchlink; do
   for f in rps p50_us p99_us errors; do
@@ -163,6 +191,8 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s wrk us vs couchlink %-21s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink wrk_us)" "$(stat2 $row nginx wrk_us)" "$(ratio "$(med $row couchlink wrk_us)" "$(med $row nginx wrk_us)")"
 done)
 ${cpu_split}
+log sync   req/s  batched   $(stat sync couchlink rps)    COUCHLINK_LOG_SYNC $(stat sync synced rps)    $(ratio "$(med sync synced rps)" "$(med sync couchlink rps)")
+log sync   CPU us batched   $(stat2 sync couchlink cpu_us)    COUCHLINK_LOG_SYNC $(stat2 sync synced cpu_us)    $(ratio "$(med sync synced cpu_us)" "$(med sync couchlink cpu_us)")   (its log: ${sync_logged} lines for ${sync_served} responses)
 cold misses/s    couchlink $(stat cold couchlink rps)    CouchDB GETs $(stat cold couchdb rps)    $(ratio "$cold" "$direct")   ($rounds interleaved rounds x ${cold_seconds}s; $([ "$wrapped" -eq 0 ] && echo "every request a miss" || echo "$wrapped rounds ran past their slice and counted cache hits: raise BENCH_LINKS"))
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})

@@ -16,13 +16,8 @@ threads=${BENCH_THREADS:-1}
 workers=${BENCH_WORKERS:-$(nproc)}
 export BENCH_THREADS=$threads
 
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-cargo build --release --locked -q
-couchdb/install.sh
-
 . bench/lib.sh
-bench_work versus
-export NODE_NO_WARNINGS=1
+bench_start versus
 bench_stop() { git worktree remove --force "$work/tree" 2>/dev/null || true; }
 
 echo "== $(date -u +%H:%M:%S) building $rev ($(git rev-parse --short "$rev"))"

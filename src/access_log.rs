@@ -173,6 +173,10 @@ struct Shared {
     ready: Condvar,
     /// At most this many bytes wait in `queue`; batches past it are lost, and counted.
     limit: usize,
+    /// Each line written to its file before the request's response (`COUCHLINK_LOG_SYNC`).
+    sync: bool,
+    /// The files, written by the writer thread, and by requests themselves with `sync`.
+    files: Mutex<DailyFiles>,
     counts: Counts,
     stop: AtomicBool,
 }
@@ -223,6 +227,16 @@ pub struct LogHealth {
     pub failing_since: Option<OffsetDateTime>,
 }
 
+/// How the access log is written.
+#[derive(Debug, Clone, Copy)]
+pub struct LogOptions {
+    /// Bytes that may wait in memory for the disk.
+    pub queue_bytes: usize,
+    /// Each line written to its file before the response is sent, not in batches: no line is
+    /// lost when the process is killed, at the cost of a `write(2)` per request.
+    pub sync: bool,
+}
+
 /// Held by whoever shuts down: writes every line before letting the process exit.
 pub struct Flusher {
     log: AccessLog,
@@ -232,9 +246,8 @@ pub struct Flusher {
 
 impl AccessLog {
     /// Opens (creating it if need be) `dir`, writing to one `access.YYYY-MM-DD.log` file per
-    /// UTC day, with at most `queue_bytes` waiting for the disk. Fails at once, with the
-    /// reason, when the directory is not writable.
-    pub fn open(dir: &Path, queue_bytes: usize) -> Result<(AccessLog, Flusher), OpenError> {
+    /// UTC day. Fails at once, with the reason, when the directory is not writable.
+    pub fn open(dir: &Path, options: LogOptions) -> Result<(AccessLog, Flusher), OpenError> {
         let err = |source| OpenError { dir: dir.display().to_string(), source };
         std::fs::create_dir_all(dir).map_err(err)?;
         probe_writable(dir).map_err(err)?;
@@ -244,7 +257,9 @@ impl AccessLog {
                 batch: Mutex::default(),
                 queue: Mutex::default(),
                 ready: Condvar::new(),
-                limit: queue_bytes,
+                limit: options.queue_bytes,
+                sync: options.sync,
+                files: Mutex::new(DailyFiles { dir: dir.to_owned(), open: None }),
                 counts: Counts::default(),
                 stop: AtomicBool::new(false),
             }),
@@ -252,7 +267,7 @@ impl AccessLog {
         let writing = log.clone();
         let writer = std::thread::Builder::new()
             .name("couchlink-access-log".into())
-            .spawn(move || writing.write_queued(DailyFiles { dir: writing.shared.dir.clone(), open: None }))
+            .spawn(move || writing.write_queued())
             .map_err(err)?;
         let ticking = log.clone();
         let ticker = std::thread::Builder::new()
@@ -267,8 +282,8 @@ impl AccessLog {
         Ok((log.clone(), Flusher { log, ticker, writer }))
     }
 
-    /// Records one request. Never blocks on the disk: a line that finds the queue full is
-    /// lost, and counted.
+    /// Records one request. Never blocks on a disk that refuses the log: a line that finds the
+    /// queue full is lost, and counted.
     pub fn write(&self, entry: &Entry<'_>) {
         thread_local! {
             // Each thread formats its lines in one buffer of its own: nothing allocated per line.
@@ -277,8 +292,26 @@ impl AccessLog {
         LINE.with_borrow_mut(|line| {
             line.clear();
             format_line(entry, line);
-            self.append(line);
+            if !(self.shared.sync && self.write_now(line)) {
+                self.append(line);
+            }
         });
+    }
+
+    /// Writes `line` to its file at once (`sync`); false when lines are already waiting for the
+    /// disk, which go first. A line the disk refuses waits in the queue like any other.
+    fn write_now(&self, line: &[u8]) -> bool {
+        let mut queue = self.shared.queue.lock().expect("log queue lock");
+        if !queue.batches.is_empty() {
+            return false;
+        }
+        let mut batch = Batch { bytes: line.to_vec(), lines: 1, done: 0 };
+        if self.shared.files.lock().expect("log files lock").write_batch(&mut batch).is_ok() {
+            self.shared.counts.written.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.shared.enqueue(&mut queue, batch);
+        }
+        true
     }
 
     /// Adds one formatted line to the batch, handing batches that are full or of an earlier
@@ -310,22 +343,13 @@ impl AccessLog {
 
     /// Queues `batch` for the writer thread, or counts its lines lost when the queue is full.
     fn send(&self, batch: Batch) {
-        let shared = &self.shared;
-        let mut queue = shared.queue.lock().expect("log queue lock");
-        if queue.closed || queue.bytes + batch.bytes.len() > shared.limit {
-            drop(queue);
-            shared.counts.lost.fetch_add(batch.lines, Ordering::AcqRel);
-            return;
-        }
-        queue.bytes += batch.bytes.len();
-        shared.counts.queued.store(queue.bytes as u64, Ordering::Release);
-        queue.batches.push_back(batch);
-        shared.ready.notify_one();
+        let mut queue = self.shared.queue.lock().expect("log queue lock");
+        self.shared.enqueue(&mut queue, batch);
     }
 
     /// The writer thread: writes queued batches in order, keeping a batch the disk refuses at
     /// the head of the queue and trying again until it is written.
-    fn write_queued(&self, mut files: DailyFiles) {
+    fn write_queued(&self) {
         let shared = &self.shared;
         let mut alarm = Alarm::default();
         loop {
@@ -341,7 +365,7 @@ impl AccessLog {
                     queue = shared.ready.wait_timeout(queue, REMINDER).expect("log queue lock").0;
                 }
             };
-            let written = files.write_batch(&mut batch);
+            let written = shared.files.lock().expect("log files lock").write_batch(&mut batch);
             let mut queue = shared.queue.lock().expect("log queue lock");
             match written {
                 Ok(()) => {
@@ -375,6 +399,21 @@ impl AccessLog {
             queued_bytes: counts.queued.load(Ordering::Acquire),
             failing_since: *counts.failing_since.lock().expect("log state lock"),
         }
+    }
+}
+
+impl Shared {
+    /// Puts `batch` at the end of `queue` (this log's, locked), or counts its lines lost when
+    /// it does not fit.
+    fn enqueue(&self, queue: &mut Queue, batch: Batch) {
+        if queue.closed || queue.bytes + batch.bytes.len() > self.limit {
+            self.counts.lost.fetch_add(batch.lines, Ordering::AcqRel);
+            return;
+        }
+        queue.bytes += batch.bytes.len();
+        self.counts.queued.store(queue.bytes as u64, Ordering::Release);
+        queue.batches.push_back(batch);
+        self.ready.notify_one();
     }
 }
 
@@ -713,7 +752,8 @@ mod tests {
     fn a_removed_log_folder_is_created_again_and_no_line_is_lost() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("logs");
-        let (log, _flusher) = AccessLog::open(&dir, DEFAULT_QUEUE_BYTES).unwrap();
+        let (log, _flusher) =
+            AccessLog::open(&dir, LogOptions { queue_bytes: DEFAULT_QUEUE_BYTES, sync: false }).unwrap();
         (0..10).for_each(|i| log.write(&entry(i)));
         assert_eq!(wait_for(&log, |h| h.lines_written == 10).lines_written, 10);
         // An operator's cleanup, while serving.
@@ -728,7 +768,7 @@ mod tests {
     fn a_refused_log_waits_in_a_bounded_queue_counts_what_it_loses_and_recovers() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("logs");
-        let (log, _flusher) = AccessLog::open(&dir, 4096).unwrap();
+        let (log, _flusher) = AccessLog::open(&dir, LogOptions { queue_bytes: 4096, sync: false }).unwrap();
         log.write(&entry(0));
         wait_for(&log, |h| h.lines_written == 1);
         // The folder replaced by a file: every write fails (as on a full or failing disk).

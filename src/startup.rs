@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::access_log::{AccessLog, Flusher, OpenError};
+use crate::access_log::{AccessLog, Flusher, LogOptions, OpenError};
 use crate::admin::Admin;
 use crate::client_ip::TrustedProxies;
 use crate::couch::{CouchClient, CouchConfig, CouchError};
@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub log_dir: PathBuf,
     /// How many bytes of access log may wait in memory while the disk refuses them.
     pub log_queue_bytes: usize,
+    /// Each access log line written before its response is sent.
+    pub log_sync: bool,
     /// Days of access logs kept, today included (0: all).
     pub log_keep_days: u32,
     /// Gzip each finished day's log.
@@ -102,6 +104,7 @@ impl ServerConfig {
             public_url: None,
             log_dir: PathBuf::from("logs"),
             log_queue_bytes: crate::access_log::DEFAULT_QUEUE_BYTES,
+            log_sync: false,
             log_keep_days: 0,
             log_compress: true,
             trusted_proxies: TrustedProxies::default(),
@@ -228,7 +231,8 @@ impl Application {
         // CouchDB first: a start refused for its account or database leaves no empty log folder.
         let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
         check_database(&couch, &config.editor_role).await?;
-        let (log, flusher) = AccessLog::open(&config.log_dir, config.log_queue_bytes)?;
+        let options = LogOptions { queue_bytes: config.log_queue_bytes, sync: config.log_sync };
+        let (log, flusher) = AccessLog::open(&config.log_dir, options)?;
         // A file-size limit (RLIMIT_FSIZE) that the access log reaches must be a write error
         // the log reports and recovers from, not SIGXFSZ ending the process.
         let file_size_limit =

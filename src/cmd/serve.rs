@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// lines past it are lost, counted in /metrics and /healthz.
     #[arg(long, env = "COUCHLINK_LOG_QUEUE_BYTES", default_value_t = crate::access_log::DEFAULT_QUEUE_BYTES)]
     pub log_queue_bytes: usize,
+    /// Write each access log line before its response is sent, not in 5 ms batches: nothing is
+    /// lost when the process is killed, at a cost per request (docs/benchmarks.md).
+    #[arg(long, env = "COUCHLINK_LOG_SYNC", default_value_t = false, action = clap::ArgAction::Set)]
+    pub log_sync: bool,
     /// Days of access logs to keep, today included; older files are deleted (0: keep all).
     #[arg(long, env = "COUCHLINK_LOG_KEEP_DAYS", default_value_t = 0)]
     pub log_keep_days: u32,
@@ -117,6 +121,7 @@ impl ServeArgs {
             public_url: self.public_url,
             log_dir: self.log_dir,
             log_queue_bytes: self.log_queue_bytes,
+            log_sync: self.log_sync,
             log_keep_days: self.log_keep_days,
             log_compress: self.log_compress,
             trusted_proxies: self.trusted_proxies.reading(self.forwarded_header),

@@ -371,3 +371,73 @@ async fn a_full_disk_keeps_lines_in_memory_to_the_bound_then_counts_them_lost_an
     let answered = proxy.responses.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(proxy.log_line_count() as u64 + lost, answered, "every answered request written or counted lost");
 }
+
+/// SIGKILL under load: batched, the lines lost are at most what the batches in hand held (the
+/// last 5 ms, a batch being at most 256 KiB); with COUCHLINK_LOG_SYNC=true, none.
+#[tokio::test]
+async fn a_sigkill_under_load_loses_at_most_the_batching_window_and_with_log_sync_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let db = TestDb::new().await;
+    db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+    for sync in ["false", "true"] {
+        let env = reader_env(&db);
+        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.push(("COUCHLINK_LOG_SYNC", sync));
+        let mut proxy = ServeProcess::start("sigkill", &env);
+        let stop = Arc::new(AtomicBool::new(false));
+        // 16 clients, each counting the responses it gets.
+        let clients: Vec<_> = (0..16)
+            .map(|_| {
+                let (stop, answered, url) =
+                    (stop.clone(), proxy.responses.clone(), format!("http://{}/H83if", proxy.addr));
+                tokio::spawn(async move {
+                    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+                    while !stop.load(Relaxed) {
+                        if http.get(&url).send().await.is_ok_and(|r| r.status() == 302) {
+                            answered.fetch_add(1, Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let status = proxy.kill_hard();
+        stop.store(true, Relaxed);
+        for client in clients {
+            client.await.unwrap();
+        }
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "killed, not exited");
+        let answered = proxy.responses.load(Relaxed);
+        let on_disk = proxy.log_line_count() as u64;
+        eprintln!("COUCHLINK_LOG_SYNC={sync}: {answered} answered, {on_disk} lines on disk after SIGKILL");
+        assert!(answered > 100, "under load: {answered} answered");
+        if sync == "true" {
+            assert!(on_disk >= answered, "every answered request is on disk: {on_disk} lines, {answered} answered");
+        } else {
+            // A line here is over 100 bytes: the batch being filled and one on its way hold at
+            // most 2 x 256 KiB of them.
+            let lost = answered.saturating_sub(on_disk);
+            assert!(lost <= 2 * 256 * 1024 / 100, "{lost} lost of {answered}");
+        }
+    }
+}
+
+/// `rm -rf` of the log folder while serving (an operator's cleanup): the folder is made again,
+/// and every request from then on has its line there.
+#[tokio::test]
+async fn a_log_folder_removed_while_serving_is_made_again_and_no_line_is_lost() {
+    let app = spawn_app().await;
+    app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
+    for _ in 0..3 {
+        assert_redirects_to(&app.get("/H83if").await, "https://example.com/");
+    }
+    app.wait_for_log_lines(3).await;
+    std::fs::remove_dir_all(app.log_dir.path()).unwrap();
+    for _ in 0..7 {
+        assert_redirects_to(&app.get("/H83if").await, "https://example.com/");
+    }
+    let lines = app.wait_for_log_lines(7).await;
+    assert_eq!(lines.len(), 7, "the lines after the cleanup, in the folder made again: {lines:?}");
+    assert_eq!(app.metric("couchlink_access_log_lines_total").await, 10.0);
+    assert_eq!(app.metric("couchlink_access_log_lines_lost_total").await, 0.0);
+}

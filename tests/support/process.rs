@@ -146,6 +146,12 @@ impl ServeProcess {
         assert!(Command::new("kill").args(["-HUP", &pid]).status().expect("kill runs").success());
     }
 
+    /// Kills it with SIGKILL (no chance to flush anything) and waits for the exit.
+    pub fn kill_hard(&mut self) -> ExitStatus {
+        self.child.kill().expect("SIGKILL is sent");
+        self.child.wait().expect("the child can be waited for")
+    }
+
     /// Sends SIGTERM and waits (at most 30 s) for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
         let pid = self.child.id().to_string();
