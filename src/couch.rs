@@ -5,7 +5,7 @@
 //! pouchdb-server, used for local runs, speaks the same API with the quirks noted inline.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -82,10 +82,12 @@ pub enum CouchError {
     #[error("no data or heartbeat for {0:?}")]
     Stalled(Duration),
     /// Not asked: CouchDB refused this account's password, which has not changed since.
-    #[error("CouchDB refused the account {user}; not asked again until its password changes (SIGHUP reads the password file again)")]
+    #[error("CouchDB refused the account {user} ({said}); not asked again until its password changes (SIGHUP reads the password file again)")]
     AccountRefused {
         /// The account.
         user: String,
+        /// What CouchDB said when it refused it.
+        said: String,
     },
 }
 
@@ -161,8 +163,10 @@ struct Account {
     /// slow retries send it again: CouchDB locks an account out after more than 5 failures in
     /// 5 minutes, and a proxy asking for every unknown link would lock its own account.
     refused: AtomicBool,
-    /// CouchDB refused a request as this account (401, or 403: its role gone), and it has been
-    /// said; said again only after CouchDB accepts it again.
+    /// What CouchDB said when it refused the password: `error: reason`.
+    refusal: Mutex<String>,
+    /// A refusal of this account has been said ([`CouchClient::first_refusal`]); it is said
+    /// again only after CouchDB accepts the account again.
     said: AtomicBool,
     /// Signalled when the password changes.
     changed: tokio::sync::Notify,
@@ -174,6 +178,7 @@ impl Account {
             user,
             password: RwLock::new(password),
             refused: AtomicBool::new(false),
+            refusal: Mutex::new(String::new()),
             said: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
         })
@@ -378,6 +383,12 @@ impl CouchClient {
         self.account.refused.load(Ordering::Acquire)
     }
 
+    /// Whether `error` is CouchDB refusing this account (401: its password; 403: its rights) for
+    /// the first time since it last accepted it: true once, for whoever says so.
+    pub fn first_refusal(&self, error: &CouchError) -> bool {
+        matches!(error.status(), Some(401 | 403)) && !self.account.said.swap(true, Ordering::AcqRel)
+    }
+
     /// Completes when the password changes (see [`CouchClient::set_password`]).
     pub async fn password_changed(&self) {
         self.account.changed.notified().await;
@@ -434,7 +445,8 @@ impl CouchClient {
     /// Sends `req`, unless CouchDB refused the password in use (see [`Account::refused`]).
     async fn send(&self, req: RequestBuilder) -> Result<Response, CouchError> {
         if self.account_refused() {
-            return Err(CouchError::AccountRefused { user: self.user().to_owned() });
+            let said = self.account.refusal.lock().expect("refusal lock").clone();
+            return Err(CouchError::AccountRefused { user: self.user().to_owned(), said });
         }
         self.send_anyway(req).await
     }
@@ -454,8 +466,8 @@ impl CouchClient {
         Ok(response)
     }
 
-    /// Turns an error status into [`CouchError::Refused`] with CouchDB's own words. The first
-    /// 401 for a password says so, once, naming the account and CouchDB's reason.
+    /// Turns an error status into [`CouchError::Refused`] with CouchDB's own words, noting a
+    /// refused password (401).
     async fn refused(&self, response: Response) -> CouchError {
         let status = response.status().as_u16();
         let body = response.bytes().await.unwrap_or_default();
@@ -464,22 +476,8 @@ impl CouchClient {
             Err(_) => ("unknown".into(), String::from_utf8_lossy(&body).chars().take(200).collect()),
         };
         if status == 401 {
+            *self.account.refusal.lock().expect("refusal lock") = format!("{error}: {reason}");
             self.account.refused.store(true, Ordering::Release);
-        }
-        if matches!(status, 401 | 403) && !self.account.said.swap(true, Ordering::AcqRel) {
-            let then = if status == 401 {
-                "CouchDB is not asked again with this password but by the _changes feed once a minute; fix the \
-                 account or its password (SIGHUP makes couchlink read its password file again)"
-            } else {
-                "give the account a reader role of the database again"
-            };
-            tracing::warn!(
-                "CouchDB at {} refused the account {} on {} ({error}: {reason}): links already in memory are \
-                 still served, unknown ones get 503; {then}",
-                self.base,
-                self.user(),
-                self.db
-            );
         }
         CouchError::Refused { status, error, reason }
     }

@@ -193,7 +193,8 @@ impl Follower {
             };
             self.metrics.feed_reconnect();
             let message = Causes(&error).to_string();
-            if !std::mem::replace(&mut down, true) {
+            let said = matches!(&error, FeedError::Couch(e) if self.store.say_if_refused(e));
+            if !std::mem::replace(&mut down, true) && !said {
                 tracing::warn!("{message}; serving cached links, retrying");
             }
             self.status.detail.lock().expect("feed status lock").last_error = Some(message);

@@ -195,7 +195,33 @@ impl LinkStore {
         let started = Instant::now();
         let result = self.couch.get_link(&id).await;
         self.metrics.couch_request(started.elapsed(), result.is_err());
+        if let Err(e) = &result {
+            self.say_if_refused(e);
+        }
         result.map(|doc| doc.and_then(|doc| self.parse(id, doc))).map_err(|e| Unavailable::Couch(Arc::new(e)))
+    }
+
+    /// Says, once until CouchDB accepts the account again, that it refused the proxy's account,
+    /// naming it and CouchDB's reason, when `error` is that; whether it said so.
+    pub fn say_if_refused(&self, error: &CouchError) -> bool {
+        if !self.couch.first_refusal(error) {
+            return false;
+        }
+        let advice = if error.status() == Some(403) {
+            "give the account a reader role of the database again"
+        } else {
+            "CouchDB is not asked again with this password but by the _changes feed once a minute; fix \
+             the account or its password (SIGHUP makes couchlink read its password file again)"
+        };
+        tracing::warn!(
+            "CouchDB at {} refused the account {} on {} ({}): links already in memory are still served, \
+             unknown ones get 503; {advice}",
+            self.couch.server_url(),
+            self.couch.user(),
+            self.couch.database(),
+            crate::errors::Causes(error)
+        );
+        true
     }
 
     fn insert_ready(&self, shard: &mut Shard, id: LinkId, found: Found) {

@@ -191,10 +191,11 @@ impl Partial {
     /// All of `partials` in one (into the one with the most lines: its links, versions and
     /// sightings keep their numbers).
     pub fn merge_all(mut partials: Vec<Partial>) -> Partial {
-        let largest = (0..partials.len()).max_by_key(|&i| partials[i].lines).unwrap_or(0);
-        let Some(mut all) = (!partials.is_empty()).then(|| partials.swap_remove(largest)) else {
+        if partials.is_empty() {
             return Partial::default();
-        };
+        }
+        let largest = (0..partials.len()).max_by_key(|&i| partials[i].lines).unwrap_or(0);
+        let mut all = partials.swap_remove(largest);
         for partial in partials {
             all.merge(partial);
         }
