@@ -352,7 +352,7 @@ async fn a_full_disk_keeps_lines_in_memory_to_the_bound_then_counts_them_lost_an
     let lost = metric(&text, "couchlink_access_log_lines_lost_total");
     assert!(lost > 0, "past 16 KiB lines are lost, and counted: {text}");
     assert!(metric(&text, "couchlink_access_log_queue_bytes") <= 16384);
-    assert_eq!(proxy.said("cannot write the access log").len(), 1, "one warning when it starts");
+    assert_eq!(proxy.said_once_there("cannot write the access log").await.len(), 1, "one warning when it starts");
     // Space again: what waited is written, and it says so once.
     proxy.limit_file_size(None);
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -366,7 +366,7 @@ async fn a_full_disk_keeps_lines_in_memory_to_the_bound_then_counts_them_lost_an
     }
     let text = reqwest::get(admin("/metrics")).await.unwrap().text().await.unwrap();
     let lost = metric(&text, "couchlink_access_log_lines_lost_total");
-    assert_eq!(proxy.said("is written again").len(), 1, "one message when it recovers");
+    assert_eq!(proxy.said_once_there("is written again").await.len(), 1, "one message when it recovers");
     assert!(proxy.terminate().success());
     let answered = proxy.responses.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(proxy.log_line_count() as u64 + lost, answered, "every answered request written or counted lost");

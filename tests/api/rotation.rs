@@ -55,7 +55,7 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
     assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
     assert_eq!(status(proxy.get("/Unkn2").await), 503);
     assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
-    let said = proxy.said("refused the account");
+    let said = proxy.said_once_there("refused the account").await;
     assert_eq!(said.len(), 1, "said once: {said:?}");
     assert!(said[0].contains(&user) && said[0].contains("unauthorized"), "the account and CouchDB's reason: {said:?}");
     let health = reqwest::get(&health_url).await.unwrap();
@@ -71,7 +71,7 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
     proxy.wait_until_served("/Newer", 302, Some("https://newer.example/"), limit).await;
     db.put_link("Known", json!({"url": "https://moved.example/"})).await;
     proxy.wait_until_served("/Known", 302, Some("https://moved.example/"), limit).await;
-    assert_eq!(proxy.said("read the CouchDB password again").len(), 1);
+    assert_eq!(proxy.said_once_there("read the CouchDB password again").await.len(), 1);
     assert_eq!(reqwest::get(&health_url).await.unwrap().status(), 200);
     assert!(proxy.terminate().success());
 }
@@ -117,7 +117,7 @@ async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() 
     assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
     assert_eq!(status(proxy.get("/Unkn2").await), 503);
     assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
-    let said = proxy.said("refused the account");
+    let said = proxy.said_once_there("refused the account").await;
     assert_eq!(said.len(), 1, "said once: {said:?}");
     // CouchDB 3 answers a missing role 403 `forbidden`; pouchdb-server answers 401, which
     // couchlink (as CouchDB documents 401) takes for a refused password.

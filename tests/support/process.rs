@@ -195,6 +195,18 @@ impl ServeProcess {
         self.stderr.lock().unwrap().iter().filter(|l| l.contains(text)).cloned().collect()
     }
 
+    /// The lines it has written to stderr that contain `text`, once there is one (they are read
+    /// from its pipe by another thread), or none after 10 s; then a moment more, so that a
+    /// second line would be seen too.
+    pub async fn said_once_there(&self, text: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.said(text).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.said(text)
+    }
+
     /// Lines in its access log files.
     pub fn log_line_count(&self) -> usize {
         std::fs::read_dir(self.log_dir.path())
