@@ -356,7 +356,14 @@ impl AccessLog {
             let mut batch = {
                 let mut queue = shared.queue.lock().expect("log queue lock");
                 loop {
-                    if queue.abandoned || queue.closed && queue.batches.is_empty() {
+                    if queue.abandoned {
+                        // Shutdown gave up on the disk: what is left (a batch this thread had
+                        // taken when it did, say) is lost, and counted.
+                        let lines: u64 = queue.batches.drain(..).map(|b| b.lines).sum();
+                        shared.counts.lost.fetch_add(lines, Ordering::AcqRel);
+                        return;
+                    }
+                    if queue.closed && queue.batches.is_empty() {
                         return;
                     }
                     if let Some(batch) = queue.batches.pop_front() {
@@ -791,5 +798,21 @@ mod tests {
         assert_eq!((well.failing_since, well.queued_bytes), (None, 0), "{well:?}");
         assert_eq!(well.lines_written + well.lines_lost, 202, "every line written or counted lost: {well:?}");
         assert_eq!(lines_in(&dir) as u64, well.lines_written - 1);
+    }
+
+    #[tokio::test]
+    async fn lines_the_disk_refuses_until_shutdown_gives_up_are_counted_lost() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("logs");
+        let (log, flusher) =
+            AccessLog::open(&dir, LogOptions { queue_bytes: DEFAULT_QUEUE_BYTES, sync: false }).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, "not a folder").unwrap();
+        (0..30).for_each(|i| log.write(&entry(i)));
+        wait_for(&log, |h| h.failing_since.is_some());
+        flusher.finish(Duration::from_millis(300)).await;
+        // The writer thread may still hold a batch it took: it counts it once it sees the end.
+        let health = wait_for(&log, |h| h.lines_lost == 30);
+        assert_eq!((health.lines_written, health.lines_lost), (0, 30), "{health:?}");
     }
 }
