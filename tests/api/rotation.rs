@@ -3,53 +3,67 @@
 //! being asked again (CouchDB 3 locks an account out after more than 5 failures in 5 minutes);
 //! SIGHUP reads the password file again, and all is served as before.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use serde_json::json;
+use tempfile::TempDir;
 
 use crate::support::process::ServeProcess;
 use crate::support::*;
 
-#[tokio::test]
-async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
-    let db = TestDb::new().await;
-    let user = format!("couchlink-test-rotate-{}", random_lowercase(8));
-    ensure_user(couch(), (&user, "first-pw"), READER_ROLE).await;
+/// `couchlink serve` on `db` as `user`, its password read from a file holding `password`, once it
+/// follows CouchDB and is warm (what it knows from then on stays in memory), and serves
+/// `Known`. The folder holding the password file goes with the returned guard.
+async fn serving_as(name: &str, db: &TestDb, user: &str, password: &str) -> (ServeProcess, PathBuf, TempDir) {
     let secrets = tempfile::tempdir().unwrap();
     let password_file = secrets.path().join("couchdb-password");
-    std::fs::write(&password_file, "first-pw\n").unwrap();
+    std::fs::write(&password_file, format!("{password}\n")).unwrap();
     db.put_link("Known", json!({"url": "https://known.example/"})).await;
     let file = password_file.display().to_string();
     let env = [
         ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
-        ("COUCHLINK_COUCHDB_USER", user.as_str()),
+        ("COUCHLINK_COUCHDB_USER", user),
         ("COUCHLINK_COUCHDB_PASSWORD_FILE", file.as_str()),
         ("COUCHLINK_DB", db.name.as_str()),
     ];
-    let mut proxy = ServeProcess::start("rotation", &env);
-    let limit = std::time::Duration::from_secs(10);
+    let proxy = ServeProcess::start(name, &env);
     let health_url = format!("http://{}/healthz", proxy.admin_addr);
-    // Following CouchDB and warm: what it knows from here stays in memory.
     let started = tokio::time::Instant::now();
     loop {
         let health: serde_json::Value = reqwest::get(&health_url).await.unwrap().json().await.unwrap();
         if health["status"] == "ok" && health["cache"] == "ready" {
             break;
         }
-        assert!(started.elapsed() < limit, "never ready: {health}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(started.elapsed() < LIMIT, "never ready: {health}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    proxy.wait_until_served("/Known", 302, Some("https://known.example/"), limit).await;
+    proxy.wait_until_served("/Known", 302, Some("https://known.example/"), LIMIT).await;
+    (proxy, password_file, secrets)
+}
+
+/// How long anything here may take.
+const LIMIT: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
+    let db = TestDb::new().await;
+    let user = format!("couchlink-test-rotate-{}", random_lowercase(8));
+    ensure_user(couch(), (&user, "first-pw"), READER_ROLE).await;
+    let (mut proxy, password_file, _secrets) = serving_as("rotation", &db, &user, "first-pw").await;
+    let health_url = format!("http://{}/healthz", proxy.admin_addr);
 
     // The operator rotates the password in CouchDB first. CouchDB 3 takes a moment to stop
     // accepting the old one (its cache of `_users` follows that database's changes).
     set_password(couch(), &user, "second-pw").await;
-    let deadline = tokio::time::Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
         let old = db.request_as(Some((&user, "first-pw")), reqwest::Method::GET, "", None).await;
         if old.status() == 401 {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "CouchDB still takes the old password");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
     assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
@@ -66,11 +80,11 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
     // Then the new password in the file, and SIGHUP.
     std::fs::write(&password_file, "second-pw\n").unwrap();
     proxy.hang_up();
-    proxy.wait_until_served("/Unkn1", 404, None, limit).await;
+    proxy.wait_until_served("/Unkn1", 404, None, LIMIT).await;
     db.put_link("Newer", json!({"url": "https://newer.example/"})).await;
-    proxy.wait_until_served("/Newer", 302, Some("https://newer.example/"), limit).await;
+    proxy.wait_until_served("/Newer", 302, Some("https://newer.example/"), LIMIT).await;
     db.put_link("Known", json!({"url": "https://moved.example/"})).await;
-    proxy.wait_until_served("/Known", 302, Some("https://moved.example/"), limit).await;
+    proxy.wait_until_served("/Known", 302, Some("https://moved.example/"), LIMIT).await;
     assert_eq!(proxy.said_once_there("read the CouchDB password again").await.len(), 1);
     assert_eq!(reqwest::get(&health_url).await.unwrap().status(), 200);
     assert!(proxy.terminate().success());
@@ -81,37 +95,14 @@ async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() 
     let db = TestDb::new().await;
     let user = format!("couchlink-test-role-{}", random_lowercase(8));
     ensure_user(couch(), (&user, "the-pw"), READER_ROLE).await;
-    db.put_link("Known", json!({"url": "https://known.example/"})).await;
-    let secrets = tempfile::tempdir().unwrap();
-    let password_file = secrets.path().join("couchdb-password");
-    std::fs::write(&password_file, "the-pw").unwrap();
-    let file = password_file.display().to_string();
-    let env = [
-        ("COUCHLINK_COUCHDB_URL", db.couch.url.as_str()),
-        ("COUCHLINK_COUCHDB_USER", user.as_str()),
-        ("COUCHLINK_COUCHDB_PASSWORD_FILE", file.as_str()),
-        ("COUCHLINK_DB", db.name.as_str()),
-    ];
-    let mut proxy = ServeProcess::start("role", &env);
-    let limit = std::time::Duration::from_secs(10);
-    let health_url = format!("http://{}/healthz", proxy.admin_addr);
-    let started = tokio::time::Instant::now();
-    loop {
-        let health: serde_json::Value = reqwest::get(&health_url).await.unwrap().json().await.unwrap();
-        if health["status"] == "ok" && health["cache"] == "ready" {
-            break;
-        }
-        assert!(started.elapsed() < limit, "never ready: {health}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    proxy.wait_until_served("/Known", 302, Some("https://known.example/"), limit).await;
+    let (mut proxy, _password_file, _secrets) = serving_as("role", &db, &user, "the-pw").await;
     // The account keeps its password but loses its reader role (once CouchDB says so itself:
     // an unknown ID the proxy read before that would be a 404 it remembers).
     ensure_user(couch(), (&user, "the-pw"), "someone-else").await;
-    let deadline = tokio::time::Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + LIMIT;
     while db.request_as(Some((&user, "the-pw")), reqwest::Method::GET, "Unkn0", None).await.status() == 404 {
         assert!(tokio::time::Instant::now() < deadline, "CouchDB still honours the role");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
     assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
@@ -129,6 +120,6 @@ async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() 
     if couch().is_pouchdb {
         proxy.hang_up();
     }
-    proxy.wait_until_served("/Unkn1", 404, None, limit).await;
+    proxy.wait_until_served("/Unkn1", 404, None, LIMIT).await;
     assert!(proxy.terminate().success());
 }
