@@ -301,7 +301,9 @@ async fn a_refused_log_shows_in_healthz_and_metrics_while_redirects_go_on() {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     let health = loop {
         let health: serde_json::Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["access_log"]["status"] == "ok" || tokio::time::Instant::now() > deadline {
+        let log = &health["access_log"];
+        let drained = log["status"] == "ok" && log["queued_bytes"] == 0;
+        if drained || tokio::time::Instant::now() > deadline {
             break health;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
