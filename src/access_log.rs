@@ -215,7 +215,7 @@ struct Counts {
 }
 
 /// The access log's state, for `/healthz` and `/metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogHealth {
     /// Lines written to disk since the start.
     pub lines_written: u64,

@@ -16,6 +16,7 @@ use crate::couch::CouchClient;
 use crate::errors::Causes;
 use crate::follower::FeedStatus;
 use crate::metrics::{Gauges, Metrics};
+use crate::snapshot::SnapshotStatus;
 use crate::store::LinkStore;
 
 /// How long `/healthz` waits for CouchDB to answer.
@@ -33,6 +34,8 @@ pub struct Admin {
     pub feed: Arc<FeedStatus>,
     /// The access log, for its line counts.
     pub log: AccessLog,
+    /// Where the cache came from, and the snapshots written since.
+    pub snapshots: Arc<SnapshotStatus>,
 }
 
 impl crate::http::accept::Service for Admin {
@@ -40,8 +43,17 @@ impl crate::http::accept::Service for Admin {
         match (&request.method, request.uri.path()) {
             (&Method::GET, "/healthz") => self.health().await,
             (&Method::GET, "/metrics") => {
-                let gauges =
-                    Gauges { cache_entries: self.store.len(), feed_up: self.feed.is_live(), log: self.log.health() };
+                let (snapshots_written, snapshot_failures) = self.snapshots.counts();
+                let gauges = Gauges {
+                    cache_entries: self.store.len(),
+                    feed_up: self.feed.is_live(),
+                    log: self.log.health(),
+                    cache_from_snapshot: self.snapshots.from_snapshot(self.store.synced_epoch()),
+                    feed_behind: self.feed.behind(),
+                    snapshots_written,
+                    snapshot_failures,
+                    snapshot_written_at: self.snapshots.last_written_at(),
+                };
                 respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render(&gauges))
             }
             _ => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "try /healthz or /metrics\n".into()),
@@ -67,6 +79,7 @@ impl Admin {
             "feed": self.feed.to_json(),
             "cache_entries": self.store.len(),
             "cache": if self.store.is_warming() { "warming" } else { "ready" },
+            "cache_source": self.snapshots.to_json(self.store.synced_epoch()),
             "access_log": {
                 "status": if log.failing_since.is_some() { "degraded" } else { "ok" },
                 "failing_since": log.failing_since.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),

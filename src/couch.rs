@@ -206,6 +206,8 @@ pub enum FeedEvent {
         /// The document, `None` when deleted.
         doc: Option<Value>,
     },
+    /// A heartbeat: nothing changed for a heartbeat's interval, so the feed has sent all it had.
+    Idle,
     /// The server closed the feed at this sequence (resume from it).
     End {
         /// Where to resume (opaque).
@@ -258,6 +260,11 @@ struct ChangeRow {
     deleted: bool,
     #[serde(default)]
     doc: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct LocalIdentity {
+    identity: String,
 }
 
 #[derive(Deserialize)]
@@ -661,6 +668,31 @@ impl CouchClient {
         }
     }
 
+    /// What tells this database from any other of its name, past or future: a random identity
+    /// in the local (never replicated) document `_local/couchlink`, made by the first caller that
+    /// finds none (`setup`, or a proxy: CouchDB 3 lets a database's members write local
+    /// documents). A database deleted and created again under the same name gets a new one.
+    pub async fn database_identity(&self) -> Result<String, CouchError> {
+        let url = self.in_db("_local/couchlink");
+        for _ in 0..3 {
+            if let Some(doc) = self.get_optional::<LocalIdentity>(&url).await? {
+                return Ok(doc.identity);
+            }
+            let identity = format!("{:032x}", rand::random::<u128>());
+            match self.put(&url, &json!({"identity": identity})).await {
+                Ok(_) => return Ok(identity),
+                // Another proxy made one first: read it.
+                Err(CouchError::Refused { status: 409, .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(CouchError::Refused {
+            status: 409,
+            error: "conflict".into(),
+            reason: "_local/couchlink kept changing while it was read".into(),
+        })
+    }
+
     /// The current end of the database's `_changes` (an opaque sequence to resume from).
     pub async fn current_seq(&self) -> Result<Value, CouchError> {
         Ok(self.get::<LastSeq>(&self.in_db("_changes?since=now&limit=0")).await?.last_seq)
@@ -690,15 +722,15 @@ impl CouchClient {
 
 impl ChangesFeed {
     /// The next event; `Ok(None)` when the connection closed without a `last_seq` line.
-    /// Heartbeat blank lines are skipped, but count as life: only `idle` without a single byte
-    /// is [`CouchError::Stalled`].
+    /// Heartbeat blank lines are [`FeedEvent::Idle`]; only `idle` without a single byte is
+    /// [`CouchError::Stalled`].
     pub async fn next(&mut self, idle: Duration) -> Result<Option<FeedEvent>, CouchError> {
         loop {
             if let Some(newline) = self.buffer.iter().position(|&b| b == b'\n') {
                 let line = self.buffer.split_to(newline + 1);
                 let line = line.strip_suffix(b"\n").unwrap_or(&line);
                 if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
+                    return Ok(Some(FeedEvent::Idle));
                 }
                 return parse_feed_line(line, &self.url).map(Some);
             }

@@ -18,6 +18,8 @@
 //! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.
 //! - [`follower`]: the `_changes` follower that keeps the cache current.
 //! - [`warm`]: the cache filled from CouchDB in pages at start, while serving.
+//! - [`snapshot`]: the cache written to the state directory and read back at start (instant
+//!   restart), checked against the database it came from.
 //! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
 //! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
@@ -54,6 +56,7 @@ pub mod metrics;
 pub mod qr;
 pub mod report;
 pub mod resolve;
+pub mod snapshot;
 pub mod startup;
 pub mod store;
 pub mod warm;

@@ -31,6 +31,7 @@ pub struct Metrics {
 }
 
 /// Values read elsewhere at render time (gauges owned by other parts).
+#[derive(Default)]
 pub struct Gauges {
     /// Entries in the link cache.
     pub cache_entries: usize,
@@ -38,13 +39,23 @@ pub struct Gauges {
     pub feed_up: bool,
     /// The access log's state.
     pub log: crate::access_log::LogHealth,
+    /// Whether the cache was filled from a snapshot at start.
+    pub cache_from_snapshot: bool,
+    /// While the feed catches up from a snapshot: about how many changes are still to come.
+    pub feed_behind: Option<u64>,
+    /// Cache snapshots written since start.
+    pub snapshots_written: u64,
+    /// Cache snapshots that could not be written.
+    pub snapshot_failures: u64,
+    /// When the last snapshot was written (Unix seconds).
+    pub snapshot_written_at: Option<i64>,
 }
 
 /// One plain (unlabelled) sample: name, type, help, and where its value comes from.
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 13] = [
+const PLAIN: [Plain; 19] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -61,7 +72,37 @@ const PLAIN: [Plain; 13] = [
     ("couchlink_couchdb_errors_total", "counter", "CouchDB document requests that failed.", |m, _| {
         m.couch_errors.load(Relaxed)
     }),
+    (
+        "couchlink_cache_from_snapshot",
+        "gauge",
+        "1 when the cache was filled from a snapshot at start, 0 when from CouchDB (warm start).",
+        |_, g| g.cache_from_snapshot.into(),
+    ),
+    ("couchlink_snapshots_written_total", "counter", "Cache snapshots written to the state directory.", |_, g| {
+        g.snapshots_written
+    }),
+    ("couchlink_snapshot_failures_total", "counter", "Cache snapshots that could not be written.", |_, g| {
+        g.snapshot_failures
+    }),
+    (
+        "couchlink_snapshot_written_timestamp_seconds",
+        "gauge",
+        "When the last cache snapshot was written (Unix time; 0: none yet).",
+        |_, g| g.snapshot_written_at.unwrap_or(0).max(0) as u64,
+    ),
     ("couchlink_feed_up", "gauge", "1 while the _changes feed is connected.", |_, g| g.feed_up.into()),
+    (
+        "couchlink_feed_catching_up",
+        "gauge",
+        "1 while the _changes feed catches up with changes made since the cache snapshot.",
+        |_, g| g.feed_behind.is_some().into(),
+    ),
+    (
+        "couchlink_feed_changes_behind",
+        "gauge",
+        "While catching up from a snapshot, about how many changes are still to be applied (0 otherwise).",
+        |_, g| g.feed_behind.unwrap_or(0),
+    ),
     ("couchlink_feed_reconnects_total", "counter", "Times the _changes feed was reopened after a failure.", |m, _| {
         m.feed_reconnects.load(Relaxed)
     }),
@@ -207,7 +248,16 @@ mod tests {
         m.couch_request(Duration::from_millis(3), true);
         m.cache_hit();
         let log = LogHealth { lines_written: 3, lines_lost: 2, queued_bytes: 512, failing_since: None };
-        let text = m.render(&Gauges { cache_entries: 7, feed_up: true, log });
+        let text = m.render(&Gauges {
+            cache_entries: 7,
+            feed_up: true,
+            log,
+            cache_from_snapshot: true,
+            feed_behind: Some(12),
+            snapshots_written: 4,
+            snapshot_failures: 1,
+            snapshot_written_at: Some(1_795_000_000),
+        });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_bucket{le=\"0.002\"} 0\n"));
@@ -221,12 +271,27 @@ mod tests {
         assert!(text.contains("couchlink_access_log_lines_lost_total 2\n"));
         assert!(text.contains("couchlink_access_log_queue_bytes 512\n"));
         assert!(text.contains("couchlink_access_log_failing 0\n"));
+        assert!(text.contains("couchlink_cache_from_snapshot 1\n"));
+        assert!(text.contains("couchlink_feed_catching_up 1\n"));
+        assert!(text.contains("couchlink_feed_changes_behind 12\n"));
+        assert!(text.contains("couchlink_snapshots_written_total 4\n"));
+        assert!(text.contains("couchlink_snapshot_failures_total 1\n"));
+        assert!(text.contains("couchlink_snapshot_written_timestamp_seconds 1795000000\n"));
     }
 
     #[test]
     fn every_sample_has_help_and_type() {
         let log = LogHealth { lines_written: 0, lines_lost: 0, queued_bytes: 0, failing_since: None };
-        let text = Metrics::default().render(&Gauges { cache_entries: 0, feed_up: false, log });
+        let text = Metrics::default().render(&Gauges {
+            cache_entries: 0,
+            feed_up: false,
+            log,
+            cache_from_snapshot: false,
+            feed_behind: None,
+            snapshots_written: 0,
+            snapshot_failures: 0,
+            snapshot_written_at: None,
+        });
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let family = line.split(['{', ' ']).next().unwrap();
             let family = ["_bucket", "_sum", "_count"].iter().fold(family, |f, s| f.strip_suffix(s).unwrap_or(f));

@@ -29,6 +29,7 @@ use crate::http::{Connections, Respond, Shape};
 use crate::log_retention::Retention;
 use crate::message::{Reply, Request};
 use crate::metrics::Metrics;
+use crate::snapshot::{self, SnapshotFile, SnapshotStatus, Snapshots};
 use crate::store::LinkStore;
 
 /// How long the access log may take to write its backlog at shutdown.
@@ -78,6 +79,10 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Fill the cache from CouchDB at start.
     pub warm_start: bool,
+    /// Where the cache snapshot is kept (`None`: no snapshots, every start is a warm start).
+    pub state_dir: Option<PathBuf>,
+    /// How often the cache snapshot is written while serving (and once at shutdown).
+    pub snapshot_interval: Duration,
     /// Most reads of links not in memory in flight.
     pub cold_reads: usize,
     /// Most redirect connections open at once.
@@ -115,6 +120,8 @@ impl ServerConfig {
             cache_capacity: 1_000_000,
             workers: ServerConfig::default_workers(),
             warm_start: true,
+            state_dir: Some(PathBuf::from("state")),
+            snapshot_interval: Duration::from_secs(300),
             cold_reads: 32,
             max_connections: 8192,
             header_timeout: Duration::from_secs(10),
@@ -282,12 +289,47 @@ impl Application {
         } = self;
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), config.cache_capacity, config.cold_reads));
-        // "warming" in /healthz from the start, until the first warm-up is done.
-        store.set_warming(config.warm_start);
         let feed = Arc::new(FeedStatus::default());
+        let snapshot_status = Arc::new(SnapshotStatus::default());
         let (stop, stopped) = watch::channel(false);
-        let follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
+        let mut follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
+        // Before anything is served: from a snapshot that passes its checks, the cache is
+        // whole at once; otherwise it fills from CouchDB while serving (a warm start).
+        let restored = match &config.state_dir {
+            Some(dir) => {
+                let identity = couch.database_identity().await.map_err(|e| Causes(&e).to_string());
+                let file = SnapshotFile::new(dir);
+                snapshot::restore(
+                    &file,
+                    identity.as_deref().map_err(Clone::clone),
+                    couch.database(),
+                    &store,
+                    &snapshot_status,
+                )
+                .await
+            }
+            None => None,
+        };
+        // A warm-up unless the snapshot held a whole one.
+        let warmed = restored.as_ref().is_some_and(|r| r.complete);
+        // "warming" in /healthz from the start, until the first warm-up is done.
+        store.set_warming(config.warm_start && !warmed);
+        if let Some(restored) = restored {
+            follower = follower.resume_from(restored.seq);
+        }
         let follower = tokio::spawn(follower.run(stopped.clone()));
+        let snapshots = config.state_dir.as_ref().map(|dir| {
+            let snapshots = Snapshots {
+                file: SnapshotFile::new(dir),
+                couch: couch.clone(),
+                store: store.clone(),
+                feed: feed.clone(),
+                warm_start: config.warm_start,
+                interval: config.snapshot_interval,
+                status: snapshot_status.clone(),
+            };
+            tokio::spawn(snapshots.run(stopped.clone()))
+        });
         let rereading = hangups.map(|h| {
             tokio::spawn(reread_password(h, couch.clone(), config.couch.password_file.clone(), stopped.clone()))
         });
@@ -297,10 +339,18 @@ impl Application {
             compress: config.log_compress,
         };
         let retention = tokio::spawn(retention.run(stopped.clone()));
+        let warmed_for = if warmed { store.synced_epoch() } else { None };
         let warmer = config
             .warm_start
-            .then(|| tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), stopped.clone())));
-        let admin = Arc::new(Admin { couch, store: store.clone(), metrics: metrics.clone(), feed, log: log.clone() });
+            .then(|| tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
+        let admin = Arc::new(Admin {
+            couch,
+            store: store.clone(),
+            metrics: metrics.clone(),
+            feed,
+            log: log.clone(),
+            snapshots: snapshot_status,
+        });
         let mut admin_stop = stopped;
         let admin_server = tokio::spawn(accept::run(
             admin_listener,
@@ -334,6 +384,10 @@ impl Application {
         }
         if let Some(warmer) = warmer {
             let _ = warmer.await;
+        }
+        // After the feed stopped: the last snapshot names the last change applied.
+        if let Some(snapshots) = snapshots {
+            let _ = snapshots.await;
         }
         flusher.finish(LOG_FLUSH_TIMEOUT).await;
         if result.is_ok() {

@@ -76,6 +76,9 @@ pub struct LinkStore {
     /// Set while a warm-up ([`crate::warm`]) fills the cache: the feed then stores every change,
     /// known ID or not, so that a page read before a change cannot be stored after it.
     warming: AtomicBool,
+    /// Set while the feed catches up from a snapshot's sequence: it then stores every change
+    /// too, so that links made while the proxy was down are in memory once it has caught up.
+    catching_up: AtomicBool,
     capacity: usize,
     /// The last revision of each unusable document warned about, so that each is warned about
     /// once however often it is read (emptied when it grows large; a warning then repeats).
@@ -101,6 +104,7 @@ impl LinkStore {
             cold_reads: Semaphore::new(cold_reads),
             cold_read_limit: cold_reads,
             warming: AtomicBool::new(false),
+            catching_up: AtomicBool::new(false),
             capacity,
             warned: Mutex::default(),
         }
@@ -244,7 +248,7 @@ impl LinkStore {
         let found = doc.and_then(|doc| self.parse_value(id, doc));
         let mut shard = self.shard(&id).write().expect("cache lock");
         let known = shard.loading.remove(&id).is_some() || shard.ready.contains_key(&id);
-        if known || self.warming.load(Acquire) {
+        if known || self.warming.load(Acquire) || self.catching_up.load(Acquire) {
             self.insert_ready(&mut shard, id, found);
         }
     }
@@ -262,6 +266,32 @@ impl LinkStore {
     /// Marks a warm-up as started or finished.
     pub fn set_warming(&self, warming: bool) {
         self.warming.store(warming, Release);
+    }
+
+    /// Marks a catch-up from a snapshot's sequence as started or finished.
+    pub fn set_catching_up(&self, catching_up: bool) {
+        self.catching_up.store(catching_up, Release);
+    }
+
+    /// Every entry, oldest first within each shard (for a snapshot). Each shard is read-locked
+    /// only while its entries are copied (a pointer each).
+    pub fn entries(&self) -> Vec<(LinkId, Found)> {
+        let mut entries = Vec::with_capacity(self.len());
+        for shard in self.shards.iter() {
+            let shard = shard.read().expect("cache lock");
+            entries.extend(shard.order.iter().filter_map(|id| Some((*id, shard.ready.get(id)?.clone()))));
+        }
+        entries
+    }
+
+    /// Fills an empty cache with `entries` (a snapshot's, oldest first), and declares it synced:
+    /// the caller follows the feed from the snapshot's sequence, which reports every change since.
+    pub fn restore(&self, entries: Vec<(LinkId, Found)>) {
+        for (id, found) in entries {
+            let mut shard = self.shard(&id).write().expect("cache lock");
+            self.insert_ready(&mut shard, id, found);
+        }
+        self.feed_synced();
     }
 
     /// Whether the cache holds as many entries as it may.

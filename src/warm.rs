@@ -85,9 +85,14 @@ impl Warmer {
         Ok(WarmStep::Page { docs })
     }
 
-    /// Warms the cache each time the feed starts vouching for it, until `stop` turns true.
-    pub async fn run(couch: CouchClient, store: Arc<LinkStore>, mut stop: watch::Receiver<bool>) {
-        let mut warmed_for = None;
+    /// Warms the cache each time the feed starts vouching for it, until `stop` turns true;
+    /// `warmed_for`: an epoch already warm (a snapshot's).
+    pub async fn run(
+        couch: CouchClient,
+        store: Arc<LinkStore>,
+        mut warmed_for: Option<u64>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         while !*stop.borrow() {
             let epoch = match store.synced_epoch() {
                 Some(epoch) if warmed_for != Some(epoch) => epoch,

@@ -79,6 +79,13 @@ pub struct ServeArgs {
     /// place), up to the cache capacity, while serving.
     #[arg(long, env = "COUCHLINK_WARM_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub warm_start: bool,
+    /// Directory of the link cache snapshot, written every COUCHLINK_SNAPSHOT_SECS and at
+    /// shutdown, and read at start so that a restart serves from memory at once.
+    #[arg(long, env = "COUCHLINK_STATE_DIR", default_value = "state")]
+    pub state_dir: PathBuf,
+    /// Seconds between cache snapshots while serving (0: no snapshots, every start a warm start).
+    #[arg(long, env = "COUCHLINK_SNAPSHOT_SECS", default_value_t = 300)]
+    pub snapshot_secs: u64,
     /// Most reads of links not in memory sent to CouchDB at once (concurrent requests for one ID
     /// share one read); a request waits up to 0.5 s for one, then gets 503 with Retry-After.
     #[arg(long, env = "COUCHLINK_COLD_READS", default_value_t = NonZeroUsize::new(32).expect("non-zero"))]
@@ -132,6 +139,8 @@ impl ServeArgs {
             cache_capacity: self.cache_capacity,
             workers,
             warm_start: self.warm_start,
+            state_dir: (self.snapshot_secs > 0).then_some(self.state_dir),
+            snapshot_interval: Duration::from_secs(self.snapshot_secs.max(1)),
             cold_reads: self.cold_reads.get(),
             max_connections: self.max_connections.get(),
             header_timeout: Duration::from_secs(self.header_timeout_secs.get().into()),

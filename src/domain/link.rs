@@ -113,6 +113,19 @@ pub struct Link {
     oob: bool,
 }
 
+/// A link's document fields, as a cache snapshot stores them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkParts {
+    /// The stored target.
+    pub url: Box<str>,
+    /// `inactive: true`.
+    pub inactive: bool,
+    /// `expires` as Unix nanoseconds (`i64::MAX`: never).
+    pub expires_ns: i64,
+    /// `oob: true`.
+    pub oob: bool,
+}
+
 /// What [`Link::plain_location`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plain {
@@ -136,6 +149,21 @@ impl Link {
             None => None,
             Some(text) => Some(OffsetDateTime::parse(&text, &Rfc3339).map_err(|_| UnusableLink::BadExpires(text))?),
         };
+        let expires_ns = expires.map_or(i64::MAX, |t: OffsetDateTime| {
+            t.unix_timestamp_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
+        });
+        Link::from_parts(LinkParts {
+            url: url.into_boxed_str(),
+            inactive: inactive.unwrap_or(false),
+            expires_ns,
+            oob: oob.unwrap_or(false),
+        })
+    }
+
+    /// A link from what [`Link::parts`] gave (a cache snapshot), checked as a document's are:
+    /// a snapshot written by another version of couchlink is not trusted to agree on targets.
+    pub fn from_parts(parts: LinkParts) -> Result<Link, UnusableLink> {
+        let LinkParts { url, inactive, expires_ns, oob } = parts;
         // Served only as written (see `target`): the `Location` is the stored text itself, but
         // for an empty path's `/`.
         let (plain, plain_other) = if url.starts_with('/') {
@@ -143,21 +171,16 @@ impl Link {
             (Plain::Resolve, None)
         } else {
             match canonical_location(&url).map_err(UnusableLink::NotCanonical)? {
-                location if location == url => (Plain::SameAsUrl, None),
+                location if *location == *url => (Plain::SameAsUrl, None),
                 location => (Plain::Other, Some(location.into_boxed_str())),
             }
         };
-        let expires_ns = expires.map_or(i64::MAX, |t: OffsetDateTime| {
-            t.unix_timestamp_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
-        });
-        Ok(Link {
-            url: url.into_boxed_str(),
-            inactive: inactive.unwrap_or(false),
-            expires_ns,
-            plain,
-            plain_other,
-            oob: oob.unwrap_or(false),
-        })
+        Ok(Link { url, inactive, expires_ns, plain, plain_other, oob })
+    }
+
+    /// What the link was made from, for [`Link::from_parts`].
+    pub fn parts(&self) -> LinkParts {
+        LinkParts { url: self.url.clone(), inactive: self.inactive, expires_ns: self.expires_ns, oob: self.oob }
     }
 
     /// The `Location` for a plain `GET /{id}` (no extra path, no query), or `None` when that

@@ -20,5 +20,6 @@ mod report;
 mod resolution;
 mod roles;
 mod rotation;
+mod snapshot;
 mod startup;
 mod warm;

@@ -375,6 +375,10 @@ fn serve_flags_become_the_configuration() {
         "99",
         "--header-timeout-secs",
         "4",
+        "--state-dir",
+        "/var/lib/couchlink",
+        "--snapshot-secs",
+        "60",
     ];
     let couchlink::cmd::Command::Serve(args) = couchlink::cmd::Cli::try_parse_from(argv).unwrap().command else {
         panic!("parsed as another command")
@@ -390,6 +394,12 @@ fn serve_flags_become_the_configuration() {
     assert_eq!((c.honor_privacy_signals, c.anonymize_ip, c.cookie_name.as_str()), (true, true, "vid"));
     assert_eq!((c.drain, c.header_timeout), (Duration::from_secs(3), Duration::from_secs(4)));
     assert_eq!((c.cache_capacity, c.workers, c.warm_start, c.cold_reads, c.max_connections), (5000, 3, false, 7, 99));
+    assert_eq!(c.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/couchlink")));
+    assert_eq!(c.snapshot_interval, Duration::from_secs(60));
+    // 0: no snapshots at all, neither read nor written.
+    let off = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--snapshot-secs", "0"]).unwrap();
+    let couchlink::cmd::Command::Serve(off) = off.command else { panic!("parsed as another command") };
+    assert_eq!(off.into_config().state_dir, None);
 }
 
 #[tokio::test]

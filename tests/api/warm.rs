@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::support::*;
 
 /// `n` link IDs: `W` and `i` in four base-62 digits, `W0000`, `W0001`, ...
-fn ids(n: usize) -> Vec<String> {
+pub fn ids(n: usize) -> Vec<String> {
     const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     (0..n)
         .map(|i| {
@@ -22,7 +22,7 @@ fn ids(n: usize) -> Vec<String> {
 /// Stores `ids` with `_bulk_docs`, 5,000 a request and two requests at a time (CouchDB runs
 /// its validation function on each document: one request at a time leaves a core idle), each
 /// pointing at `https://warm.example/{id}`.
-async fn bulk_links(db: &TestDb, ids: &[String]) {
+pub async fn bulk_links(db: &TestDb, ids: &[String]) {
     for pair in ids.chunks(10_000) {
         let (a, b) = pair.split_at(pair.len().min(5_000));
         tokio::join!(bulk_request(db, a), bulk_request(db, b));

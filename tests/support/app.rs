@@ -30,6 +30,8 @@ pub fn test_config(db: &TestDb, log_dir: &Path) -> ServerConfig {
     config.log_dir = log_dir.to_owned();
     config.cache_capacity = 10_000;
     config.workers = 1;
+    // Never the working directory's `state`: `spawn_app_on` gives each app a folder of its own.
+    config.state_dir = None;
     config
 }
 
@@ -59,6 +61,8 @@ pub struct TestApp {
     pub base: String,
     pub db: TestDb,
     pub log_dir: TempDir,
+    /// The cache snapshot's folder, unless the test named another.
+    pub state_dir: TempDir,
     pub http: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), StartError>>>,
@@ -77,7 +81,9 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
 /// `configure`.
 pub async fn spawn_app_on(db: TestDb, configure: impl FnOnce(&mut ServerConfig)) -> TestApp {
     let log_dir = tempfile::tempdir().unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
     let mut config = test_config(&db, log_dir.path());
+    config.state_dir = Some(state_dir.path().to_owned());
     configure(&mut config);
     let app = Application::build(config).await.unwrap_or_else(|e| panic!("couchlink starts: {e}"));
     let (addr, admin_addr) = (app.address(), app.admin_address());
@@ -91,6 +97,7 @@ pub async fn spawn_app_on(db: TestDb, configure: impl FnOnce(&mut ServerConfig))
         base: format!("http://{addr}"),
         db,
         log_dir,
+        state_dir,
         http: http(),
         shutdown: Some(tx),
         task: Some(task),

@@ -21,6 +21,8 @@ pub struct ServeProcess {
     pub admin_addr: SocketAddr,
     /// Its access log directory.
     pub log_dir: TempDir,
+    /// Its cache snapshot's directory, unless the test named another.
+    pub state_dir: TempDir,
     /// Responses received from it through [`ServeProcess::get`] (each must be logged).
     pub responses: Arc<AtomicU64>,
     /// Every line it has written to stderr so far.
@@ -63,12 +65,14 @@ impl ServeProcess {
     /// stderr is copied to the test's, each line prefixed with `name`.
     pub fn start(name: &str, env: &[(&str, &str)]) -> ServeProcess {
         let log_dir = tempfile::tempdir().unwrap();
+        let state_dir = tempfile::tempdir().unwrap();
         let mut command = couchlink_command();
         command
             .arg("serve")
             .env("COUCHLINK_LISTEN", "127.0.0.1:0")
             .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
             .env("COUCHLINK_LOG_DIR", log_dir.path())
+            .env("COUCHLINK_STATE_DIR", state_dir.path())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -98,6 +102,7 @@ impl ServeProcess {
             addr,
             admin_addr,
             log_dir,
+            state_dir,
             responses: Arc::default(),
             stderr: said,
             http: super::couch::http(),
