@@ -11,10 +11,14 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 couchlink \
- && mkdir -p /var/log/couchlink && chown couchlink /var/log/couchlink
+ && mkdir -p /var/log/couchlink /var/lib/couchlink \
+ && chown couchlink /var/log/couchlink /var/lib/couchlink
 COPY --from=build /src/target/release/couchlink /usr/local/bin/couchlink
 USER couchlink
+# The cache snapshot lives in /var/lib/couchlink: give it a volume so that a new container
+# starts from it (a named volume starts out owned by couchlink, as this folder is).
 ENV COUCHLINK_LOG_DIR=/var/log/couchlink \
+    COUCHLINK_STATE_DIR=/var/lib/couchlink \
     COUCHLINK_LISTEN=0.0.0.0:8080
 EXPOSE 8080
 # Healthy while /healthz answers 200 on the admin listener (port 9090, as the compose files set

@@ -1,4 +1,4 @@
-"""Bench helpers: load links into CouchDB, measure edit-to-served latency, read RSS."""
+"""Bench helpers: load and edit links in CouchDB, measure edit-to-served latency, read RSS."""
 import base64
 import http.client
 import json
@@ -102,6 +102,52 @@ def edit_latency(couch_port, db, user, password, proxy_port, edits):
           f"ref_p50_ms={pick(reference, 0.5):.2f} ref_p99_ms={pick(reference, 0.99):.2f}")
 
 
+def edit_many(couch_port, db, user, password, id_file, n, out_file):
+    """Points n of the links in id_file (spread over them) at new targets with _bulk_docs, and
+    writes "ID TARGET" lines to out_file."""
+    with open(id_file) as f:
+        all_ids = f.read().split()
+    chosen = all_ids[:: max(1, len(all_ids) // n)][:n]
+    conn = http.client.HTTPConnection("127.0.0.1", couch_port)
+    headers = {"Authorization": auth_header(user, password), "Content-Type": "application/json", "Accept": "application/json"}
+    conn.request("POST", f"/{db}/_all_docs?include_docs=true", json.dumps({"keys": chosen}), headers)
+    docs = [row["doc"] for row in json.loads(conn.getresponse().read())["rows"]]
+    stamp = int(time.time())
+    for doc in docs:
+        doc["url"] = f"https://example.com/edited/{stamp}/{doc['_id']}"
+    conn.request("POST", f"/{db}/_bulk_docs", json.dumps({"docs": docs}), headers)
+    r = conn.getresponse()
+    bad = [row for row in json.loads(r.read()) if "error" in row]
+    if r.status >= 300 or bad:
+        sys.exit(f"edits failed: {r.status} {bad[:3]}")
+    with open(out_file, "w") as f:
+        f.writelines(f"{doc['_id']} {doc['url']}\n" for doc in docs)
+
+
+def all_served(proxy_port, edits_file, started, limit):
+    """Asks for every edited link until each answers with its new target; prints the seconds
+    from `started` (a time.time()) until the last did. Connections refused (not listening yet)
+    are retried."""
+    with open(edits_file) as f:
+        pending = dict(line.split() for line in f if line.strip())
+    conn = None
+    while pending:
+        if time.time() - started > limit:
+            sys.exit(f"{len(pending)} edits still not served after {limit} s")
+        try:
+            conn = conn or http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=5)
+            for link, target in list(pending.items()):
+                conn.request("GET", f"/{link}")
+                resp = conn.getresponse()
+                resp.read()
+                if resp.getheader("Location") == target:
+                    del pending[link]
+        except OSError:
+            conn = None
+            time.sleep(0.005)
+    print(f"{time.time() - started:.3f}")
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -115,6 +161,10 @@ if __name__ == "__main__":
         load(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
     elif command == "edits":
         edit_latency(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
+    elif command == "edit":
+        edit_many(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8])
+    elif command == "served":
+        all_served(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
     elif command == "rss":
         print(rss_kib(int(sys.argv[2])))
     elif command == "auth":

@@ -319,17 +319,17 @@ impl Application {
         }
         let follower = tokio::spawn(follower.run(stopped.clone()));
         let snapshots = config.state_dir.as_ref().map(|dir| {
-            let snapshots = Snapshots {
-                file: SnapshotFile::new(dir),
-                couch: couch.clone(),
-                store: store.clone(),
-                feed: feed.clone(),
-                warm_start: config.warm_start,
-                interval: config.snapshot_interval,
-                status: snapshot_status.clone(),
-            };
-            tokio::spawn(snapshots.run(stopped.clone()))
+            Arc::new(Snapshots::new(
+                SnapshotFile::new(dir),
+                couch.clone(),
+                store.clone(),
+                feed.clone(),
+                config.warm_start,
+                config.snapshot_interval,
+                snapshot_status.clone(),
+            ))
         });
+        let snapshotting = snapshots.clone().map(|s| tokio::spawn(s.run(stopped.clone())));
         let rereading = hangups.map(|h| {
             tokio::spawn(reread_password(h, couch.clone(), config.couch.password_file.clone(), stopped.clone()))
         });
@@ -370,6 +370,15 @@ impl Application {
         let shape = Arc::new(Shape::new(public_url.clone(), &config.cookie_name));
         let limits = Limits::new(config.max_connections, config.header_timeout);
         let workers = config.workers.max(1);
+        // The last snapshot is written before the listeners close: a restart waiting for this
+        // process to exit then loses no time to it (the next process binds its port before it
+        // reads the snapshot, so connections wait in the kernel's queue meanwhile).
+        let shutdown = async move {
+            shutdown.await;
+            if let Some(snapshots) = snapshots {
+                snapshots.write_once().await;
+            }
+        };
         let result = serve_on_workers(listener, app, shape, limits, shutdown, config.drain, workers, || {
             let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
             tracing::info!(
@@ -385,9 +394,8 @@ impl Application {
         if let Some(warmer) = warmer {
             let _ = warmer.await;
         }
-        // After the feed stopped: the last snapshot names the last change applied.
-        if let Some(snapshots) = snapshots {
-            let _ = snapshots.await;
+        if let Some(snapshotting) = snapshotting {
+            let _ = snapshotting.await;
         }
         flusher.finish(LOG_FLUSH_TIMEOUT).await;
         if result.is_ok() {

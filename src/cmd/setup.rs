@@ -278,6 +278,9 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
     admin.ensure_database("_users").await?;
     let created = admin.ensure_database(admin.database()).await?;
     let database = if created { Step::Created } else { Step::Unchanged };
+    // What tells this database from a later one of the same name: a proxy serves a cache
+    // snapshot only of the database whose identity it recorded.
+    admin.database_identity().await?;
 
     let current = admin.security().await?;
     let plan = plan_security(&current, options);

@@ -235,20 +235,16 @@ impl std::fmt::Display for Ago {
 /// Writes snapshots every `interval` while serving and once at shutdown, off the serving
 /// threads.
 pub struct Snapshots {
-    /// Where.
-    pub file: SnapshotFile,
-    /// For the database's identity.
-    pub couch: CouchClient,
-    /// What is written.
-    pub store: Arc<LinkStore>,
-    /// The sequence the cache is at.
-    pub feed: Arc<FeedStatus>,
-    /// Whether the store is warmed at start (else a snapshot is never "complete").
-    pub warm_start: bool,
-    /// How often.
-    pub interval: Duration,
-    /// What became of them.
-    pub status: Arc<SnapshotStatus>,
+    file: SnapshotFile,
+    couch: CouchClient,
+    store: Arc<LinkStore>,
+    feed: Arc<FeedStatus>,
+    warm_start: bool,
+    interval: Duration,
+    status: Arc<SnapshotStatus>,
+    /// The database's identity as last read, with the store's epoch it was read for; held for
+    /// a whole write, so that two writes never share the temporary file.
+    writing: tokio::sync::Mutex<Option<(u64, String)>>,
 }
 
 /// Why one snapshot was not written.
@@ -265,24 +261,35 @@ enum WriteError {
 }
 
 impl Snapshots {
-    /// Writes every `interval` until `stop` turns true, then once more.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
-        let mut identity = None;
-        loop {
-            let stopping = tokio::select! {
-                _ = tokio::time::sleep(self.interval) => false,
-                _ = stop.wait_for(|stop| *stop) => true,
-            };
-            self.write_once(&mut identity).await;
-            if stopping {
-                return;
+    /// Snapshots of `store` (at the sequence `feed` has applied) into `file`, every `interval`;
+    /// a snapshot is "complete" only when a warm-up (`warm_start`) has filled the store.
+    pub fn new(
+        file: SnapshotFile,
+        couch: CouchClient,
+        store: Arc<LinkStore>,
+        feed: Arc<FeedStatus>,
+        warm_start: bool,
+        interval: Duration,
+        status: Arc<SnapshotStatus>,
+    ) -> Self {
+        Snapshots { file, couch, store, feed, warm_start, interval, status, writing: Default::default() }
+    }
+
+    /// Writes every `interval` until `stop` turns true.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        while !*stop.borrow() {
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = stop.changed() => return,
             }
+            self.write_once().await;
         }
     }
 
     /// Writes one snapshot, when the feed vouches for the cache; says so when it fails.
-    async fn write_once(&self, identity: &mut Option<(u64, String)>) {
-        match self.try_write(identity).await {
+    pub async fn write_once(&self) {
+        let mut identity = self.writing.lock().await;
+        match self.try_write(&mut identity).await {
             Ok(Some(entries)) => tracing::debug!(entries, "cache snapshot written"),
             Ok(None) => {}
             Err(e) => {

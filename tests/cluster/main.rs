@@ -97,16 +97,26 @@ async fn prepared_database(couchdb: &ApacheCouchDb, url: &str) -> String {
 
 /// `couchlink serve` as the reader on `db` at `url`.
 fn proxy(name: &str, url: &str, db: &str) -> ServeProcess {
-    ServeProcess::start(
-        name,
-        &[
-            ("COUCHLINK_COUCHDB_URL", url),
-            ("COUCHLINK_COUCHDB_USER", READER.0),
-            ("COUCHLINK_COUCHDB_PASSWORD", READER.1),
-            ("COUCHLINK_DB", db),
-            ("COUCHLINK_WORKERS", "1"),
-        ],
-    )
+    proxy_with(name, url, db, &[])
+}
+
+/// [`proxy`] with more variables.
+fn proxy_with(name: &str, url: &str, db: &str, more: &[(&str, &str)]) -> ServeProcess {
+    let env = [
+        ("COUCHLINK_COUCHDB_URL", url),
+        ("COUCHLINK_COUCHDB_USER", READER.0),
+        ("COUCHLINK_COUCHDB_PASSWORD", READER.1),
+        ("COUCHLINK_DB", db),
+        ("COUCHLINK_WORKERS", "1"),
+    ];
+    ServeProcess::start(name, &[&env[..], more].concat())
+}
+
+/// One sample of a proxy's `/metrics`.
+async fn metric(proxy: &ServeProcess, name: &str) -> f64 {
+    let text = http().get(format!("http://{}/metrics", proxy.admin_addr)).send().await.unwrap().text().await.unwrap();
+    let line = text.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("no {name}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 /// A write CouchDB accepted.
@@ -330,6 +340,34 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
         assert!(r.headers().contains_key("retry-after"));
     }
 
+    let _ = stop.send(true);
+    let mut served_in_loss = [0, 0];
+    for (i, loader) in loaders.into_iter().enumerate() {
+        let (ok, failures) = loader.await.unwrap();
+        assert!(failures.is_empty(), "requests for known links failed during the node loss: {failures:?}");
+        assert!(ok > 100, "the load ran ({ok} requests)");
+        served_in_loss[i] = ok;
+    }
+
+    // A restarts from its cache snapshot while node 2 is still down: every link it knew is in
+    // memory at once, and an edit made while it was down is served within the second.
+    assert!(a.terminate().success(), "exit code 0 on SIGTERM");
+    assert_eq!(a.log_line_count() as u64, a.responses.load(Relaxed), "one log line per response");
+    let while_down = put_link(&survivors[0], &db, "Down0", "https://while-restarting.example/", None, 2).await;
+    let state = a.state_dir.path().display().to_string();
+    let restarting = Instant::now();
+    let mut a = proxy_with("restarted-from-snapshot", &haproxy.url, &db, &[("COUCHLINK_STATE_DIR", &state)]);
+    let health: Value =
+        http().get(format!("http://{}/healthz", a.admin_addr)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["cache_source"]["origin"], "snapshot", "{health}");
+    let from_snapshot =
+        served_by(&[&a], "Down0", "https://while-restarting.example/", restarting, while_down.owed_within()).await[0];
+    for (id, target) in &known {
+        let r = a.get(&format!("/{id}")).await.expect("the restarted proxy answers");
+        assert_eq!((r.status().as_u16(), r.headers()["location"].to_str().unwrap()), (302, target.as_str()));
+    }
+    assert_eq!(metric(&a, "couchlink_cache_misses_total").await, 0.0, "a known link was read from CouchDB");
+
     let restarted = Instant::now();
     cluster.start_node(1);
     let node_back = restarted.elapsed();
@@ -343,15 +381,6 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
     while b.admin_status("/healthz").await != 200 {
         assert!(started.elapsed() < Duration::from_secs(10), "the pinned proxy's feed is not live again");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-
-    let _ = stop.send(true);
-    let mut served_in_loss = [0, 0];
-    for (i, loader) in loaders.into_iter().enumerate() {
-        let (ok, failures) = loader.await.unwrap();
-        assert!(failures.is_empty(), "requests for known links failed during the node loss: {failures:?}");
-        assert!(ok > 100, "the load ran ({ok} requests)");
-        served_in_loss[i] = ok;
     }
 
     // SIGTERM: both exit 0, with every response in their access logs.
@@ -371,6 +400,7 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
          edit-to-served, cluster, proxy on one node    p50 {b50:6.1} ms  p99 {b99:6.1} ms\n\
          edit-to-served, node 2 down, via HAProxy      p50 {l50:6.1} ms  p99 {l99:6.1} ms  (10 edits)\n\
          requests for known links during the node loss: {} via HAProxy, {} pinned; failed: 0\n\
+         proxy restarted from its snapshot with node 2 down: an edit made while it was down served {from_snapshot:?} after its start\n\
          pinned proxy caught up {:?} after its node answered again (node restart took {node_back:?})\n\
          edits CouchDB stored on fewer copies than asked (202), left out above: {}, served by every proxy after {:?}\n",
         served_in_loss[0], served_in_loss[1], caught_up, partial.len(), partial
