@@ -341,3 +341,17 @@ impl Follower {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_sequence_number_is_what_either_server_counts() {
+        assert_eq!(seq_number(&json!(42)), Some(42), "pouchdb-server");
+        assert_eq!(seq_number(&json!("1007-g1AAAACveJzLYWBgYMpgTmEQS84vTc5I")), Some(1007), "CouchDB 3");
+        assert_eq!(seq_number(&json!("now")), None);
+        assert_eq!(seq_number(&json!(null)), None);
+    }
+}

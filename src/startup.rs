@@ -319,15 +319,16 @@ impl Application {
         }
         let follower = tokio::spawn(follower.run(stopped.clone()));
         let snapshots = config.state_dir.as_ref().map(|dir| {
-            Arc::new(Snapshots::new(
-                SnapshotFile::new(dir),
-                couch.clone(),
-                store.clone(),
-                feed.clone(),
-                config.warm_start,
-                config.snapshot_interval,
-                snapshot_status.clone(),
-            ))
+            Arc::new(Snapshots {
+                file: SnapshotFile::new(dir),
+                couch: couch.clone(),
+                store: store.clone(),
+                feed: feed.clone(),
+                warm_start: config.warm_start,
+                interval: config.snapshot_interval,
+                status: snapshot_status.clone(),
+                writing: Default::default(),
+            })
         });
         let snapshotting = snapshots.clone().map(|s| tokio::spawn(s.run(stopped.clone())));
         let rereading = hangups.map(|h| {

@@ -235,17 +235,28 @@ impl std::fmt::Display for Ago {
 /// Writes snapshots every `interval` while serving and once at shutdown, off the serving
 /// threads.
 pub struct Snapshots {
-    file: SnapshotFile,
-    couch: CouchClient,
-    store: Arc<LinkStore>,
-    feed: Arc<FeedStatus>,
-    warm_start: bool,
-    interval: Duration,
-    status: Arc<SnapshotStatus>,
-    /// The database's identity as last read, with the store's epoch it was read for; held for
-    /// a whole write, so that two writes never share the temporary file.
-    writing: tokio::sync::Mutex<Option<(u64, String)>>,
+    /// Where.
+    pub file: SnapshotFile,
+    /// For the database's identity.
+    pub couch: CouchClient,
+    /// What is written.
+    pub store: Arc<LinkStore>,
+    /// The sequence the cache is at.
+    pub feed: Arc<FeedStatus>,
+    /// Whether a warm-up fills the store (else a snapshot is never "complete").
+    pub warm_start: bool,
+    /// How often.
+    pub interval: Duration,
+    /// What became of them.
+    pub status: Arc<SnapshotStatus>,
+    /// Held for a whole write.
+    pub writing: Writing,
 }
+
+/// One write at a time (two would share the temporary file), and the database's identity as
+/// last read, with the store's epoch it was read for.
+#[derive(Default)]
+pub struct Writing(tokio::sync::Mutex<Option<(u64, String)>>);
 
 /// Why one snapshot was not written.
 #[derive(Debug, thiserror::Error)]
@@ -261,20 +272,6 @@ enum WriteError {
 }
 
 impl Snapshots {
-    /// Snapshots of `store` (at the sequence `feed` has applied) into `file`, every `interval`;
-    /// a snapshot is "complete" only when a warm-up (`warm_start`) has filled the store.
-    pub fn new(
-        file: SnapshotFile,
-        couch: CouchClient,
-        store: Arc<LinkStore>,
-        feed: Arc<FeedStatus>,
-        warm_start: bool,
-        interval: Duration,
-        status: Arc<SnapshotStatus>,
-    ) -> Self {
-        Snapshots { file, couch, store, feed, warm_start, interval, status, writing: Default::default() }
-    }
-
     /// Writes every `interval` until `stop` turns true.
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         while !*stop.borrow() {
@@ -288,7 +285,7 @@ impl Snapshots {
 
     /// Writes one snapshot, when the feed vouches for the cache; says so when it fails.
     pub async fn write_once(&self) {
-        let mut identity = self.writing.lock().await;
+        let mut identity = self.writing.0.lock().await;
         match self.try_write(&mut identity).await {
             Ok(Some(entries)) => tracing::debug!(entries, "cache snapshot written"),
             Ok(None) => {}

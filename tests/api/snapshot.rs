@@ -38,6 +38,11 @@ async fn wait_until_caught_up(app: &TestApp) {
 /// A proxy that served `ids` from a warm cache and stopped, leaving its snapshot in `state`.
 async fn serve_and_stop(db: TestDb, state: &Path, ids: &[&str]) -> TestDb {
     let mut app = proxy(db, state).await;
+    let started = Instant::now();
+    while health(&app).await["cache"] != "ready" {
+        assert!(started.elapsed() < Duration::from_secs(10), "never warm");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     app.wait_until_feed_is_live().await;
     for id in ids {
         app.get(&format!("/{id}")).await;
@@ -87,13 +92,19 @@ async fn a_restart_serves_from_the_snapshot_with_every_change_made_while_down() 
     assert_eq!(app.metric("couchlink_feed_catching_up").await, 0.0);
 }
 
-/// Starts a proxy on `db` whose snapshot in `state` must not be used; what it said about it.
-async fn refused_snapshot(db: &TestDb, state: &Path) -> (ServeProcess, Vec<String>) {
+/// `couchlink serve` on `db` keeping its snapshot in `state`, with `more` variables.
+fn serve_process(name: &str, db: &TestDb, state: &Path, more: &[(&str, &str)]) -> ServeProcess {
     let env = reader_env(db);
     let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let dir = state.display().to_string();
     env.push(("COUCHLINK_STATE_DIR", &dir));
-    let proxy = ServeProcess::start("restart", &env);
+    env.extend_from_slice(more);
+    ServeProcess::start(name, &env)
+}
+
+/// Starts a proxy on `db` whose snapshot in `state` must not be used; what it said about it.
+async fn refused_snapshot(db: &TestDb, state: &Path) -> (ServeProcess, Vec<String>) {
+    let proxy = serve_process("restart", db, state, &[]);
     let said = proxy.said_once_there("is not used").await;
     (proxy, said)
 }
@@ -104,33 +115,42 @@ async fn cache_origin(proxy: &ServeProcess) -> Value {
     health["cache_source"]["origin"].clone()
 }
 
-#[tokio::test]
-async fn a_snapshot_cut_short_is_not_served() {
+/// A proxy served link `id` and stopped, leaving a snapshot in which it points at
+/// `https://before.example/`; then the link was pointed at `https://after.example/`.
+async fn edited_after_a_snapshot(id: &str) -> (TestDb, tempfile::TempDir) {
     let db = TestDb::new().await;
     let state = tempfile::tempdir().unwrap();
-    db.put_link("Trnc1", json!({"url": "https://before.example/"})).await;
-    let db = serve_and_stop(db, state.path(), &["Trnc1"]).await;
+    db.put_link(id, json!({"url": "https://before.example/"})).await;
+    let db = serve_and_stop(db, state.path(), &[id]).await;
+    db.put_link(id, json!({"url": "https://after.example/"})).await;
+    (db, state)
+}
+
+/// Starts a proxy whose snapshot must not be used: it says `why` in one line, and serves `id`
+/// as CouchDB has it.
+async fn assert_not_used(db: &TestDb, state: &Path, id: &str, why: &str) -> ServeProcess {
+    let (proxy, said) = refused_snapshot(db, state).await;
+    assert!(said.len() == 1 && said[0].contains(why), "one line says why: {said:?}");
+    assert_eq!(cache_origin(&proxy).await, "couchdb");
+    proxy.wait_until_served(&format!("/{id}"), 302, Some("https://after.example/"), Duration::from_secs(5)).await;
+    proxy
+}
+
+#[tokio::test]
+async fn a_snapshot_cut_short_is_not_served() {
+    let (db, state) = edited_after_a_snapshot("Trnc1").await;
     let path = state.path().join(FILE_NAME);
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
-    db.put_link("Trnc1", json!({"url": "https://after.example/"})).await;
-
-    let (proxy, said) = refused_snapshot(&db, state.path()).await;
-    assert_eq!(said.len(), 1, "one line says why: {said:?}");
-    assert!(said[0].contains("cut short") && said[0].contains(FILE_NAME), "{said:?}");
-    assert_eq!(cache_origin(&proxy).await, "couchdb");
-    proxy.wait_until_served("/Trnc1", 302, Some("https://after.example/"), Duration::from_secs(5)).await;
+    let proxy = assert_not_used(&db, state.path(), "Trnc1", "cut short").await;
+    assert!(proxy.said(FILE_NAME).iter().any(|line| line.contains("cut short")), "the file is named");
 }
 
 #[tokio::test]
 async fn a_damaged_snapshot_or_one_of_an_older_format_is_not_served() {
-    let db = TestDb::new().await;
-    let state = tempfile::tempdir().unwrap();
-    db.put_link("Frmt1", json!({"url": "https://before.example/"})).await;
-    let db = serve_and_stop(db, state.path(), &["Frmt1"]).await;
+    let (db, state) = edited_after_a_snapshot("Frmt1").await;
     let path = state.path().join(FILE_NAME);
     let good = std::fs::read(&path).unwrap();
-    db.put_link("Frmt1", json!({"url": "https://after.example/"})).await;
 
     // Written by an older format version: the version after the magic line, one lower (the
     // checksum covers the body only, so it still matches).
@@ -138,49 +158,31 @@ async fn a_damaged_snapshot_or_one_of_an_older_format_is_not_served() {
     let mut older = good.clone();
     older[magic..magic + 4].copy_from_slice(&(format::FORMAT_VERSION - 1).to_le_bytes());
     std::fs::write(&path, &older).unwrap();
-    let (mut proxy, said) = refused_snapshot(&db, state.path()).await;
     let expected = format!("written in snapshot format {}", format::FORMAT_VERSION - 1);
-    assert!(said.len() == 1 && said[0].contains(&expected), "{said:?}");
-    assert_eq!(cache_origin(&proxy).await, "couchdb");
-    proxy.wait_until_served("/Frmt1", 302, Some("https://after.example/"), Duration::from_secs(5)).await;
-    proxy.terminate();
+    assert_not_used(&db, state.path(), "Frmt1", &expected).await.terminate();
 
     // One byte changed in a link's target.
     let mut damaged = good.clone();
     let at = damaged.windows(6).position(|w| w == b"before").expect("the target is in the file");
     damaged[at] = b'B';
     std::fs::write(&path, &damaged).unwrap();
-    let (proxy, said) = refused_snapshot(&db, state.path()).await;
-    assert!(said.len() == 1 && said[0].contains("checksum does not match"), "{said:?}");
-    assert_eq!(cache_origin(&proxy).await, "couchdb");
-    proxy.wait_until_served("/Frmt1", 302, Some("https://after.example/"), Duration::from_secs(5)).await;
+    assert_not_used(&db, state.path(), "Frmt1", "checksum does not match").await;
 }
 
 #[tokio::test]
 async fn a_snapshot_of_a_database_deleted_and_created_again_under_its_name_is_not_served() {
-    let db = TestDb::new().await;
-    let state = tempfile::tempdir().unwrap();
-    db.put_link("Frgn1", json!({"url": "https://old-database.example/"})).await;
-    let db = serve_and_stop(db, state.path(), &["Frgn1"]).await;
-
+    let (db, state) = edited_after_a_snapshot("Frgn1").await;
     let deleted = db.admin(reqwest::Method::DELETE, "", None).await;
     assert!(deleted.status().is_success(), "{}", deleted.text().await.unwrap());
     let db = TestDb::named_on(&db.couch, &db.name).await;
-    db.put_link("Frgn1", json!({"url": "https://new-database.example/"})).await;
-
-    let (proxy, said) = refused_snapshot(&db, state.path()).await;
-    assert!(said.len() == 1 && said[0].contains("another database named"), "{said:?}");
-    assert_eq!(cache_origin(&proxy).await, "couchdb");
-    let served = proxy.get("/Frgn1").await.unwrap();
-    assert_eq!(served.headers()["location"], "https://new-database.example/", "never the old database's target");
+    db.put_link("Frgn1", json!({"url": "https://after.example/"})).await;
+    // Never the old database's target.
+    assert_not_used(&db, state.path(), "Frgn1", "another database named").await;
 }
 
 #[tokio::test]
 async fn a_sequence_couchdb_no_longer_accepts_starts_the_cache_afresh() {
-    let db = TestDb::new().await;
-    let state = tempfile::tempdir().unwrap();
-    db.put_link("Seq01", json!({"url": "https://before.example/"})).await;
-    let db = serve_and_stop(db, state.path(), &["Seq01"]).await;
+    let (db, state) = edited_after_a_snapshot("Seq01").await;
     let path = state.path().join(FILE_NAME);
     let mut snapshot = format::decode(&std::fs::read(&path).unwrap()).unwrap();
     // The snapshot is sound, but its sequence is not one the server gave. CouchDB 3 answers
@@ -189,13 +191,8 @@ async fn a_sequence_couchdb_no_longer_accepts_starts_the_cache_afresh() {
     // before asking.
     snapshot.seq = if couch().is_pouchdb { json!("3-g1AAAAB") } else { json!("3-not-a-sequence") };
     std::fs::write(&path, format::encode(&snapshot)).unwrap();
-    db.put_link("Seq01", json!({"url": "https://after.example/"})).await;
 
-    let env = reader_env(&db);
-    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let dir = state.path().display().to_string();
-    env.push(("COUCHLINK_STATE_DIR", &dir));
-    let proxy = ServeProcess::start("restart", &env);
+    let proxy = serve_process("restart", &db, state.path(), &[]);
     proxy.wait_until_served("/Seq01", 302, Some("https://after.example/"), Duration::from_secs(5)).await;
     let said = proxy.said_once_there("does not accept the sequence").await;
     assert_eq!(said.len(), 1, "one line says why: {said:?}");
@@ -209,16 +206,13 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
     crate::warm::bulk_links(&db, &ids).await;
     let state = tempfile::tempdir().unwrap();
     let (path, temporary) = (state.path().join(FILE_NAME), state.path().join(format!("{FILE_NAME}.tmp")));
-    let env = reader_env(&db);
-    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let dir = state.path().display().to_string();
-    env.extend([("COUCHLINK_STATE_DIR", dir.as_str()), ("COUCHLINK_SNAPSHOT_SECS", "1")]);
+    let every_second = [("COUCHLINK_SNAPSHOT_SECS", "1")];
 
     // Killed with SIGKILL the moment a snapshot's temporary file appears, until one kill lands
     // before the rename (the file is still there afterwards).
     let mut caught = false;
     for _attempt in 0..5 {
-        let mut proxy = ServeProcess::start("killed", &env);
+        let mut proxy = serve_process("killed", &db, state.path(), &every_second);
         // A whole snapshot first (written once the warm-up is done), then an edit it lacks.
         let started = Instant::now();
         while !std::fs::read(&path).ok().and_then(|b| format::decode(&b).ok()).is_some_and(|s| s.complete) {
@@ -248,7 +242,7 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
     // The snapshot in place is the one before, whole; the restart serves from it and catches up.
     let previous = format::decode(&std::fs::read(&path).unwrap()).expect("the previous snapshot is whole");
     assert!(previous.entries.len() >= 20_000, "{} entries", previous.entries.len());
-    let proxy = ServeProcess::start("restarted", &env);
+    let proxy = serve_process("restarted", &db, state.path(), &every_second);
     assert_eq!(cache_origin(&proxy).await, "snapshot");
     assert!(proxy.said("is not used").is_empty());
     let edited = format!("/{}", ids[7]);
@@ -257,4 +251,46 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
         .await;
     let other = proxy.get(&format!("/{}", ids[19_999])).await.unwrap();
     assert_eq!(other.headers()["location"], format!("https://warm.example/{}", ids[19_999]).as_str());
+}
+
+#[tokio::test]
+async fn a_snapshot_written_before_the_warm_up_was_done_is_followed_by_one() {
+    let db = TestDb::new().await;
+    let ids = crate::warm::ids(5000);
+    crate::warm::bulk_links(&db, &ids).await;
+    // CouchDB slowed down (each request held 1 s): the proxy stops while still warming.
+    let relay = Relay::start(&db.couch.url).await;
+    relay.delay(1000);
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().to_owned();
+    let url = relay.url();
+    let mut app = spawn_app_on(db, move |c| {
+        c.state_dir = Some(path);
+        c.couch.url = url;
+    })
+    .await;
+    // Stopped once the feed vouches for the cache (a snapshot is written only then), with the
+    // warm-up's first page stored and its last not yet read.
+    let started = Instant::now();
+    while app.metric("couchlink_cache_entries").await == 0.0 {
+        assert!(started.elapsed() < Duration::from_secs(20), "no page stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(health(&app).await["cache"], "warming");
+    app.stop().await.unwrap();
+    let partial = format::decode(&std::fs::read(state.path().join(FILE_NAME)).unwrap()).unwrap();
+    assert!(!partial.complete && partial.entries.len() < 5000, "{} entries", partial.entries.len());
+
+    // Restarted: served from the partial snapshot, and warmed up to every link.
+    relay.delay(0);
+    let app = proxy(app.db, state.path()).await;
+    assert_eq!(health(&app).await["cache_source"]["origin"], "snapshot");
+    let started = Instant::now();
+    while health(&app).await["cache"] != "ready" {
+        assert!(started.elapsed() < Duration::from_secs(30), "never warm");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.metric("couchlink_cache_entries").await, 5000.0);
+    assert_redirects_to(&app.get(&format!("/{}", ids[4999])).await, &format!("https://warm.example/{}", ids[4999]));
+    assert_eq!(app.metric("couchlink_cache_misses_total").await, 0.0);
 }
