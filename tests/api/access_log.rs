@@ -270,6 +270,9 @@ fn any_request_bytes_give_one_response_and_one_well_formed_line() {
 #[tokio::test]
 async fn a_refused_log_shows_in_healthz_and_metrics_while_redirects_go_on() {
     let app = spawn_app_with(AppOptions::with(|c| c.log_queue_bytes = 8192)).await;
+    // Live first: /healthz is 503 until the feed is (pouchdb-server opens it only with its first
+    // heartbeat, later still on a busy machine), and the log alone must not make it so.
+    app.wait_until_feed_is_live().await;
     app.db.put_link("H83if", json!({"url": "https://example.com/"})).await;
     assert_redirects_to(&app.get("/H83if").await, "https://example.com/");
     app.wait_for_log_lines(1).await;
