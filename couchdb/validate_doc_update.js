@@ -38,125 +38,208 @@ function (newDoc, oldDoc, userCtx, secObj) {
   if (typeof url !== 'string' || url.length === 0) {
     refuse('Every link needs a "url": the address to send people to, like "https://example.com/page".');
   }
-  // Served only as written: the proxy sends exactly this text as the Location (src/domain/target.rs
-  // checks the same rules; tests/target_cases.json holds the cases both must agree on).
-  var bytes = 0;
-  for (var i = 0; i < url.length; i++) {
-    var c = url.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) { bytes += 4; i++; }
-    else { bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : 3; }
-  }
-  if (bytes > 2048) {
-    refuse('The "url" is too long (' + bytes + ' bytes): at most 2048 bytes are allowed.');
-  }
-  if (!/^[\x21-\x7e]*$/.test(url)) {
-    var hint = '';
-    // A suggestion only where it is certain: the host already plain ASCII.
-    if (/^https?:\/\/[\x21-\x7e]+([\/?#]|$)/.test(url)) {
-      try { hint = ' Written that way it is "' + encodeURI(url.replace(/[\s\u200b-\u200f\u202a-\u202e\u2060\ufeff]/g, '')) + '".'; } catch (e) { hint = ''; }
+  // A target ("url", "fallback"), served only as written: the proxy sends exactly this text as
+  // the Location (src/domain/target.rs checks the same rules; tests/target_cases.json holds the
+  // cases both must agree on). Each refusal names the field.
+  function checkTarget(url, name) {
+    // A reason that does not name the field (the host, the port) is said of it.
+    function say(reason) {
+      var named = name === 'url' || reason.indexOf('"' + name + '"') !== -1;
+      refuse(named ? reason : 'In the "' + name + '": ' + reason.charAt(0).toLowerCase() + reason.substring(1));
     }
-    refuse('The "url" must not contain spaces, line breaks, invisible characters or letters outside ' +
-      'A-Z: write other scripts percent-encoded (as a browser shows them when copied) and an ' +
-      'international host name in its xn-- form.' + hint);
-  }
-  function checkTail(tail) {
-    var hash = tail.indexOf('#');
-    var fragment = hash === -1 ? null : tail.substring(hash + 1);
-    var beforeFragment = hash === -1 ? tail : tail.substring(0, hash);
-    var q = beforeFragment.indexOf('?');
-    var query = q === -1 ? null : beforeFragment.substring(q + 1);
-    var path = q === -1 ? beforeFragment : beforeFragment.substring(0, q);
-    if (!/^[A-Za-z0-9\-._~!$&'()*+,;=:@\/%]*$/.test(path)) {
-      refuse('The "url" path holds a character that must be percent-encoded (one of " < > \\ ^ ` { | }).');
+    var bytes = 0;
+    for (var i = 0; i < url.length; i++) {
+      var c = url.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdbff) { bytes += 4; i++; }
+      else { bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : 3; }
     }
-    if (query !== null && !/^[A-Za-z0-9\-._~!$&()*+,;=:@\/%?]*$/.test(query)) {
-      refuse('The "url" query holds a character that must be percent-encoded (\' is written %27).');
+    if (bytes > 2048) {
+      say('The "' + name + '" is too long (' + bytes + ' bytes): at most 2048 bytes are allowed.');
     }
-    if (fragment !== null && !/^[A-Za-z0-9\-._~!$&'()*+,;=:@\/%?]*$/.test(fragment)) {
-      refuse('The "url" fragment (after #) holds a character that must be percent-encoded.');
-    }
-    if (/%(?![0-9A-Fa-f]{2})/.test(tail)) {
-      refuse('In the "url", % must be followed by two hex digits (write a % sign as %25).');
-    }
-    var segments = path.split('/');
-    for (var s = 0; s < segments.length; s++) {
-      if (/^(\.|%2e){1,2}$/i.test(segments[s])) {
-        refuse('The "url" path must not have "." or ".." parts: write the path they lead to.');
+    if (!/^[\x21-\x7e]*$/.test(url)) {
+      var hint = '';
+      // A suggestion only where it is certain: the host already plain ASCII.
+      if (/^https?:\/\/[\x21-\x7e]+([\/?#]|$)/.test(url)) {
+        try { hint = ' Written that way it is "' + encodeURI(url.replace(/[\s\u200b-\u200f\u202a-\u202e\u2060\ufeff]/g, '')) + '".'; } catch (e) { hint = ''; }
       }
+      say('The "' + name + '" must not contain spaces, line breaks, invisible characters or letters outside ' +
+        'A-Z: write other scripts percent-encoded (as a browser shows them when copied) and an ' +
+        'international host name in its xn-- form.' + hint);
     }
-  }
-  if (url.charAt(0) === '/') {
-    if (url.charAt(1) === '/') {
-      refuse('An internal redirect "url" starts with a single "/" followed by a link ID, like "/H83if".');
-    }
-    checkTail(url);
-  } else {
-    var scheme = /^([A-Za-z][A-Za-z0-9+.\-]*):/.exec(url);
-    if (!scheme) {
-      refuse('The "url" must start with "http://" or "https://" (or be an internal redirect ' +
-        'starting with "/", like "/H83if").');
-    }
-    if (scheme[1] !== 'http' && scheme[1] !== 'https') {
-      refuse('Only "http://" and "https://" addresses are allowed (in lower case), not "' +
-        scheme[1] + ':".');
-    }
-    if (url.substring(scheme[1].length, scheme[1].length + 3) !== '://') {
-      refuse('The "url" must spell out "' + scheme[1] + '://" followed by the host name, like "https://example.com/".');
-    }
-    var rest = url.substring(scheme[1].length + 3);
-    var end = rest.search(/[\/?#]/);
-    var authority = end === -1 ? rest : rest.substring(0, end);
-    var tail = end === -1 ? '' : rest.substring(end);
-    if (authority.indexOf('@') !== -1) {
-      refuse('The "url" must not have a user name or password before the host ("...@").');
-    }
-    var colon = authority.lastIndexOf(':');
-    var host = colon === -1 ? authority : authority.substring(0, colon);
-    var port = colon === -1 ? null : authority.substring(colon + 1);
-    if (host.length === 0 || host.length > 253) {
-      refuse('The "url" has no host name after "' + scheme[1] + '://", like "https://example.com/".');
-    }
-    var labels = host.split('.');
-    if (/^[0-9.]*$/.test(host)) {
-      var quad = labels.length === 4;
-      for (var l = 0; l < labels.length; l++) {
-        if (!/^(0|[1-9][0-9]{0,2})$/.test(labels[l]) || Number(labels[l]) > 255) { quad = false; }
+    function checkTail(tail) {
+      var hash = tail.indexOf('#');
+      var fragment = hash === -1 ? null : tail.substring(hash + 1);
+      var beforeFragment = hash === -1 ? tail : tail.substring(0, hash);
+      var q = beforeFragment.indexOf('?');
+      var query = q === -1 ? null : beforeFragment.substring(q + 1);
+      var path = q === -1 ? beforeFragment : beforeFragment.substring(0, q);
+      if (!/^[A-Za-z0-9\-._~!$&'()*+,;=:@\/%]*$/.test(path)) {
+        say('The "' + name + '" path holds a character that must be percent-encoded (one of " < > \\ ^ ` { | }).');
       }
-      if (!quad) {
-        refuse('An IP address host is four numbers from 0 to 255 without leading zeros, like "203.0.113.7".');
+      if (query !== null && !/^[A-Za-z0-9\-._~!$&()*+,;=:@\/%?]*$/.test(query)) {
+        say('The "' + name + '" query holds a character that must be percent-encoded (\' is written %27).');
       }
-    } else {
-      for (var k = 0; k < labels.length; k++) {
-        if (!/^[a-z0-9]([a-z0-9\-]{0,61}[a-z0-9])?$/.test(labels[k])) {
-          refuse('The host name must be lower-case letters, digits and "-" between dots (an ' +
-            'international name in its xn-- form), like "example.com".');
+      if (fragment !== null && !/^[A-Za-z0-9\-._~!$&'()*+,;=:@\/%?]*$/.test(fragment)) {
+        say('The "' + name + '" fragment (after #) holds a character that must be percent-encoded.');
+      }
+      if (/%(?![0-9A-Fa-f]{2})/.test(tail)) {
+        say('In the "' + name + '", % must be followed by two hex digits (write a % sign as %25).');
+      }
+      var segments = path.split('/');
+      for (var s = 0; s < segments.length; s++) {
+        if (/^(\.|%2e){1,2}$/i.test(segments[s])) {
+          say('The "' + name + '" path must not have "." or ".." parts: write the path they lead to.');
         }
       }
-      if (/^([0-9]+|0x[0-9a-f]*)$/.test(labels[labels.length - 1])) {
-        refuse('The host name must not end in a number, like "example.123".');
-      }
     }
-    if (port !== null) {
-      if (!/^[1-9][0-9]{0,4}$/.test(port) || Number(port) > 65535) {
-        refuse('The port must be a number from 1 to 65535, like "https://example.com:8443/".');
+    if (url.charAt(0) === '/') {
+      if (url.charAt(1) === '/') {
+        say('An internal redirect "' + name + '" starts with a single "/" followed by a link ID, like "/H83if".');
       }
-      if (Number(port) === (scheme[1] === 'https' ? 443 : 80)) {
-        refuse('Leave out the port ' + port + ': it is the default for ' + scheme[1] + '.');
+      checkTail(url);
+    } else {
+      var scheme = /^([A-Za-z][A-Za-z0-9+.\-]*):/.exec(url);
+      if (!scheme) {
+        say('The "' + name + '" must start with "http://" or "https://" (or be an internal redirect ' +
+          'starting with "/", like "/H83if").');
       }
+      if (scheme[1] !== 'http' && scheme[1] !== 'https') {
+        say('Only "http://" and "https://" addresses are allowed (in lower case), not "' +
+          scheme[1] + ':".');
+      }
+      if (url.substring(scheme[1].length, scheme[1].length + 3) !== '://') {
+        say('The "' + name + '" must spell out "' + scheme[1] + '://" followed by the host name, like "https://example.com/".');
+      }
+      var rest = url.substring(scheme[1].length + 3);
+      var end = rest.search(/[\/?#]/);
+      var authority = end === -1 ? rest : rest.substring(0, end);
+      var tail = end === -1 ? '' : rest.substring(end);
+      if (authority.indexOf('@') !== -1) {
+        say('The "' + name + '" must not have a user name or password before the host ("...@").');
+      }
+      var colon = authority.lastIndexOf(':');
+      var host = colon === -1 ? authority : authority.substring(0, colon);
+      var port = colon === -1 ? null : authority.substring(colon + 1);
+      if (host.length === 0 || host.length > 253) {
+        say('The "' + name + '" has no host name after "' + scheme[1] + '://", like "https://example.com/".');
+      }
+      var labels = host.split('.');
+      if (/^[0-9.]*$/.test(host)) {
+        var quad = labels.length === 4;
+        for (var l = 0; l < labels.length; l++) {
+          if (!/^(0|[1-9][0-9]{0,2})$/.test(labels[l]) || Number(labels[l]) > 255) { quad = false; }
+        }
+        if (!quad) {
+          say('An IP address host is four numbers from 0 to 255 without leading zeros, like "203.0.113.7".');
+        }
+      } else {
+        for (var k = 0; k < labels.length; k++) {
+          if (!/^[a-z0-9]([a-z0-9\-]{0,61}[a-z0-9])?$/.test(labels[k])) {
+            say('The host name must be lower-case letters, digits and "-" between dots (an ' +
+              'international name in its xn-- form), like "example.com".');
+          }
+        }
+        if (/^([0-9]+|0x[0-9a-f]*)$/.test(labels[labels.length - 1])) {
+          say('The host name must not end in a number, like "example.123".');
+        }
+      }
+      if (port !== null) {
+        if (!/^[1-9][0-9]{0,4}$/.test(port) || Number(port) > 65535) {
+          say('The port must be a number from 1 to 65535, like "https://example.com:8443/".');
+        }
+        if (Number(port) === (scheme[1] === 'https' ? 443 : 80)) {
+          say('Leave out the port ' + port + ': it is the default for ' + scheme[1] + '.');
+        }
+      }
+      checkTail(tail);
     }
-    checkTail(tail);
   }
+  checkTarget(url, 'url');
   if (newDoc.hasOwnProperty('inactive') && typeof newDoc.inactive !== 'boolean') {
     refuse('"inactive" must be true or false (without quotes).');
   }
   if (newDoc.hasOwnProperty('oob') && typeof newDoc.oob !== 'boolean') {
     refuse('"oob" must be true or false (without quotes): true when the "url" carries an out-of-band invitation.');
   }
-  if (newDoc.hasOwnProperty('expires')) {
-    var e = newDoc.expires;
-    var rfc3339 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+\-]([01]\d|2[0-3]):[0-5]\d)$/;
-    if (typeof e !== 'string' || !rfc3339.test(e) || isNaN(Date.parse(e.replace(/:60(\.\d+)?/, ':59')))) {
-      refuse('"expires" must be a date and time with its time zone, like "2026-12-31T23:59:59Z".');
+  if (newDoc.hasOwnProperty('fallback')) {
+    if (typeof newDoc.fallback !== 'string' || newDoc.fallback.length === 0) {
+      refuse('"fallback" must be an address, like "https://example.com/campaign-ended": where people ' +
+        'go while the link is inactive, expired or not yet started.');
     }
+    checkTarget(newDoc.fallback, 'fallback');
+  }
+  if (newDoc.hasOwnProperty('targets')) {
+    // Kept in step with src/visitor/mod.rs (Os::NAMES, Device::NAMES).
+    var ALLOWED = {
+      os: ['ios', 'android', 'windows', 'macos', 'linux', 'chromeos'],
+      device: ['mobile', 'tablet', 'desktop'],
+      lang: null
+    };
+    var targets = newDoc.targets;
+    if (!Array.isArray(targets)) {
+      refuse('"targets" must be a list of rules, like [{"when": {"os": ["ios"]}, "url": ' +
+        '"https://apps.apple.com/app/id123"}]: the first rule that matches a visitor sends them to its "url".');
+    }
+    for (var r = 0; r < targets.length; r++) {
+      var rule = targets[r];
+      var which = 'Rule ' + (r + 1) + ' of "targets"';
+      if (typeof rule !== 'object' || rule === null || Array.isArray(rule)) {
+        refuse(which + ' must be an object with "when" and "url", like {"when": {"os": ["android"]}, "url": "https://play.google.com/store/apps/details?id=..."}.');
+      }
+      for (var key in rule) {
+        if (key !== 'when' && key !== 'url') {
+          refuse(which + ' has "' + key + '": a rule holds only "when" (its conditions) and "url".');
+        }
+      }
+      var when = rule.when;
+      if (typeof when !== 'object' || when === null || Array.isArray(when)) {
+        refuse(which + ' needs "when", its conditions, like {"os": ["ios"]} or {"device": ["mobile"], "lang": ["fr"]}.');
+      }
+      var conditions = 0;
+      for (var c in when) {
+        if (!ALLOWED.hasOwnProperty(c)) {
+          refuse(which + ': "' + c + '" is no condition; a rule can ask for "os", "device" and "lang".');
+        }
+        var values = when[c];
+        if (!Array.isArray(values) || values.length === 0) {
+          refuse(which + ': "' + c + '" must be a list of one or more values, like ' +
+            (c === 'lang' ? '["fr", "de"]' : '["' + ALLOWED[c][0] + '"]') + '.');
+        }
+        for (var v = 0; v < values.length; v++) {
+          var value = values[v];
+          if (c === 'lang') {
+            if (typeof value !== 'string' || !/^[A-Za-z]{1,8}$/.test(value)) {
+              refuse(which + ': "lang" holds ' + JSON.stringify(value) + ': use language codes without a ' +
+                'region, like "fr" or "de" (a visitor\'s preferred language, fr-CH included, is matched by its "fr").');
+            }
+          } else if (ALLOWED[c].indexOf(value) === -1) {
+            refuse(which + ': "' + c + '" holds ' + JSON.stringify(value) + '; allowed: ' +
+              ALLOWED[c].join(', ') + ' (lower case).');
+          }
+        }
+        conditions++;
+      }
+      if (conditions === 0) {
+        refuse(which + ' has no condition: give "os", "device" or "lang" (a rule without one would ' +
+          'take every visitor; change "url" instead).');
+      }
+      if (typeof rule.url !== 'string' || rule.url.length === 0) {
+        refuse(which + ' needs a "url": where the visitors it matches go.');
+      }
+      checkTarget(rule.url, 'url" of rule ' + (r + 1) + ' of "targets');
+    }
+  }
+  var rfc3339 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+\-]([01]\d|2[0-3]):[0-5]\d)$/;
+  function instant(name, example) {
+    var t = newDoc[name];
+    if (typeof t !== 'string' || !rfc3339.test(t) || isNaN(Date.parse(t.replace(/:60(\.\d+)?/, ':59')))) {
+      refuse('"' + name + '" must be a date and time with its time zone, like "' + example + '".');
+    }
+    return Date.parse(t.replace(/:60(\.\d+)?/, ':59'));
+  }
+  var expires = newDoc.hasOwnProperty('expires') ? instant('expires', '2026-12-31T23:59:59Z') : null;
+  var validFrom = newDoc.hasOwnProperty('valid_from') ? instant('valid_from', '2026-12-01T09:00:00+01:00') : null;
+  if (expires !== null && validFrom !== null && validFrom >= expires) {
+    refuse('"valid_from" must come before "expires": as written, the link would never work.');
   }
 }

@@ -3,6 +3,7 @@
 //! and no bytes here.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,6 +16,7 @@ use crate::message::{Body, Headers, Reply, Request, Status};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
 use crate::store::{LinkStore, Unavailable};
+use crate::visitor::Visitor;
 
 /// Everything a request needs, built once at start-up.
 pub struct App {
@@ -39,6 +41,9 @@ pub struct Settings {
     pub honor_privacy_signals: bool,
     /// Whether logged addresses lose their host part ([`crate::client_ip::anonymize`]).
     pub anonymize_ip: bool,
+    /// Where a link that does not work (inactive, expired, not yet started) and has no
+    /// `fallback` of its own sends people, instead of a 404 (`COUCHLINK_FALLBACK_URL`).
+    pub fallback: Option<Arc<str>>,
 }
 
 impl Settings {
@@ -49,6 +54,7 @@ impl Settings {
             trusted_proxies,
             honor_privacy_signals: false,
             anonymize_ip: false,
+            fallback: None,
         }
     }
 
@@ -76,6 +82,8 @@ enum Outcome {
     Redirect {
         location: Location,
         id: Option<LinkId>,
+        /// The target was chosen by a link's `targets`.
+        vary: bool,
     },
     /// 200 with the out-of-band invitation a link's URL carries, as JSON (RFC 0434's URL
     /// shortening, for a client that asks for `application/json`).
@@ -98,9 +106,10 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         match request.method {
             "GET" | "HEAD" => {
                 let invited = if wants_json(headers) { invitation(&app.store, request.path, now).await } else { None };
+                let visitor = Visitor::new(headers.get("user-agent"), headers.get("accept-language"));
                 match invited {
                     Some(outcome) => outcome,
-                    None => locate(&app.store, request.path, request.query, now).await,
+                    None => locate(app, request.path, request.query, now, &visitor).await,
                 }
             }
             _ => Outcome::NotImplemented,
@@ -109,9 +118,15 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
     let cookie = (!app.settings.untracked(headers))
         .then(|| tracking_cookie(headers, &app.settings.cookie_name, now).unwrap_or_else(|| TrackingId::generate(now)));
     let reply = match outcome {
-        Outcome::Redirect { location, id } => {
-            Reply { status: Status::Found, body: Body::Redirect, location: Some(location), shortlink: id, cookie, now }
-        }
+        Outcome::Redirect { location, id, vary } => Reply {
+            status: Status::Found,
+            body: Body::Redirect,
+            location: Some(location),
+            shortlink: id,
+            cookie,
+            vary,
+            now,
+        },
         Outcome::Invitation(json) => {
             Reply { status: Status::Ok, body: Body::Json(json), ..plain(Status::Ok, cookie, now) }
         }
@@ -157,7 +172,7 @@ pub fn refuse(app: &App, status: Status, request: Option<&Request<'_>>, peer: So
 
 /// A reply with the status's own page.
 fn plain(status: Status, cookie: Option<TrackingId>, now: OffsetDateTime) -> Reply<Location> {
-    Reply { status, body: Body::Page, location: None, shortlink: None, cookie, now }
+    Reply { status, body: Body::Page, location: None, shortlink: None, cookie, vary: false, now }
 }
 
 /// A `Location` to send: borrowed from the cached link for a plain request, or built.
@@ -184,18 +199,58 @@ impl AsRef<str> for Location {
     }
 }
 
-/// The links the proxy may follow at request time: valid IDs of live documents only.
+/// The links the proxy may follow at request time: valid IDs of existing documents, each
+/// standing for where it sends this visitor while it works (its `url`, or the first of its
+/// `targets` that matches) and for its fallback (or the server's) while not.
 struct LiveLinks<'a> {
     store: &'a LinkStore,
+    fallback: Option<&'a Arc<str>>,
+    visitor: &'a Visitor<'a>,
     now: OffsetDateTime,
+    /// A link's `targets` were consulted: the answer varies with the visitor.
+    varied: AtomicBool,
 }
 
-/// A live link's target, borrowed from the shared document.
-struct Target(Arc<Link>);
+/// Where a link sends people now, borrowed from the shared document or the settings.
+enum Target {
+    /// The link works: its `url`.
+    Url(Arc<Link>),
+    /// The link works, and this rule of its `targets` matched.
+    Rule(Arc<Link>, usize),
+    /// It does not: its own `fallback`.
+    Fallback(Arc<Link>),
+    /// It does not and has none: `COUCHLINK_FALLBACK_URL`.
+    ServerFallback(Arc<str>),
+}
+
+impl LiveLinks<'_> {
+    /// Where `link` sends this visitor now, `None` for a 404.
+    fn target(&self, link: &Arc<Link>) -> Option<Target> {
+        if link.live_target(self.now).is_some() {
+            if link.targets().is_empty() {
+                return Some(Target::Url(link.clone()));
+            }
+            self.varied.store(true, Relaxed);
+            Some(match link.targets().iter().position(|rule| rule.matches(self.visitor)) {
+                Some(rule) => Target::Rule(link.clone(), rule),
+                None => Target::Url(link.clone()),
+            })
+        } else if link.fallback().is_some() {
+            Some(Target::Fallback(link.clone()))
+        } else {
+            self.fallback.map(|f| Target::ServerFallback(f.clone()))
+        }
+    }
+}
 
 impl AsRef<str> for Target {
     fn as_ref(&self) -> &str {
-        &self.0.url
+        match self {
+            Target::Url(link) => &link.url,
+            Target::Rule(link, rule) => &link.targets()[*rule].url,
+            Target::Fallback(link) => link.fallback().expect("only links with a fallback"),
+            Target::ServerFallback(url) => url,
+        }
     }
 }
 
@@ -208,36 +263,44 @@ impl Ruleset for LiveLinks<'_> {
         let Ok(id) = LinkId::parse(key) else {
             return Ok(None);
         };
-        let link = self.store.get(id).await?;
-        Ok(link.filter(|l| l.live_target(self.now).is_some()).map(Target))
+        Ok(self.store.get(id).await?.and_then(|link| self.target(&link)))
     }
 }
 
 /// Resolves a request path (the shortlink resolution draft, see [`crate::resolve`]) to a
 /// redirect, a 404, or a 503.
-async fn locate(store: &LinkStore, path: &str, query: Option<&str>, now: OffsetDateTime) -> Outcome {
+async fn locate(app: &App, path: &str, query: Option<&str>, now: OffsetDateTime, visitor: &Visitor<'_>) -> Outcome {
+    let store = &*app.store;
+    let rules =
+        LiveLinks { store, fallback: app.settings.fallback.as_ref(), visitor, now, varied: AtomicBool::new(false) };
     // The common case, `GET /{id}` alone: the answer was worked out when the link was read.
     if query.is_none() {
         if let Some(id) = path.strip_prefix('/').and_then(|p| LinkId::parse(p).ok()) {
             match store.get(id).await {
-                Ok(Some(link)) if link.live_target(now).is_some() && link.plain_location().is_some() => {
-                    return Outcome::Redirect { location: Location::Plain(link), id: Some(id) };
+                Ok(Some(link))
+                    if link.live_target(now).is_some()
+                        && link.targets().is_empty()
+                        && link.plain_location().is_some() =>
+                {
+                    return Outcome::Redirect { location: Location::Plain(link), id: Some(id), vary: false };
                 }
-                // An internal redirect, or a target to refuse: the full resolution decides.
-                Ok(Some(link)) if link.live_target(now).is_some() => {}
+                // An internal redirect, a target to refuse, rules, or a fallback: the full
+                // resolution decides.
+                Ok(Some(link)) if rules.target(&link).is_some() => {}
                 Ok(_) => return Outcome::NotFound,
                 // Counted in the metrics; the feed's state change is what gets a warning.
                 Err(_) => return Outcome::Unavailable,
             }
         }
     }
-    let rules = LiveLinks { store, now };
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
-    match resolve(path, &query, "", &rules).await {
+    let resolved = resolve(path, &query, "", &rules).await;
+    let vary = rules.varied.load(Relaxed);
+    match resolved {
         Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
             Some(location) => {
                 let id = path.trim_start_matches('/').split('/').next().and_then(|s| LinkId::parse(s).ok());
-                Outcome::Redirect { location: Location::Resolved(location), id }
+                Outcome::Redirect { location: Location::Resolved(location), id, vary }
             }
             None => {
                 tracing::debug!(path, "refusing to redirect to an unsafe target {url:?}");

@@ -32,6 +32,7 @@
 //! - [`report`]: link analytics from the access log files (offline; not on the redirect path).
 //! - `agent`: the DIDComm url-shortener agent (the `agent` feature, on by default): its keys,
 //!   its `did:peer:2` DID, its listener.
+//! - [`visitor`]: what a request says of who asks (operating system, kind of device, language), for link targets.
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
 
 #![forbid(unsafe_code)]
@@ -59,4 +60,5 @@ pub mod resolve;
 pub mod snapshot;
 pub mod startup;
 pub mod store;
+pub mod visitor;
 pub mod warm;

@@ -122,6 +122,9 @@ pub struct Reply<L> {
     pub shortlink: Option<LinkId>,
     /// The tracking cookie to set (`None`: no `Set-Cookie`).
     pub cookie: Option<TrackingId>,
+    /// The target depended on the visitor's `User-Agent` and `Accept-Language` (a link's
+    /// `targets`): said in `Vary`, so that no shared cache hands it to another visitor.
+    pub vary: bool,
     /// When it was decided (its `Date`).
     pub now: OffsetDateTime,
 }

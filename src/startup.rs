@@ -83,6 +83,9 @@ pub struct ServerConfig {
     pub state_dir: Option<PathBuf>,
     /// How often the cache snapshot is written while serving (and once at shutdown).
     pub snapshot_interval: Duration,
+    /// Where links that do not work (inactive, expired, not yet started) and name no
+    /// `fallback` send people, instead of a 404 (checked as a link's `url` is).
+    pub fallback_url: Option<String>,
     /// Most reads of links not in memory in flight.
     pub cold_reads: usize,
     /// Most redirect connections open at once.
@@ -122,6 +125,7 @@ impl ServerConfig {
             warm_start: true,
             state_dir: Some(PathBuf::from("state")),
             snapshot_interval: Duration::from_secs(300),
+            fallback_url: None,
             cold_reads: 32,
             max_connections: 8192,
             header_timeout: Duration::from_secs(10),
@@ -367,6 +371,7 @@ impl Application {
         let mut settings = Settings::new(&config.cookie_name, config.trusted_proxies.clone());
         settings.honor_privacy_signals = config.honor_privacy_signals;
         settings.anonymize_ip = config.anonymize_ip;
+        settings.fallback = config.fallback_url.as_deref().map(Arc::from);
         let app = Arc::new(App { store, log, metrics: metrics.clone(), settings });
         let shape = Arc::new(Shape::new(public_url.clone(), &config.cookie_name));
         let limits = Limits::new(config.max_connections, config.header_timeout);

@@ -23,6 +23,14 @@ pub struct CreateArgs {
     /// RFC 3339 time (2026-12-31T23:59:59Z: from that instant on); never one already past.
     #[arg(long, value_parser = expires)]
     pub expires: Option<String>,
+    /// When the link starts working (before, it acts as inactive): a UTC date (2026-12-01: from
+    /// that day's start) or an RFC 3339 time (2026-12-01T09:00:00+01:00).
+    #[arg(long, value_parser = valid_from)]
+    pub valid_from: Option<String>,
+    /// Where people go while the link is inactive, expired or not yet started, instead of a
+    /// 404: written as the URL is.
+    #[arg(long, value_parser = super::target_flag)]
+    pub fallback: Option<String>,
     /// Address redirects are served on (the base of the printed URL when no public URL is set).
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -34,11 +42,12 @@ pub struct CreateArgs {
 impl CreateArgs {
     /// Creates the link and prints its short URL on stdout.
     pub fn execute(self) -> Result<(), CreateError> {
+        let link = self.new_link();
         let editor = CouchClient::new(&self.couch.into()).map_err(|e| CreateError::Store(e.into()))?;
         let ids = std::iter::repeat_with(LinkId::random);
         let id = super::current_thread_runtime()
             .map_err(CreateError::Runtime)?
-            .block_on(run(&editor, &self.url, self.expires.as_deref(), ids))
+            .block_on(run(&editor, &link, ids))
             .map_err(|e| match &e {
                 CreateError::Refused { status, reason } => {
                     BadCredentials::of(&editor, *status, reason).map_or(e, CreateError::Credentials)
@@ -54,6 +63,35 @@ impl CreateArgs {
         });
         println!("{}", public_url.short_url(&id));
         Ok(())
+    }
+
+    fn new_link(&self) -> NewLink {
+        NewLink {
+            url: self.url.clone(),
+            expires: self.expires.clone(),
+            valid_from: self.valid_from.clone(),
+            fallback: self.fallback.clone(),
+        }
+    }
+}
+
+/// The link `create` stores: a new document's fields.
+#[derive(Debug, Clone, Default)]
+pub struct NewLink {
+    /// The target.
+    pub url: String,
+    /// `expires`, RFC 3339.
+    pub expires: Option<String>,
+    /// `valid_from`, RFC 3339.
+    pub valid_from: Option<String>,
+    /// `fallback`.
+    pub fallback: Option<String>,
+}
+
+impl NewLink {
+    /// A link to `url`, with nothing else.
+    pub fn to(url: &str) -> NewLink {
+        NewLink { url: url.to_owned(), ..NewLink::default() }
     }
 }
 
@@ -88,17 +126,18 @@ impl From<NewLinkError> for CreateError {
     }
 }
 
-/// Stores `{url, inactive: false, expires?}` under the first ID from `ids` that has never been
-/// used, and returns it (see [`store_new`]).
+/// Stores `{url, inactive: false, expires?, valid_from?, fallback?}` under the first ID from
+/// `ids` that has never been used, and returns it (see [`store_new`]).
 pub async fn run(
     editor: &CouchClient,
-    url: &str,
-    expires: Option<&str>,
+    link: &NewLink,
     ids: impl IntoIterator<Item = LinkId>,
 ) -> Result<LinkId, CreateError> {
-    let mut doc = json!({"url": url, "inactive": false});
-    if let Some(expires) = expires {
-        doc["expires"] = json!(expires);
+    let mut doc = json!({"url": link.url, "inactive": false});
+    for (name, value) in [("expires", &link.expires), ("valid_from", &link.valid_from), ("fallback", &link.fallback)] {
+        if let Some(value) = value {
+            doc[name] = json!(value);
+        }
     }
     Ok(store_new(editor, &doc, ids).await?)
 }
@@ -107,18 +146,33 @@ pub async fn run(
 /// or the instant given, refused when it is already past, since the link would be dead on
 /// arrival.
 fn expires(text: &str) -> Result<String, String> {
-    use time::format_description::well_known::Rfc3339;
-    use time::OffsetDateTime;
-    let day = time::macros::format_description!("[year]-[month]-[day]");
-    let at = match time::Date::parse(text, &day) {
-        Ok(date) => date.next_day().ok_or_else(|| format!("no day after {text}"))?.midnight().assume_utc(),
-        Err(_) => OffsetDateTime::parse(text, &Rfc3339).map_err(|_| {
-            format!("{text:?} is neither a date (2026-12-31) nor an RFC 3339 time (2026-12-31T23:59:59Z)")
-        })?,
-    };
-    if at <= OffsetDateTime::now_utc() {
+    let at = instant(text, |date| date.next_day())?;
+    if at <= time::OffsetDateTime::now_utc() {
         return Err(format!("{text} is already past: the link would never work"));
     }
+    utc_text(at)
+}
+
+/// `--valid-from` as the document holds it (RFC 3339, UTC): a date's start, or the instant given.
+fn valid_from(text: &str) -> Result<String, String> {
+    utc_text(instant(text, Some)?)
+}
+
+/// A UTC date (the midnight `day` picks) or an RFC 3339 time.
+fn instant(text: &str, day: impl FnOnce(time::Date) -> Option<time::Date>) -> Result<time::OffsetDateTime, String> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    match time::Date::parse(text, &format) {
+        Ok(date) => Ok(day(date).ok_or_else(|| format!("no day after {text}"))?.midnight().assume_utc()),
+        Err(_) => time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).map_err(|_| {
+            format!("{text:?} is neither a date (2026-12-31) nor an RFC 3339 time (2026-12-31T23:59:59Z)")
+        }),
+    }
+}
+
+fn utc_text(at: time::OffsetDateTime) -> Result<String, String> {
     let at = at.to_offset(time::UtcOffset::UTC);
-    at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339).map_err(|e| e.to_string())
+    at.replace_nanosecond(0)
+        .unwrap_or(at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .map_err(|e| e.to_string())
 }

@@ -45,6 +45,12 @@ pub enum Command {
     Agent(agent::AgentArgs),
 }
 
+/// A target given as a flag (`--fallback`, `COUCHLINK_FALLBACK_URL`): it obeys a link's `url`
+/// rules.
+pub fn target_flag(s: &str) -> Result<String, String> {
+    crate::domain::check_target(s).map(|_| s.to_owned()).map_err(|e| e.to_string())
+}
+
 /// What any command can fail with, for `main` to print with its causes.
 pub type CommandError = Box<dyn Error + Send + Sync + 'static>;
 

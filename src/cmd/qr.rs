@@ -218,18 +218,30 @@ async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<usize, QrError> {
     let mut problems = 0;
     let now = OffsetDateTime::now_utc();
     for id in ids {
-        let problem = match reader.get_link(id).await.map_err(QrError::Couch)? {
-            None => Some("there is no such link in CouchDB".to_owned()),
+        let (problem, fallback) = match reader.get_link(id).await.map_err(QrError::Couch)? {
+            None => (Some("there is no such link in CouchDB".to_owned()), None),
             Some(doc) => match Link::from_doc(doc) {
-                Err(e) => Some(format!("its document cannot be served ({e})")),
-                Ok(link) if link.inactive => Some("the link is inactive".to_owned()),
-                Ok(link) if link.live_target(now).is_none() => Some("the link has expired".to_owned()),
-                Ok(_) => None,
+                Err(e) => (Some(format!("its document cannot be served ({e})")), None),
+                Ok(link) => {
+                    let problem = if link.inactive {
+                        Some("the link is inactive")
+                    } else if link.not_started(now) {
+                        Some("the link has not started yet (valid_from)")
+                    } else if link.live_target(now).is_none() {
+                        Some("the link has expired")
+                    } else {
+                        None
+                    };
+                    (problem.map(str::to_owned), link.fallback().map(str::to_owned))
+                }
             },
         };
         if let Some(problem) = problem {
             problems += 1;
-            tracing::warn!("{id}: {problem}; its tag answers 404 until the document is fixed");
+            match fallback {
+                Some(fallback) => tracing::warn!("{id}: {problem}; its tag leads to its fallback {fallback} meanwhile"),
+                None => tracing::warn!("{id}: {problem}; its tag answers 404 until the document is fixed"),
+            }
         }
     }
     Ok(problems)

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// place), up to the cache capacity, while serving.
     #[arg(long, env = "COUCHLINK_WARM_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub warm_start: bool,
+    /// Where a link that does not work (inactive, expired, not yet started) and has no
+    /// "fallback" of its own sends people, instead of a 404: written as a link's "url" is.
+    #[arg(long, env = "COUCHLINK_FALLBACK_URL", value_parser = super::target_flag)]
+    pub fallback_url: Option<String>,
     /// Directory of the link cache snapshot, written every COUCHLINK_SNAPSHOT_SECS and at
     /// shutdown, and read at start so that a restart serves from memory at once.
     #[arg(long, env = "COUCHLINK_STATE_DIR", default_value = "state")]
@@ -141,6 +145,7 @@ impl ServeArgs {
             warm_start: self.warm_start,
             state_dir: (self.snapshot_secs > 0).then_some(self.state_dir),
             snapshot_interval: Duration::from_secs(self.snapshot_secs.max(1)),
+            fallback_url: self.fallback_url,
             cold_reads: self.cold_reads.get(),
             max_connections: self.max_connections.get(),
             header_timeout: Duration::from_secs(self.header_timeout_secs.get().into()),

@@ -5,6 +5,9 @@ use serde::Deserialize;
 use super::target::{canonical_location, check_internal, NotCanonical};
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
 
+use crate::visitor::language::Language;
+use crate::visitor::{Device, Os, Visitor};
+
 /// A link document's fields as CouchDB returns them (other fields are ignored). Each field is
 /// read whatever its JSON type: a document with a wrong type (`{"url": 42}`, written by an admin
 /// or before the validation function existed) is still a document, one that [`Link::from_doc`]
@@ -20,9 +23,18 @@ pub struct LinkDoc {
     /// `true` turns the link off (404).
     #[serde(default)]
     pub inactive: Option<Typed<bool>>,
-    /// RFC 3339 instant from which the link answers 404.
+    /// RFC 3339 instant from which the link answers 404 (or its fallback).
     #[serde(default)]
     pub expires: Option<Typed<String>>,
+    /// RFC 3339 instant before which the link acts as inactive.
+    #[serde(default)]
+    pub valid_from: Option<Typed<String>>,
+    /// Where people go while the link is inactive, expired or not yet started, instead of a 404.
+    #[serde(default)]
+    pub fallback: Option<Typed<String>>,
+    /// Rules sending some visitors elsewhere than `url`: the first that matches wins.
+    #[serde(default)]
+    pub targets: Option<Typed<Vec<serde_json::Value>>>,
     /// `true`: the `url` carries an out-of-band invitation (`oob` or `_oob`), which a client
     /// asking for `application/json` gets itself (Aries RFC 0434, "URL Shortening").
     #[serde(default)]
@@ -80,12 +92,23 @@ pub enum UnusableLink {
     /// No `url`, or not a string.
     #[error("the document has no string \"url\"")]
     NoUrl,
-    /// `expires` is not an RFC 3339 timestamp.
-    #[error("\"expires\" is not an RFC 3339 timestamp: {0:?}")]
-    BadExpires(String),
-    /// A target not in the form the proxy sends.
+    /// `expires` or `valid_from` is not an RFC 3339 timestamp.
+    #[error("\"{0}\" is not an RFC 3339 timestamp: {1:?}")]
+    BadTime(&'static str, String),
+    /// The `url` is not in the form the proxy sends.
     #[error(transparent)]
     NotCanonical(#[from] NotCanonical),
+    /// The `fallback` is not in the form the proxy sends.
+    #[error("\"fallback\": {0}")]
+    BadFallback(NotCanonical),
+    /// A rule of `targets` cannot be followed.
+    #[error("rule {} of \"targets\": {reason}", .rule + 1)]
+    BadRule {
+        /// Which rule (from 0).
+        rule: usize,
+        /// Why not.
+        reason: String,
+    },
     /// A field of the wrong JSON type.
     #[error("\"{0}\" has the wrong JSON type")]
     WrongType(&'static str),
@@ -98,10 +121,6 @@ pub struct Link {
     pub url: Box<str>,
     /// Whether the document says `inactive: true`.
     pub inactive: bool,
-    /// When the link stops working, as Unix nanoseconds (`i64::MAX`: never). Eight bytes
-    /// instead of an `Option<OffsetDateTime>`'s sixteen: this struct exists once per cached
-    /// link. Instants past 2262 saturate to "never".
-    expires_ns: i64,
     /// The `Location` of a plain `GET /{id}`, worked out once when the document is read: which
     /// kind, and the text itself only when it differs from `url`. Kept apart (rather than one
     /// enum holding the text) so that a `Link` is 48 bytes and its `Arc` block 64, one
@@ -111,6 +130,95 @@ pub struct Link {
     plain_other: Option<Box<str>>,
     /// The document says `oob: true` (in the struct's padding: a `Link` stays 48 bytes).
     oob: bool,
+    /// What few links have (a time window, a fallback, rules), boxed so that the rest stay
+    /// 48 bytes.
+    window: Option<Box<Window>>,
+}
+
+/// When a link works, where it sends people when it does not, and whom it sends elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Window {
+    /// Unix nanoseconds from which it works (`i64::MIN`: always) and until which (`i64::MAX`:
+    /// never ends). Instants past 2262 saturate.
+    valid_from_ns: i64,
+    expires_ns: i64,
+    fallback: Option<Box<str>>,
+    targets: Box<[Rule]>,
+}
+
+/// One of a link's `targets`: where it sends the visitors its conditions all match (an empty
+/// list is no condition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Any of these operating systems.
+    pub os: Box<[Os]>,
+    /// Any of these kinds of device.
+    pub device: Box<[Device]>,
+    /// Any of these as the visitor's most preferred language.
+    pub lang: Box<[Language]>,
+    /// Where to, checked as a link's `url` is.
+    pub url: Box<str>,
+}
+
+impl Rule {
+    /// Whether `visitor` is one this rule sends to its `url`.
+    pub fn matches(&self, visitor: &Visitor<'_>) -> bool {
+        (self.os.is_empty() || visitor.client().os.is_some_and(|os| self.os.contains(&os)))
+            && (self.device.is_empty() || visitor.client().device.is_some_and(|d| self.device.contains(&d)))
+            && (self.lang.is_empty() || visitor.language().is_some_and(|l| self.lang.contains(&l)))
+    }
+
+    /// A rule as a document holds it: `{"when": {"os": [...], ...}, "url": "..."}`.
+    pub fn from_value(value: &serde_json::Value) -> Result<Rule, String> {
+        let url = value.get("url").and_then(|u| u.as_str()).ok_or("it has no string \"url\"")?;
+        check_target(url).map_err(|e| format!("\"url\": {e}"))?;
+        let when = value.get("when").and_then(|w| w.as_object()).ok_or("it has no \"when\" object")?;
+        fn names<T>(
+            when: &serde_json::Map<String, serde_json::Value>,
+            key: &str,
+            parse: fn(&str) -> Option<T>,
+        ) -> Result<Box<[T]>, String> {
+            match when.get(key) {
+                None => Ok(Box::new([])),
+                Some(serde_json::Value::Array(items)) => items
+                    .iter()
+                    .map(|item| {
+                        item.as_str()
+                            .and_then(parse)
+                            .ok_or_else(|| format!("\"{key}\" holds {item}, which it does not know"))
+                    })
+                    .collect(),
+                Some(other) => Err(format!("\"{key}\" is {other}, not a list")),
+            }
+        }
+        if let Some(key) = when.keys().find(|k| !["os", "device", "lang"].contains(&k.as_str())) {
+            return Err(format!("\"when\" holds \"{key}\", which is no condition"));
+        }
+        let rule = Rule {
+            os: names(when, "os", Os::parse)?,
+            device: names(when, "device", Device::parse)?,
+            lang: names(when, "lang", Language::parse)?,
+            url: url.into(),
+        };
+        if rule.os.is_empty() && rule.device.is_empty() && rule.lang.is_empty() {
+            return Err("it has no condition".into());
+        }
+        Ok(rule)
+    }
+
+    /// The rule as a document holds it.
+    pub fn to_value(&self) -> serde_json::Value {
+        let mut when = serde_json::Map::new();
+        let os: Vec<&str> = self.os.iter().map(|o| o.name()).collect();
+        let device: Vec<&str> = self.device.iter().map(|d| d.name()).collect();
+        let lang: Vec<&str> = self.lang.iter().map(Language::as_str).collect();
+        for (key, names) in [("os", os), ("device", device), ("lang", lang)] {
+            if !names.is_empty() {
+                when.insert(key.into(), names.into());
+            }
+        }
+        serde_json::json!({"when": when, "url": &*self.url})
+    }
 }
 
 /// A link's document fields, as a cache snapshot stores them.
@@ -120,10 +228,37 @@ pub struct LinkParts {
     pub url: Box<str>,
     /// `inactive: true`.
     pub inactive: bool,
+    /// `valid_from` as Unix nanoseconds (`i64::MIN`: always).
+    pub valid_from_ns: i64,
     /// `expires` as Unix nanoseconds (`i64::MAX`: never).
     pub expires_ns: i64,
+    /// `fallback`.
+    pub fallback: Option<Box<str>>,
+    /// `targets`.
+    pub targets: Box<[Rule]>,
     /// `oob: true`.
     pub oob: bool,
+}
+
+/// Whether `target` is one the proxy sends as written: an internal redirect (`/...`), or an
+/// absolute http(s) URL in canonical form (its empty path aside), then `Some` of its `Location`.
+pub fn check_target(target: &str) -> Result<Option<String>, NotCanonical> {
+    if target.starts_with('/') {
+        check_internal(target).map(|()| None)
+    } else {
+        canonical_location(target).map(Some)
+    }
+}
+
+/// An RFC 3339 instant as Unix nanoseconds, saturated to the range of `i64`.
+fn instant_ns(value: Option<String>, name: &'static str, absent: i64) -> Result<i64, UnusableLink> {
+    match value {
+        None => Ok(absent),
+        Some(text) => match OffsetDateTime::parse(&text, &Rfc3339) {
+            Ok(t) => Ok(t.unix_timestamp_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64),
+            Err(_) => Err(UnusableLink::BadTime(name, text)),
+        },
+    }
 }
 
 /// What [`Link::plain_location`] is.
@@ -145,17 +280,22 @@ impl Link {
         let url = field(doc.url, "url")?.ok_or(UnusableLink::NoUrl)?;
         let inactive = field(doc.inactive, "inactive")?;
         let oob = field(doc.oob, "oob")?;
-        let expires = match field(doc.expires, "expires")? {
-            None => None,
-            Some(text) => Some(OffsetDateTime::parse(&text, &Rfc3339).map_err(|_| UnusableLink::BadExpires(text))?),
-        };
-        let expires_ns = expires.map_or(i64::MAX, |t: OffsetDateTime| {
-            t.unix_timestamp_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
-        });
+        let expires_ns = instant_ns(field(doc.expires, "expires")?, "expires", i64::MAX)?;
+        let valid_from_ns = instant_ns(field(doc.valid_from, "valid_from")?, "valid_from", i64::MIN)?;
+        let fallback = field(doc.fallback, "fallback")?;
+        let targets = field(doc.targets, "targets")?
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(rule, value)| Rule::from_value(value).map_err(|reason| UnusableLink::BadRule { rule, reason }))
+            .collect::<Result<_, _>>()?;
         Link::from_parts(LinkParts {
             url: url.into_boxed_str(),
             inactive: inactive.unwrap_or(false),
+            valid_from_ns,
             expires_ns,
+            fallback: fallback.map(String::into_boxed_str),
+            targets,
             oob: oob.unwrap_or(false),
         })
     }
@@ -163,24 +303,62 @@ impl Link {
     /// A link from what [`Link::parts`] gave (a cache snapshot), checked as a document's are:
     /// a snapshot written by another version of couchlink is not trusted to agree on targets.
     pub fn from_parts(parts: LinkParts) -> Result<Link, UnusableLink> {
-        let LinkParts { url, inactive, expires_ns, oob } = parts;
+        let LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob } = parts;
         // Served only as written (see `target`): the `Location` is the stored text itself, but
         // for an empty path's `/`.
-        let (plain, plain_other) = if url.starts_with('/') {
-            check_internal(&url).map_err(UnusableLink::NotCanonical)?;
-            (Plain::Resolve, None)
-        } else {
-            match canonical_location(&url).map_err(UnusableLink::NotCanonical)? {
-                location if *location == *url => (Plain::SameAsUrl, None),
-                location => (Plain::Other, Some(location.into_boxed_str())),
-            }
+        let (plain, plain_other) = match check_target(&url)? {
+            None => (Plain::Resolve, None),
+            Some(location) if *location == *url => (Plain::SameAsUrl, None),
+            Some(location) => (Plain::Other, Some(location.into_boxed_str())),
         };
-        Ok(Link { url, inactive, expires_ns, plain, plain_other, oob })
+        if let Some(fallback) = &fallback {
+            check_target(fallback).map_err(UnusableLink::BadFallback)?;
+        }
+        for (rule, target) in targets.iter().enumerate() {
+            check_target(&target.url).map_err(|e| UnusableLink::BadRule { rule, reason: format!("\"url\": {e}") })?;
+        }
+        let plain_link =
+            valid_from_ns == i64::MIN && expires_ns == i64::MAX && fallback.is_none() && targets.is_empty();
+        let window = (!plain_link).then(|| Box::new(Window { valid_from_ns, expires_ns, fallback, targets }));
+        Ok(Link { url, inactive, plain, plain_other, oob, window })
     }
 
     /// What the link was made from, for [`Link::from_parts`].
     pub fn parts(&self) -> LinkParts {
-        LinkParts { url: self.url.clone(), inactive: self.inactive, expires_ns: self.expires_ns, oob: self.oob }
+        let (valid_from_ns, expires_ns, fallback, targets) = match &self.window {
+            Some(w) => (w.valid_from_ns, w.expires_ns, w.fallback.clone(), w.targets.clone()),
+            None => (i64::MIN, i64::MAX, None, Box::default()),
+        };
+        LinkParts {
+            url: self.url.clone(),
+            inactive: self.inactive,
+            valid_from_ns,
+            expires_ns,
+            fallback,
+            targets,
+            oob: self.oob,
+        }
+    }
+
+    /// Its `targets` (none for most links).
+    pub fn targets(&self) -> &[Rule] {
+        self.window.as_ref().map_or(&[], |w| &w.targets)
+    }
+
+    /// Where the link sends `visitor` while it works: the first rule of `targets` that matches,
+    /// else its `url`.
+    pub fn target_for(&self, visitor: &Visitor<'_>) -> &str {
+        self.targets().iter().find(|rule| rule.matches(visitor)).map_or(&self.url, |rule| &rule.url)
+    }
+
+    /// Where people go while the link does not work (inactive, expired, not yet started).
+    pub fn fallback(&self) -> Option<&str> {
+        self.window.as_ref().and_then(|w| w.fallback.as_deref())
+    }
+
+    /// Whether the link has a start still to come at `now`.
+    pub fn not_started(&self, now: OffsetDateTime) -> bool {
+        self.window.as_ref().is_some_and(|w| now.unix_timestamp_nanos() < w.valid_from_ns as i128)
     }
 
     /// The `Location` for a plain `GET /{id}` (no extra path, no query), or `None` when that
@@ -212,8 +390,11 @@ impl Link {
     /// Checked on every request, so a cached link expires on time (the DIDComm Shorten URL
     /// protocol: a link must stop working once its validity ends).
     pub fn live_target(&self, now: OffsetDateTime) -> Option<&str> {
-        let expired = now.unix_timestamp_nanos() >= self.expires_ns as i128;
-        (!self.inactive && !expired).then_some(&*self.url)
+        let in_window = self.window.as_ref().is_none_or(|w| {
+            let now = now.unix_timestamp_nanos();
+            w.valid_from_ns as i128 <= now && now < w.expires_ns as i128
+        });
+        (!self.inactive && in_window).then_some(&*self.url)
     }
 }
 
@@ -273,7 +454,7 @@ mod tests {
         assert_eq!(parse(r#"{"inactive":false}"#), Err(UnusableLink::NoUrl));
         assert_eq!(
             parse(r#"{"url":"https://a.example","expires":"tomorrow"}"#),
-            Err(UnusableLink::BadExpires("tomorrow".into()))
+            Err(UnusableLink::BadTime("expires", "tomorrow".into()))
         );
         assert!(UnusableLink::NoUrl.to_string().contains("url"));
         // Wrong JSON types are documents all the same, turned down with the field named.

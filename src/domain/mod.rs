@@ -7,7 +7,7 @@ mod roles;
 mod target;
 mod tracking_id;
 
-pub use link::{Link, LinkDoc, LinkParts, UnusableLink};
+pub use link::{check_target, Link, LinkDoc, LinkParts, Rule, UnusableLink};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub use roles::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};

@@ -613,7 +613,15 @@ mod tests {
         }
 
         fn reply(status: Status, body: Body) -> Reply<String> {
-            Reply { status, body, location: None, shortlink: None, cookie: None, now: OffsetDateTime::UNIX_EPOCH }
+            Reply {
+                status,
+                body,
+                location: None,
+                shortlink: None,
+                cookie: None,
+                vary: false,
+                now: OffsetDateTime::UNIX_EPOCH,
+            }
         }
 
         fn connections() -> Connections<PathEcho> {

@@ -52,7 +52,15 @@ impl Respond for Serves {
 }
 
 fn reply(status: Status) -> Reply<&'static str> {
-    Reply { status, body: Body::Page, location: None, shortlink: None, cookie: None, now: OffsetDateTime::UNIX_EPOCH }
+    Reply {
+        status,
+        body: Body::Page,
+        location: None,
+        shortlink: None,
+        cookie: None,
+        vary: false,
+        now: OffsetDateTime::UNIX_EPOCH,
+    }
 }
 
 /// The class of the first response to `raw`: a status of 400, 414 or 431, or none, is a refusal.

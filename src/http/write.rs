@@ -124,6 +124,9 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         out.extend_from_slice(b"\r\nlocation: ");
         out.extend_from_slice(location.as_bytes());
     }
+    if reply.vary {
+        out.extend_from_slice(b"\r\nvary: User-Agent, Accept-Language");
+    }
     if let Some(id) = &reply.shortlink {
         out.extend_from_slice(b"\r\nlink: <");
         shape.public_url.write_short_url(id, out);
@@ -236,6 +239,7 @@ mod tests {
             body,
             location: None,
             shortlink: None,
+            vary: false,
             cookie: TrackingId::parse("20261122101733a3f9c1e2b7d4e601"),
             now: OffsetDateTime::from_unix_timestamp(1_795_436_780).unwrap(),
         }
@@ -257,6 +261,7 @@ mod tests {
         let redirect = Reply {
             location: Some("https://t.example/?a=1&b='2'"),
             shortlink: Some(LinkId::parse("H83if").unwrap()),
+            vary: true,
             ..reply(Status::Found, Body::Redirect)
         };
         let response = written(&redirect, &shape, false);
@@ -265,6 +270,7 @@ mod tests {
         assert!(head.contains(&format!("\r\ncontent-length: {}\r\n", body.len())), "{head}");
         assert!(head.contains("\r\nlocation: https://t.example/?a=1&b='2'\r\n"), "{head}");
         assert!(head.contains("\r\nlink: <http://0x1f.ie/H83if>; rel=\"shortlink\"\r\n"), "{head}");
+        assert!(head.contains("\r\nvary: User-Agent, Accept-Language\r\n"), "{head}");
         assert!(head.contains("\r\ndate: Mon, 23 Nov 2026 12:26:20 GMT"), "{head}");
         assert!(body.contains("href=\"https://t.example/?a=1&amp;b=&#39;2&#39;\">"), "{body}");
         // HEAD: the same head, Content-Length included, and no body.

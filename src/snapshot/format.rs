@@ -9,18 +9,20 @@
 //! body:
 //!   str identity, str database, str seq (JSON), i64 written at (Unix seconds), u8 complete,
 //!   u64 entry count, then per entry: 5-byte ID, u8 kind (0: known missing; else 1 | inactive<<1
-//!   | oob<<2), and for a link: i64 expires (Unix ns, i64::MAX never), str url
+//!   | oob<<2 | has fallback<<3 | has targets<<4), and for a link: i64 valid from (Unix ns,
+//!   i64::MIN always), i64 expires (i64::MAX never), str url, str fallback when it has one, and
+//!   str targets (the rules as a document holds them, JSON) when it has any
 //! u32 CRC-32 of the body
 //! ```
 //! Integers are little-endian; a `str` is a u32 byte length and UTF-8.
 
 use serde_json::Value;
 
-use crate::domain::{LinkId, LinkParts};
+use crate::domain::{LinkId, LinkParts, Rule};
 
 /// The format this build writes and the only one it reads. Bump it with any change to the
 /// layout above: a snapshot of another version is not read, and the proxy warm-starts instead.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const MAGIC: &[u8] = b"couchlink cache snapshot\n";
 const HEADER: usize = MAGIC.len() + 4 + 8;
 
@@ -85,9 +87,19 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
         match link {
             None => body.push(0),
             Some(link) => {
-                body.push(1 | u8::from(link.inactive) << 1 | u8::from(link.oob) << 2);
+                let fallback = u8::from(link.fallback.is_some()) << 3;
+                let targets = u8::from(!link.targets.is_empty()) << 4;
+                body.push(1 | u8::from(link.inactive) << 1 | u8::from(link.oob) << 2 | fallback | targets);
+                body.extend_from_slice(&link.valid_from_ns.to_le_bytes());
                 body.extend_from_slice(&link.expires_ns.to_le_bytes());
                 put_str(&mut body, &link.url);
+                if let Some(fallback) = &link.fallback {
+                    put_str(&mut body, fallback);
+                }
+                if !link.targets.is_empty() {
+                    let rules: Vec<_> = link.targets.iter().map(Rule::to_value).collect();
+                    put_str(&mut body, &serde_json::Value::from(rules).to_string());
+                }
             }
         }
     }
@@ -148,10 +160,14 @@ fn read_body(r: &mut Reader) -> Result<Snapshot, FormatError> {
         let kind = r.take(1)?[0];
         let link = match kind {
             0 => None,
-            k if k & 1 == 1 && k >> 3 == 0 => {
+            k if k & 1 == 1 && k >> 5 == 0 => {
+                let valid_from_ns = r.u64()? as i64;
                 let expires_ns = r.u64()? as i64;
                 let url = r.str()?.into();
-                Some(LinkParts { url, inactive: k & 2 != 0, expires_ns, oob: k & 4 != 0 })
+                let fallback = if k & 8 != 0 { Some(r.str()?.into()) } else { None };
+                let targets = if k & 16 != 0 { rules(r.str()?)? } else { Box::default() };
+                let (inactive, oob) = (k & 2 != 0, k & 4 != 0);
+                Some(LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob })
             }
             _ => return Err(FormatError::Malformed("an entry of unknown kind")),
         };
@@ -161,6 +177,16 @@ fn read_body(r: &mut Reader) -> Result<Snapshot, FormatError> {
         return Err(FormatError::Malformed("bytes after the last entry"));
     }
     Ok(Snapshot { identity, database, seq, written_at, complete, entries })
+}
+
+/// A link's rules as stored, each read as a document's are.
+fn rules(text: &str) -> Result<Box<[Rule]>, FormatError> {
+    let values: Vec<serde_json::Value> =
+        serde_json::from_str(text).map_err(|_| FormatError::Malformed("a link's targets are not JSON"))?;
+    values
+        .iter()
+        .map(|v| Rule::from_value(v).map_err(|_| FormatError::Malformed("a link's target is not a rule")))
+        .collect()
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -201,8 +227,17 @@ mod tests {
     use serde_json::json;
 
     fn sample() -> Snapshot {
-        let link =
-            |url: &str, inactive, oob, expires_ns| Some(LinkParts { url: url.into(), inactive, expires_ns, oob });
+        let link = |url: &str, inactive, oob, expires_ns| {
+            Some(LinkParts {
+                url: url.into(),
+                inactive,
+                valid_from_ns: i64::MIN,
+                expires_ns,
+                fallback: None,
+                targets: Box::default(),
+                oob,
+            })
+        };
         Snapshot {
             identity: "0f3c".into(),
             database: "links".into(),
@@ -214,6 +249,22 @@ mod tests {
                 (LinkId::parse("gone1").unwrap(), None),
                 (LinkId::parse("Off00").unwrap(), link("https://a.example/", true, true, 1_800_000_000_000_000_000)),
                 (LinkId::parse("inner").unwrap(), link("/H83if", false, false, -5)),
+                (
+                    LinkId::parse("Later").unwrap(),
+                    Some(LinkParts {
+                        url: "https://later.example/".into(),
+                        inactive: false,
+                        valid_from_ns: 1_900_000_000_000_000_000,
+                        expires_ns: i64::MAX,
+                        fallback: Some("https://soon.example/".into()),
+                        targets: Box::new([Rule::from_value(&json!({
+                            "when": {"os": ["ios"], "device": ["mobile", "tablet"], "lang": ["fr"]},
+                            "url": "https://apps.apple.com/fr/app/id1"
+                        }))
+                        .unwrap()]),
+                        oob: false,
+                    }),
+                ),
             ],
         }
     }

@@ -1,7 +1,7 @@
 //! Link documents and who may do what: CouchDB itself keeps bad links and unauthorised people
 //! out; `couchlink setup` and `couchlink create`.
 
-use couchlink::cmd::create::CreateError;
+use couchlink::cmd::create::{CreateError, NewLink};
 use couchlink::cmd::setup::{Report, Step};
 use couchlink::domain::LinkId;
 use reqwest::Method;
@@ -201,13 +201,22 @@ async fn create_stores_a_fresh_link_and_never_overwrites_or_reuses_an_id() {
     let editor = db.client_as(Some(EDITOR));
 
     let ids = ["Taken", "Gone1", "Fresh"].map(|s| LinkId::parse(s).unwrap());
-    let id =
-        couchlink::cmd::create::run(&editor, "https://new.example/", Some("2030-01-01T00:00:00Z"), ids).await.unwrap();
+    let link = NewLink {
+        expires: Some("2030-01-01T00:00:00Z".into()),
+        valid_from: Some("2029-01-01T00:00:00Z".into()),
+        fallback: Some("https://ended.example/".into()),
+        ..NewLink::to("https://new.example/")
+    };
+    let id = couchlink::cmd::create::run(&editor, &link, ids).await.unwrap();
     assert_eq!(id.as_str(), "Fresh");
     let fresh: Value = db.admin(Method::GET, "Fresh", None).await.json().await.unwrap();
     assert_eq!(
         (fresh["url"].as_str(), fresh["inactive"].as_bool(), fresh["expires"].as_str()),
         (Some("https://new.example/"), Some(false), Some("2030-01-01T00:00:00Z"))
+    );
+    assert_eq!(
+        (fresh["valid_from"].as_str(), fresh["fallback"].as_str()),
+        (Some("2029-01-01T00:00:00Z"), Some("https://ended.example/"))
     );
     let taken: Value = db.admin(Method::GET, "Taken", None).await.json().await.unwrap();
     assert_eq!(taken["url"], "https://original.example/", "an existing link is never overwritten");
@@ -219,8 +228,7 @@ async fn create_shows_couchdbs_reason_for_a_bad_url() {
     let db = TestDb::new().await;
     let err = couchlink::cmd::create::run(
         &db.client_as(Some(EDITOR)),
-        "ftp://example.com/",
-        None,
+        &NewLink::to("ftp://example.com/"),
         std::iter::repeat_with(LinkId::random),
     )
     .await

@@ -73,12 +73,15 @@ async fn check_warns_about_links_that_would_not_redirect_and_the_tag_text_redire
     app.db.put_link("H83if", json!({"url": "https://example.com/wp/?p=14"})).await;
     app.db.put_link("Sleep", json!({"url": "https://example.com/", "inactive": true})).await;
     app.db.put_link("Ended", json!({"url": "https://example.com/", "expires": "2020-01-01T00:00:00Z"})).await;
+    let later = json!({"url": "https://example.com/", "valid_from": "2099-01-01T00:00:00Z", "fallback": "https://example.com/soon"});
+    app.db.put_link("Later", later).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
     let output = qr(&[
         "H83if",
         "Sleep",
         "Ended",
+        "Later",
         "Nopee",
         "--check",
         "--public-url",
@@ -97,7 +100,10 @@ async fn check_warns_about_links_that_would_not_redirect_and_the_tag_text_redire
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("Sleep: the link is inactive"), "{stderr}");
-    assert!(stderr.contains("Ended: the link has expired"), "{stderr}");
+    assert!(stderr.contains("Ended: the link has expired; its tag answers 404"), "{stderr}");
+    let later =
+        "Later: the link has not started yet (valid_from); its tag leads to its fallback https://example.com/soon";
+    assert!(stderr.contains(later), "{stderr}");
     assert!(stderr.contains("Nopee: there is no such link"), "{stderr}");
     assert!(!stderr.contains("H83if: the") && !stderr.contains("H83if: there"), "{stderr}");
     // For print pipelines: --strict makes those warnings an error, and writes no tag.

@@ -1,0 +1,267 @@
+//! What a request says about who asks, for the conditions of a link's `targets`: the operating
+//! system and kind of device its `User-Agent` names, and the language it prefers
+//! ([`language`]).
+//!
+//! The strings are read by the ua-parser project's regular expressions (uap-core, through the
+//! `ua-parser` crate): only the device class is decided here, from what they extract. The
+//! expressions are compiled on first use (about 0.1 s), so a proxy whose links have no such
+//! condition never pays for them, and each serving thread keeps the answers for the strings it
+//! saw last: real traffic repeats a few hundred User-Agents.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+pub mod language;
+
+/// An operating system a rule can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Os {
+    /// iOS and iPadOS (an iPad that asks for desktop sites says macOS).
+    Ios,
+    /// Android.
+    Android,
+    /// Windows.
+    Windows,
+    /// macOS.
+    Macos,
+    /// Linux desktops (Ubuntu, Fedora, ...), Android aside.
+    Linux,
+    /// ChromeOS.
+    Chromeos,
+}
+
+impl Os {
+    /// Every name a rule may use, in the order documented.
+    pub const NAMES: [&'static str; 6] = ["ios", "android", "windows", "macos", "linux", "chromeos"];
+
+    /// The OS a rule names.
+    pub fn parse(name: &str) -> Option<Os> {
+        Some(match name {
+            "ios" => Os::Ios,
+            "android" => Os::Android,
+            "windows" => Os::Windows,
+            "macos" => Os::Macos,
+            "linux" => Os::Linux,
+            "chromeos" => Os::Chromeos,
+            _ => return None,
+        })
+    }
+
+    /// The name a rule uses.
+    pub fn name(self) -> &'static str {
+        Os::NAMES[self as usize]
+    }
+
+    /// The OS uap-core's family name stands for.
+    fn from_family(family: &str) -> Option<Os> {
+        Some(match family {
+            "iOS" | "iPadOS" => Os::Ios,
+            "Android" => Os::Android,
+            "Windows" => Os::Windows,
+            "Mac OS X" | "macOS" => Os::Macos,
+            "Chrome OS" => Os::Chromeos,
+            "Linux" | "Ubuntu" | "Debian" | "Fedora" | "Red Hat" | "SUSE" | "openSUSE" | "Mint" | "Arch Linux"
+            | "Gentoo" | "Slackware" | "Mandriva" | "CentOS" | "Kubuntu" => Os::Linux,
+            _ => return None,
+        })
+    }
+}
+
+/// A kind of device a rule can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// A phone.
+    Mobile,
+    /// A tablet.
+    Tablet,
+    /// A computer.
+    Desktop,
+}
+
+impl Device {
+    /// Every name a rule may use.
+    pub const NAMES: [&'static str; 3] = ["mobile", "tablet", "desktop"];
+
+    /// The name a rule uses.
+    pub fn name(self) -> &'static str {
+        Device::NAMES[self as usize]
+    }
+
+    /// The device a rule names.
+    pub fn parse(name: &str) -> Option<Device> {
+        Some(match name {
+            "mobile" => Device::Mobile,
+            "tablet" => Device::Tablet,
+            "desktop" => Device::Desktop,
+            _ => return None,
+        })
+    }
+}
+
+/// What a User-Agent says: each part `None` when it does not say (a bot is neither).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Client {
+    /// The operating system.
+    pub os: Option<Os>,
+    /// The kind of device.
+    pub device: Option<Device>,
+    /// A crawler, per uap-core.
+    pub bot: bool,
+}
+
+/// The parts of uap-core's data couchlink uses.
+#[derive(Deserialize)]
+struct Data<'a> {
+    #[serde(borrow)]
+    os_parsers: Vec<ua_parser::os::Parser<'a>>,
+    #[serde(borrow)]
+    device_parsers: Vec<ua_parser::device::Parser<'a>>,
+}
+
+struct Extractors {
+    os: ua_parser::os::Extractor<'static>,
+    device: ua_parser::device::Extractor<'static>,
+}
+
+static DATA: &str = include_str!("regexes.json");
+
+fn extractors() -> &'static Extractors {
+    static EXTRACTORS: OnceLock<Extractors> = OnceLock::new();
+    EXTRACTORS.get_or_init(|| {
+        // The shipped data: a failure here is a build that cannot work, caught by the tests.
+        let data: Data<'static> = serde_json::from_str(DATA).expect("src/visitor/regexes.json parses");
+        let os = data.os_parsers.into_iter().try_fold(ua_parser::os::Builder::new(), |b, p| b.push(p));
+        let device = data.device_parsers.into_iter().try_fold(ua_parser::device::Builder::new(), |b, p| b.push(p));
+        Extractors {
+            os: os.expect("uap-core's OS expressions parse").build().expect("uap-core's OS expressions compile"),
+            device: device
+                .expect("uap-core's device expressions parse")
+                .build()
+                .expect("uap-core's device expressions compile"),
+        }
+    })
+}
+
+/// Answers kept per serving thread before the oldest are dropped (all at once: simple, and
+/// rare with real traffic's few hundred strings).
+const CACHED: usize = 4096;
+
+thread_local! {
+    static SEEN: RefCell<HashMap<Box<[u8]>, Client>> = RefCell::new(HashMap::new());
+}
+
+impl Client {
+    /// What `user_agent` says (nothing for none, or one that is not text).
+    pub fn of(user_agent: Option<&[u8]>) -> Client {
+        let Some(bytes) = user_agent else { return Client::default() };
+        if let Some(client) = SEEN.with(|seen| seen.borrow().get(bytes).copied()) {
+            return client;
+        }
+        let client = std::str::from_utf8(bytes).map(Client::parse).unwrap_or_default();
+        SEEN.with(|seen| {
+            let mut seen = seen.borrow_mut();
+            if seen.len() >= CACHED {
+                seen.clear();
+            }
+            seen.insert(bytes.into(), client);
+        });
+        client
+    }
+
+    fn parse(ua: &str) -> Client {
+        let extractors = extractors();
+        let os = extractors.os.extract(ua).and_then(|v| Os::from_family(&v.os));
+        let device = extractors.device.extract(ua);
+        let family = device.as_ref().map(|d| &*d.device);
+        let brand = device.as_ref().and_then(|d| d.brand.as_deref());
+        if family == Some("Spider") {
+            return Client { os: None, device: None, bot: true };
+        }
+        // uap-core names devices, not kinds: tablets are the iPads and what it files under a
+        // tablet brand; Android phones and tablets are told apart by Chrome's documented rule,
+        // "Mobile" in the string for phones only.
+        let tablet = family == Some("iPad")
+            || brand.is_some_and(|b| b.ends_with("_Tablet") || b == "Kindle")
+            || (os == Some(Os::Android) && !ua.contains("Mobile"));
+        let device = match os {
+            _ if tablet => Some(Device::Tablet),
+            Some(Os::Ios | Os::Android) => Some(Device::Mobile),
+            Some(Os::Windows | Os::Macos | Os::Linux | Os::Chromeos) => Some(Device::Desktop),
+            None => None,
+        };
+        Client { os, device, bot: false }
+    }
+}
+
+/// One request's visitor as a link's rules see it: what its `User-Agent` and `Accept-Language`
+/// say, each read only if a rule asks.
+pub struct Visitor<'a> {
+    user_agent: Option<&'a [u8]>,
+    accept_language: Option<&'a [u8]>,
+    client: OnceLock<Client>,
+    language: OnceLock<Option<language::Language>>,
+}
+
+impl<'a> Visitor<'a> {
+    /// The visitor sending these headers.
+    pub fn new(user_agent: Option<&'a [u8]>, accept_language: Option<&'a [u8]>) -> Self {
+        Visitor { user_agent, accept_language, client: Default::default(), language: Default::default() }
+    }
+
+    /// What its `User-Agent` says.
+    pub fn client(&self) -> Client {
+        *self.client.get_or_init(|| Client::of(self.user_agent))
+    }
+
+    /// Its most preferred language.
+    pub fn language(&self) -> Option<language::Language> {
+        *self.language.get_or_init(|| self.accept_language.and_then(language::preferred))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(ua: &str) -> (Option<Os>, Option<Device>, bool) {
+        let c = Client::of(Some(ua.as_bytes()));
+        (c.os, c.device, c.bot)
+    }
+
+    #[test]
+    fn real_browsers_are_told_apart() {
+        use Device::*;
+        let cases = [
+            ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", Os::Ios, Mobile),
+            ("Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", Os::Ios, Tablet),
+            ("Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36", Os::Android, Mobile),
+            ("Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/25.0 Chrome/121.0.0.0 Mobile Safari/537.36", Os::Android, Mobile),
+            ("Mozilla/5.0 (Linux; Android 13; SM-X710) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36", Os::Android, Tablet),
+            ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36", Os::Windows, Desktop),
+            ("Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0", Os::Windows, Desktop),
+            ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15", Os::Macos, Desktop),
+            ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36 Edg/126.0.0.0", Os::Windows, Desktop),
+            ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36", Os::Linux, Desktop),
+            ("Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36", Os::Chromeos, Desktop),
+        ];
+        for (ua, os, device) in cases {
+            assert_eq!(client(ua), (Some(os), Some(device), false), "{ua}");
+            // Asked again: the thread's cache answers the same.
+            assert_eq!(client(ua), (Some(os), Some(device), false), "{ua}");
+        }
+        let bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+        assert_eq!(client(bot), (None, None, true));
+        assert_eq!(Client::of(None), Client::default());
+        assert_eq!(Client::of(Some(b"\xff\xfe")), Client::default());
+    }
+
+    #[test]
+    fn every_documented_name_parses() {
+        assert!(Os::NAMES.iter().all(|n| Os::parse(n).is_some()));
+        assert!(Device::NAMES.iter().all(|n| Device::parse(n).is_some()));
+        assert_eq!(Os::parse("iOS"), None, "names are lower case");
+    }
+}
