@@ -31,6 +31,12 @@ pub struct CreateArgs {
     /// 404: written as the URL is.
     #[arg(long, value_parser = super::target_flag)]
     pub fallback: Option<String>,
+    /// A rule sending some visitors elsewhere, repeatable (the first that matches wins):
+    /// CONDITIONS=URL, conditions `os=`, `device=` and `lang=` with comma-separated values,
+    /// joined by `;`. For example --target os=ios=https://apps.apple.com/app/id1 or
+    /// --target 'device=desktop;lang=fr=https://example.com/fr/'.
+    #[arg(long = "target", value_parser = target_rule)]
+    pub targets: Vec<serde_json::Value>,
     /// Address redirects are served on (the base of the printed URL when no public URL is set).
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -71,6 +77,7 @@ impl CreateArgs {
             expires: self.expires.clone(),
             valid_from: self.valid_from.clone(),
             fallback: self.fallback.clone(),
+            targets: self.targets.clone(),
         }
     }
 }
@@ -86,6 +93,8 @@ pub struct NewLink {
     pub valid_from: Option<String>,
     /// `fallback`.
     pub fallback: Option<String>,
+    /// `targets`, each as a document holds it.
+    pub targets: Vec<serde_json::Value>,
 }
 
 impl NewLink {
@@ -139,7 +148,25 @@ pub async fn run(
             doc[name] = json!(value);
         }
     }
+    if !link.targets.is_empty() {
+        doc["targets"] = json!(link.targets);
+    }
     Ok(store_new(editor, &doc, ids).await?)
+}
+
+/// `--target CONDITIONS=URL` as a document holds the rule, checked as the proxy reads it.
+fn target_rule(text: &str) -> Result<serde_json::Value, String> {
+    let usage = "write CONDITIONS=URL, like os=ios=https://apps.apple.com/app/id1 or 'device=desktop;lang=fr=https://example.com/fr/'";
+    let at = ["=https://", "=http://", "=/"].iter().filter_map(|p| text.find(p)).min().ok_or(usage)?;
+    let (conditions, url) = (&text[..at], &text[at + 1..]);
+    let mut when = serde_json::Map::new();
+    for condition in conditions.split(';') {
+        let (key, values) = condition.split_once('=').ok_or(usage)?;
+        let values: Vec<&str> = values.split(',').map(str::trim).collect();
+        when.insert(key.trim().to_owned(), json!(values));
+    }
+    let rule = json!({"when": when, "url": url});
+    crate::domain::Rule::from_value(&rule).map(|_| rule).map_err(|reason| format!("{reason}; {usage}"))
 }
 
 /// `--expires` as the document holds it (RFC 3339, UTC): a date's end (the next day's midnight)

@@ -177,6 +177,7 @@ impl Rule {
             when: &serde_json::Map<String, serde_json::Value>,
             key: &str,
             parse: fn(&str) -> Option<T>,
+            allowed: &str,
         ) -> Result<Box<[T]>, String> {
             match when.get(key) {
                 None => Ok(Box::new([])),
@@ -185,7 +186,7 @@ impl Rule {
                     .map(|item| {
                         item.as_str()
                             .and_then(parse)
-                            .ok_or_else(|| format!("\"{key}\" holds {item}, which it does not know"))
+                            .ok_or_else(|| format!("\"{key}\" holds {item}; allowed: {allowed}"))
                     })
                     .collect(),
                 Some(other) => Err(format!("\"{key}\" is {other}, not a list")),
@@ -195,9 +196,9 @@ impl Rule {
             return Err(format!("\"when\" holds \"{key}\", which is no condition"));
         }
         let rule = Rule {
-            os: names(when, "os", Os::parse)?,
-            device: names(when, "device", Device::parse)?,
-            lang: names(when, "lang", Language::parse)?,
+            os: names(when, "os", Os::parse, &Os::NAMES.join(", "))?,
+            device: names(when, "device", Device::parse, &Device::NAMES.join(", "))?,
+            lang: names(when, "lang", Language::parse, "language codes like fr or de")?,
             url: url.into(),
         };
         if rule.os.is_empty() && rule.device.is_empty() && rule.lang.is_empty() {
@@ -447,6 +448,48 @@ mod tests {
             let doc = serde_json::json!({"url": url}).to_string();
             assert!(matches!(parse(&doc), Err(UnusableLink::NotCanonical(_))), "{url:?}");
         }
+    }
+
+    #[test]
+    fn rules_are_read_checked_and_written_back_alike() {
+        let doc = r#"{"url":"https://a.example/","targets":[
+            {"when":{"os":["ios"],"lang":["FR"]},"url":"https://apps.apple.com/app/id1"},
+            {"when":{"device":["tablet","desktop"]},"url":"/H83if"}]}"#;
+        let link = parse(doc).unwrap();
+        assert_eq!(link.targets().len(), 2);
+        assert_eq!(link.targets()[0].to_value()["when"], serde_json::json!({"os": ["ios"], "lang": ["fr"]}));
+        let again = Rule::from_value(&link.targets()[1].to_value()).unwrap();
+        assert_eq!(again, link.targets()[1]);
+        assert_eq!(Link::from_parts(link.parts()).unwrap(), link, "a snapshot's parts make the same link");
+        let bad = |targets: &str| parse(&format!(r#"{{"url":"https://a.example/","targets":{targets}}}"#));
+        assert!(matches!(
+            bad(r#"[{"when":{"os":["ios"]},"url":"https://A.example/"}]"#),
+            Err(UnusableLink::BadRule { rule: 0, .. })
+        ));
+        assert!(matches!(
+            bad(r#"[{"when":{"os":["ios"]},"url":"/x"},{"when":{},"url":"/x"}]"#),
+            Err(UnusableLink::BadRule { rule: 1, .. })
+        ));
+        assert!(matches!(bad(r#"[{"when":{"os":["beos"]},"url":"/x"}]"#), Err(UnusableLink::BadRule { .. })));
+        assert_eq!(bad(r#"{"os":"ios"}"#), Err(UnusableLink::WrongType("targets")));
+    }
+
+    #[test]
+    fn a_window_and_a_fallback_decide_when_the_url_is_served() {
+        let link = parse(r#"{"url":"https://a.example/","valid_from":"2026-12-01T00:00:00Z","expires":"2026-12-31T00:00:00Z","fallback":"/Other"}"#).unwrap();
+        assert_eq!(link.live_target(datetime!(2026-11-30 23:59:59 UTC)), None);
+        assert!(link.not_started(datetime!(2026-11-30 23:59:59 UTC)));
+        assert_eq!(link.live_target(datetime!(2026-12-01 00:00:00 UTC)), Some("https://a.example/"));
+        assert_eq!(link.live_target(datetime!(2026-12-31 00:00:00 UTC)), None);
+        assert_eq!(link.fallback(), Some("/Other"));
+        assert!(matches!(
+            parse(r#"{"url":"https://a.example/","fallback":"ftp://a.example/"}"#),
+            Err(UnusableLink::BadFallback(_))
+        ));
+        assert_eq!(
+            parse(r#"{"url":"https://a.example/","valid_from":"soon"}"#),
+            Err(UnusableLink::BadTime("valid_from", "soon".into()))
+        );
     }
 
     #[test]

@@ -379,6 +379,8 @@ fn serve_flags_become_the_configuration() {
         "/var/lib/couchlink",
         "--snapshot-secs",
         "60",
+        "--fallback-url",
+        "https://0x1f.ie/gone",
     ];
     let couchlink::cmd::Command::Serve(args) = couchlink::cmd::Cli::try_parse_from(argv).unwrap().command else {
         panic!("parsed as another command")
@@ -396,6 +398,9 @@ fn serve_flags_become_the_configuration() {
     assert_eq!((c.cache_capacity, c.workers, c.warm_start, c.cold_reads, c.max_connections), (5000, 3, false, 7, 99));
     assert_eq!(c.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/couchlink")));
     assert_eq!(c.snapshot_interval, Duration::from_secs(60));
+    assert_eq!(c.fallback_url.as_deref(), Some("https://0x1f.ie/gone"));
+    let bad = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--fallback-url", "https://Gone.example/"]);
+    assert!(bad.is_err(), "a fallback not in the form sent is refused");
     // 0: no snapshots at all, neither read nor written.
     let off = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--snapshot-secs", "0"]).unwrap();
     let couchlink::cmd::Command::Serve(off) = off.command else { panic!("parsed as another command") };
@@ -418,6 +423,45 @@ async fn create_takes_a_date_or_a_time_for_expires_and_refuses_one_already_past(
     }
     let (status, stderr) = run_binary(&["create", "https://example.com/", "--expires", "soon"], &env);
     assert!(!status.success() && stderr.contains("neither a date"), "{stderr}");
+}
+
+#[tokio::test]
+async fn create_takes_rules_a_fallback_and_a_start_as_flags() {
+    let db = TestDb::new().await;
+    let env = [&editor_env(&db)[..], &[("COUCHLINK_PUBLIC_URL", "https://0x1f.ie")]].concat();
+    let args = [
+        "create",
+        "https://example.com/app",
+        "--target",
+        "os=ios=https://apps.apple.com/app/id1?mt=8",
+        "--target",
+        "device=desktop;lang=fr,de=https://example.com/eu/",
+        "--fallback",
+        "https://example.com/ended",
+        "--valid-from",
+        "2026-12-01",
+    ];
+    let (status, stdout, stderr) = run_binary_output(&args, &env);
+    assert!(status.success(), "{stderr}");
+    let id = stdout.trim().rsplit('/').next().unwrap().to_owned();
+    let doc: serde_json::Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(
+        doc["targets"],
+        json!([
+            {"when": {"os": ["ios"]}, "url": "https://apps.apple.com/app/id1?mt=8"},
+            {"when": {"device": ["desktop"], "lang": ["fr", "de"]}, "url": "https://example.com/eu/"}
+        ])
+    );
+    assert_eq!(
+        (doc["fallback"].as_str(), doc["valid_from"].as_str()),
+        (Some("https://example.com/ended"), Some("2026-12-01T00:00:00Z"))
+    );
+    for (bad, says) in
+        [("os=iOS=https://a.example/", "allowed: ios, android"), ("ios=https://a.example/", "CONDITIONS=URL")]
+    {
+        let (status, stderr) = run_binary(&["create", "https://example.com/", "--target", bad], &env);
+        assert!(!status.success() && stderr.contains(says), "{bad}: {stderr}");
+    }
 }
 
 #[tokio::test]
