@@ -102,6 +102,29 @@ def edit_latency(couch_port, db, user, password, proxy_port, edits):
           f"ref_p50_ms={pick(reference, 0.5):.2f} ref_p99_ms={pick(reference, 0.99):.2f}")
 
 
+def load_rules(couch_port, db, user, password, id_file, n):
+    """Writes n links with five rules each (targets) through _bulk_docs, their IDs to id_file."""
+    rule_ids = ids(n, seed=7)
+    with open(id_file, "w") as f:
+        f.write("\n".join(rule_ids) + "\n")
+    conn = http.client.HTTPConnection("127.0.0.1", couch_port)
+    headers = {"Authorization": auth_header(user, password), "Content-Type": "application/json", "Accept": "application/json"}
+    targets = [
+        {"when": {"os": ["ios"], "device": ["mobile"]}, "url": "https://apps.apple.com/app/id1"},
+        {"when": {"os": ["android"]}, "url": "https://play.google.com/store/apps/details?id=ie.example"},
+        {"when": {"device": ["tablet"]}, "url": "https://example.com/tablet"},
+        {"when": {"device": ["desktop"], "lang": ["fr"]}, "url": "https://example.com/fr/"},
+        {"when": {"lang": ["de"]}, "url": "https://example.com/de/"},
+    ]
+    docs = [{"_id": i, "url": f"https://example.com/landing/{i}", "targets": targets} for i in rule_ids]
+    for start in range(0, n, 5000):
+        conn.request("POST", f"/{db}/_bulk_docs", json.dumps({"docs": docs[start:start + 5000]}), headers)
+        r = conn.getresponse()
+        bad = [row for row in json.loads(r.read()) if "error" in row]
+        if r.status >= 300 or bad:
+            sys.exit(f"rules load failed: {r.status} {bad[:3]}")
+
+
 def edit_many(couch_port, db, user, password, id_file, n, out_file):
     """Points n of the links in id_file (spread over them) at new targets with _bulk_docs, and
     writes "ID TARGET" lines to out_file."""
@@ -161,6 +184,8 @@ if __name__ == "__main__":
         load(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
     elif command == "edits":
         edit_latency(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
+    elif command == "rules":
+        load_rules(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
     elif command == "edit":
         edit_many(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8])
     elif command == "served":

@@ -8,7 +8,8 @@
 # Measures: throughput and latency of cached redirects over random IDs (couchlink vs an nginx
 # `return 302` with a Set-Cookie and an access log) with 64 connections, with 1000, and with 16
 # requests pipelined per connection, in interleaved rounds (couchlink, nginx, nginx, couchlink,
-# ...), each row's median and spread; cold-miss throughput (couchlink vs CouchDB's
+# ...), each row's median and spread; the CPU per request of links with five rules each against
+# plain links (both asked for as real browsers); cold-miss throughput (couchlink vs CouchDB's
 # own doc GETs, interleaved rounds on fresh IDs), the cost of COUCHLINK_LOG_SYNC=true (the same couchlink with
 # and without it, interleaved), edit-to-served latency over 200 edits, RSS per cached link, and whether the
 # access log holds exactly one line per response.
@@ -151,6 +152,24 @@ sync_served=$(curl -fsS "http://127.0.0.1:$sync_admin/metrics" | awk '/^couchlin
 kill -TERM "$sync_pid"; wait "$sync_pid" || true
 sync_logged=$(cat "$work"/sync-logs/access.*.log | wc -l)
 
+# The cost of targets: 1000 links with five rules each against 1000 plain ones, both asked for as
+# a few real browsers (bench/visitors.lua), interleaved, on the same couchlink. IDs of links that
+# exist only in the rules set are disjoint from the plain ones (another seed).
+python3 bench/helpers.py rules "$couch_port" links admin admin "$work/rules.txt" 1000
+head -n 1000 "$BENCH_IDS" >"$work/plain.txt"
+for set in plain rules; do
+  BENCH_IDS=$work/$set.txt wrk -t"$threads" -c"$connections" -d3s -s bench/sequential.lua "http://127.0.0.1:$proxy_port" >/dev/null
+done
+echo "== $(date -u +%H:%M:%S) targets: $rounds rounds of ${seconds}s each, links with five rules against plain links"
+: >"$work/targets.plain"; : >"$work/targets.rules"
+for round in $(seq 1 "$rounds"); do
+  order="plain rules"; [ $((round % 2)) -eq 0 ] && order="rules plain"
+  for set in $order; do
+    BENCH_IDS=$work/$set.txt with_cpu "$couchlink_pid" wrk -t"$threads" -c"$connections" -d"${seconds}s" \
+      -s bench/visitors.lua "http://127.0.0.1:$proxy_port" >>"$work/targets.$set"
+  done
+done
+
 # The row the targets are stated for, as before.
 for who in nginx couchlink; do
   for f in rps p50_us p99_us errors; do
@@ -193,6 +212,8 @@ done)
 ${cpu_split}
 log sync   req/s  batched   $(stat sync couchlink rps)    COUCHLINK_LOG_SYNC $(stat sync synced rps)    $(ratio "$(med sync synced rps)" "$(med sync couchlink rps)")
 log sync   CPU us batched   $(stat2 sync couchlink cpu_us)    COUCHLINK_LOG_SYNC $(stat2 sync synced cpu_us)    $(ratio "$(med sync synced cpu_us)" "$(med sync couchlink cpu_us)")   (its log: ${sync_logged} lines for ${sync_served} responses)
+targets    req/s  plain     $(stat targets plain rps)    five rules $(stat targets rules rps)    $(ratio "$(med targets rules rps)" "$(med targets plain rps)")
+targets    CPU us plain     $(stat2 targets plain cpu_us)    five rules $(stat2 targets rules cpu_us)    $(ratio "$(med targets rules cpu_us)" "$(med targets plain cpu_us)")   (target <= 1.2; as five browsers, bench/visitors.lua)
 cold misses/s    couchlink $(stat cold couchlink rps)    CouchDB GETs $(stat cold couchdb rps)    $(ratio "$cold" "$direct")   ($rounds interleaved rounds x ${cold_seconds}s; $([ "$wrapped" -eq 0 ] && echo "every request a miss" || echo "$wrapped rounds ran past their slice and counted cache hits: raise BENCH_LINKS"))
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})

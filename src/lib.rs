@@ -4,7 +4,8 @@
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
 //! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`http`] →
-//! [`handler`] → [`resolve`], [`store`], [`access_log`], [`client_ip`] → [`message`], [`domain`].
+//! [`handler`] → [`resolve`], [`store`], [`access_log`], [`client_ip`] → [`message`], [`domain`]
+//! → [`visitor`].
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`, `report`, `agent`), each its
 //!   flags turned into a configuration, and its run.

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use support::apache::{free_port, ApacheCouchDb};
 use support::process::ServeProcess;
-use support::{TestDb, EDITOR, READER};
+use support::{http, TestDb, EDITOR, READER};
 
 /// The freshness couchlink promises an edit.
 const FRESH: Duration = Duration::from_secs(1);
@@ -218,8 +218,29 @@ async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchl
     browser.notification("saved").await;
     browser.shot("url-changed").await;
 
-    // 3. Retired: `inactive: true` answers 404.
+    // 3. A rule: iPhones go to the App Store, everyone else still to the spring page.
     let mut doc = browser.open_document(&fauxton, &db.name, "H83if", 2).await;
+    doc["targets"] = json!([{"when": {"os": ["ios"]}, "url": "https://apps.apple.com/app/id123"}]);
+    browser.set_editor_document(&doc).await;
+    browser.dismiss_notifications().await;
+    browser.click("#save-doc-btn").await;
+    browser.notification("saved").await;
+    browser.shot("rule-added").await;
+    let iphone = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+    let started = Instant::now();
+    loop {
+        let r = http().get(format!("http://{}/H83if", proxy.addr)).header("User-Agent", iphone).send().await.unwrap();
+        if r.headers().get("location").is_some_and(|l| l == "https://apps.apple.com/app/id123") {
+            assert_eq!(r.headers()["vary"], "User-Agent, Accept-Language");
+            break;
+        }
+        assert!(started.elapsed() < FRESH, "the rule was not served within {FRESH:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    proxy.wait_until_served("/H83if", 302, Some("https://example.com/spring/"), FRESH).await;
+
+    // 4. Retired: `inactive: true` answers 404.
+    let mut doc = browser.open_document(&fauxton, &db.name, "H83if", 3).await;
     doc["inactive"] = json!(true);
     browser.set_editor_document(&doc).await;
     browser.dismiss_notifications().await;
@@ -229,11 +250,13 @@ async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchl
     let retired = clicked.elapsed();
     browser.shot("link-retired").await;
 
-    // 4. Bad documents are refused, with the validation's reason on screen, and nothing stored.
+    // 5. Bad documents are refused, with the validation's reason on screen, and nothing stored.
     let mut refusals = Vec::new();
+    let bad_rule = json!([{"when": {"os": ["iOS"]}, "url": "https://apps.apple.com/app/id123"}]);
     for (id, doc, step) in [
         ("Ftp01", json!({"_id": "Ftp01", "url": "ftp://files.example/"}), "refused-ftp-url"),
         ("H83ifx", json!({"_id": "H83ifx", "url": "https://example.com/"}), "refused-6-character-id"),
+        ("Rule1", json!({"_id": "Rule1", "url": "https://example.com/", "targets": bad_rule}), "refused-rule"),
     ] {
         browser.dismiss_notifications().await;
         browser.client.goto(&format!("{fauxton}#database/{}/_new", db.name)).await.unwrap();
@@ -247,17 +270,18 @@ async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchl
     }
     assert!(refusals[0].contains("Only \"http://\" and \"https://\""), "{}", refusals[0]);
     assert!(refusals[1].contains("exactly 5 letters or digits"), "{}", refusals[1]);
+    assert!(refusals[2].contains("Rule 1 of \"targets\": \"os\" holds \"iOS\""), "{}", refusals[2]);
 
-    // 5. Deleting is refused, and Fauxton says why.
+    // 6. Deleting is refused, and Fauxton says why.
     browser.dismiss_notifications().await;
-    browser.open_document(&fauxton, &db.name, "H83if", 3).await;
+    browser.open_document(&fauxton, &db.name, "H83if", 4).await;
     browser.dismiss_notifications().await;
     browser.click("button[title=\"Delete\"]").await;
     browser.click(".modal-footer button.btn-cf-primary").await;
     let said = browser.notification("Failed to delete").await;
     browser.shot("delete-refused").await;
     assert!(said.contains("Links cannot be deleted") && said.contains("\"inactive\": true"), "{said}");
-    assert!(db.rev("H83if").await.is_some_and(|r| r.starts_with("3-")), "the document is still there");
+    assert!(db.rev("H83if").await.is_some_and(|r| r.starts_with("4-")), "the document is still there");
 
     // From the click on "Save Changes" (Fauxton's own request to CouchDB included) to couchlink
     // serving the change.
