@@ -101,6 +101,18 @@ NGINX
   nginx -c "$dir/nginx.conf" -p "$dir/nginx"
 }
 
+# interleaved NAME A B COMMAND...: $rounds rounds in which A and B take turns going first (so
+# neither always meets a warmer or busier machine), each running `COMMAND... WHO`, whose output
+# (one wrk summary) goes to $work/NAME.WHO.
+interleaved() {
+  local name=$1 a=$2 b=$3 order; shift 3
+  : >"$work/$name.$a"; : >"$work/$name.$b"
+  for round in $(seq 1 "$rounds"); do
+    order="$a $b"; [ $((round % 2)) -eq 0 ] && order="$b $a"
+    for who in $order; do "$@" "$who" >>"$work/$name.$who"; done
+  done
+}
+
 # stat NAME WHO FIELD [DECIMALS]: "median (min-max)" of FIELD over the rounds in $work/NAME.WHO.
 stat() {
   tr ' ' '\n' <"$work/$1.$2" | sed -n "s/^$3=//p" | sort -g |

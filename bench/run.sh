@@ -105,21 +105,18 @@ warm "$links" "$BENCH_IDS"
 cached=$(cache_entries)
 rss_warm=$(python3 bench/helpers.py rss "$couchlink_pid")
 
-# rows NAME CONNECTIONS SCRIPT: interleaved rounds of couchlink and nginx (who goes first
-# alternates, so neither always meets a warmer or busier machine); results in $work/NAME.WHO.
+# server_round CONNECTIONS SCRIPT WHO: one round of nginx or couchlink.
+server_round() {
+  local conns=$1 script=$2 who=$3 port server_pids
+  # Not `pids`: that array is what bench_cleanup stops at exit.
+  port=$nginx_port; server_pids="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')"
+  [ "$who" = couchlink ] && port=$proxy_port && server_pids=$couchlink_pid
+  with_cpu "$server_pids" wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port"
+}
+# rows NAME CONNECTIONS SCRIPT: interleaved rounds of couchlink and nginx; results in $work/NAME.WHO.
 rows() {
-  local name=$1 conns=$2 script=$3
-  echo "== $(date -u +%H:%M:%S) $name: $rounds rounds of ${seconds}s each, $conns connections ($script)"
-  : >"$work/$name.nginx"; : >"$work/$name.couchlink"
-  for round in $(seq 1 "$rounds"); do
-    order="nginx couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink nginx"
-    for who in $order; do
-      # Not `pids`: that array is what bench_cleanup stops at exit.
-      port=$nginx_port; server_pids="$(cat "$work/nginx.pid") $(pgrep -P "$(cat "$work/nginx.pid")" | tr '\n' ' ')"
-      [ "$who" = couchlink ] && port=$proxy_port && server_pids=$couchlink_pid
-      with_cpu "$server_pids" wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "bench/$script" "http://127.0.0.1:$port" >>"$work/$name.$who"
-    done
-  done
+  echo "== $(date -u +%H:%M:%S) $1: $rounds rounds of ${seconds}s each, $2 connections ($3)"
+  interleaved "$1" nginx couchlink server_round "$2" "$3"
 }
 ulimit -n 65536 2>/dev/null || true
 rows c64 "$connections" random.lua
@@ -139,15 +136,12 @@ for _ in $(seq 1 600); do
   curl -fsS "http://127.0.0.1:$sync_admin/healthz" 2>/dev/null | grep -q '"cache":"ready"' && break; sleep 0.1
 done
 echo "== $(date -u +%H:%M:%S) log-sync: $rounds rounds of ${seconds}s each, couchlink with and without COUCHLINK_LOG_SYNC"
-: >"$work/sync.couchlink"; : >"$work/sync.synced"
-for round in $(seq 1 "$rounds"); do
-  order="synced couchlink"; [ $((round % 2)) -eq 0 ] && order="couchlink synced"
-  for who in $order; do
-    port=$proxy_port; server_pids=$couchlink_pid
-    [ "$who" = synced ] && port=$sync_port && server_pids=$sync_pid
-    with_cpu "$server_pids" wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/random.lua "http://127.0.0.1:$port" >>"$work/sync.$who"
-  done
-done
+sync_round() {
+  local port=$proxy_port server_pids=$couchlink_pid
+  [ "$1" = synced ] && port=$sync_port && server_pids=$sync_pid
+  with_cpu "$server_pids" wrk -t"$threads" -c"$connections" -d"${seconds}s" -s bench/random.lua "http://127.0.0.1:$port"
+}
+interleaved sync synced couchlink sync_round
 sync_served=$(curl -fsS "http://127.0.0.1:$sync_admin/metrics" | awk '/^couchlink_responses_total/{s += $2} END {print s}')
 kill -TERM "$sync_pid"; wait "$sync_pid" || true
 sync_logged=$(cat "$work"/sync-logs/access.*.log | wc -l)
@@ -161,14 +155,11 @@ for set in plain rules; do
   BENCH_IDS=$work/$set.txt wrk -t"$threads" -c"$connections" -d3s -s bench/sequential.lua "http://127.0.0.1:$proxy_port" >/dev/null
 done
 echo "== $(date -u +%H:%M:%S) targets: $rounds rounds of ${seconds}s each, links with five rules against plain links"
-: >"$work/targets.plain"; : >"$work/targets.rules"
-for round in $(seq 1 "$rounds"); do
-  order="plain rules"; [ $((round % 2)) -eq 0 ] && order="rules plain"
-  for set in $order; do
-    BENCH_IDS=$work/$set.txt with_cpu "$couchlink_pid" wrk -t"$threads" -c"$connections" -d"${seconds}s" \
-      -s bench/visitors.lua "http://127.0.0.1:$proxy_port" >>"$work/targets.$set"
-  done
-done
+targets_round() {
+  BENCH_IDS=$work/$1.txt with_cpu "$couchlink_pid" wrk -t"$threads" -c"$connections" -d"${seconds}s" \
+    -s bench/visitors.lua "http://127.0.0.1:$proxy_port"
+}
+interleaved targets plain rules targets_round
 
 # The row the targets are stated for, as before.
 for who in nginx couchlink; do

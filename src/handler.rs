@@ -179,6 +179,8 @@ fn plain(status: Status, cookie: Option<TrackingId>, now: OffsetDateTime) -> Rep
 pub enum Location {
     /// The cached link's own plain location.
     Plain(Arc<Link>),
+    /// The plain location of this rule of the cached link's `targets`.
+    Rule(Arc<Link>, usize),
     /// Worked out for this request.
     Resolved(String),
 }
@@ -188,6 +190,7 @@ impl Location {
     pub fn as_str(&self) -> &str {
         match self {
             Location::Plain(link) => link.plain_location().expect("only links with a plain location"),
+            Location::Rule(link, rule) => link.targets()[*rule].plain_location().expect("only rules with one"),
             Location::Resolved(location) => location,
         }
     }
@@ -273,23 +276,33 @@ async fn locate(app: &App, path: &str, query: Option<&str>, now: OffsetDateTime,
     let store = &*app.store;
     let rules =
         LiveLinks { store, fallback: app.settings.fallback.as_ref(), visitor, now, varied: AtomicBool::new(false) };
-    // The common case, `GET /{id}` alone: the answer was worked out when the link was read.
+    // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
+    // its rules) was read.
     if query.is_none() {
         if let Some(id) = path.strip_prefix('/').and_then(|p| LinkId::parse(p).ok()) {
-            match store.get(id).await {
-                Ok(Some(link))
-                    if link.live_target(now).is_some()
-                        && link.targets().is_empty()
-                        && link.plain_location().is_some() =>
-                {
-                    return Outcome::Redirect { location: Location::Plain(link), id: Some(id), vary: false };
-                }
-                // An internal redirect, a target to refuse, rules, or a fallback: the full
-                // resolution decides.
-                Ok(Some(link)) if rules.target(&link).is_some() => {}
-                Ok(_) => return Outcome::NotFound,
+            let link = match store.get(id).await {
+                Ok(Some(link)) => link,
+                Ok(None) => return Outcome::NotFound,
                 // Counted in the metrics; the feed's state change is what gets a warning.
                 Err(_) => return Outcome::Unavailable,
+            };
+            if link.live_target(now).is_some() {
+                let vary = !link.targets().is_empty();
+                let location = match link.targets().iter().position(|rule| rule.matches(visitor)) {
+                    Some(rule) if link.targets()[rule].plain_location().is_some() => {
+                        Some(Location::Rule(link.clone(), rule))
+                    }
+                    None if link.plain_location().is_some() => Some(Location::Plain(link.clone())),
+                    _ => None,
+                };
+                if let Some(location) = location {
+                    return Outcome::Redirect { location, id: Some(id), vary };
+                }
+            }
+            // An internal redirect, a target to refuse, or a fallback: the full resolution
+            // decides.
+            if rules.target(&link).is_none() {
+                return Outcome::NotFound;
             }
         }
     }

@@ -158,9 +158,17 @@ pub struct Rule {
     pub lang: Box<[Language]>,
     /// Where to, checked as a link's `url` is.
     pub url: Box<str>,
+    /// The `Location` of a plain `GET /{id}` this rule matches, worked out once as a link's:
+    /// `None` for an internal redirect, which the full resolution follows.
+    plain: Option<Box<str>>,
 }
 
 impl Rule {
+    /// The `Location` for a plain `GET /{id}` this rule matches, when it is a direct redirect.
+    pub fn plain_location(&self) -> Option<&str> {
+        self.plain.as_deref()
+    }
+
     /// Whether `visitor` is one this rule sends to its `url`.
     pub fn matches(&self, visitor: &Visitor<'_>) -> bool {
         (self.os.is_empty() || visitor.client().os.is_some_and(|os| self.os.contains(&os)))
@@ -171,7 +179,7 @@ impl Rule {
     /// A rule as a document holds it: `{"when": {"os": [...], ...}, "url": "..."}`.
     pub fn from_value(value: &serde_json::Value) -> Result<Rule, String> {
         let url = value.get("url").and_then(|u| u.as_str()).ok_or("it has no string \"url\"")?;
-        check_target(url).map_err(|e| format!("\"url\": {e}"))?;
+        let plain = check_target(url).map_err(|e| format!("\"url\": {e}"))?.map(String::into_boxed_str);
         let when = value.get("when").and_then(|w| w.as_object()).ok_or("it has no \"when\" object")?;
         fn names<T>(
             when: &serde_json::Map<String, serde_json::Value>,
@@ -200,6 +208,7 @@ impl Rule {
             device: names(when, "device", Device::parse, &Device::NAMES.join(", "))?,
             lang: names(when, "lang", Language::parse, "language codes like fr or de")?,
             url: url.into(),
+            plain,
         };
         if rule.os.is_empty() && rule.device.is_empty() && rule.lang.is_empty() {
             return Err("it has no condition".into());

@@ -150,7 +150,8 @@ fn extractors() -> &'static Extractors {
 const CACHED: usize = 4096;
 
 thread_local! {
-    static SEEN: RefCell<HashMap<Box<[u8]>, Client>> = RefCell::new(HashMap::new());
+    /// foldhash, as the link cache: a User-Agent is a hundred bytes or more, hashed per request.
+    static SEEN: RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>> = RefCell::default();
 }
 
 impl Client {
