@@ -39,6 +39,9 @@ const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 /// the last response before the client read it (nginx's `lingering_close`).
 const LINGER: Duration = Duration::from_millis(500);
 
+/// How long an idle connection waits, once the server stops, for a request already on its way.
+const STOP_GRACE: Duration = Duration::from_millis(50);
+
 /// How a response ends its connection, written as its `Connection` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Persistence {
@@ -326,7 +329,15 @@ where
                 return self.stats;
             }
             if stopping && self.buf.is_empty() {
-                return self.stats;
+                // Idle at a stop: a request may already be on its way (a keep-alive client sends
+                // its next one the moment it has read a response). Waiting a moment answers it,
+                // with `Connection: close`, where closing at once would meet it with a reset
+                // and fail it; then the connection ends with a FIN.
+                match tokio::time::timeout(STOP_GRACE, self.stream.read_buf(&mut self.buf)).await {
+                    Ok(Ok(read)) if read > 0 => continue,
+                    Ok(_) => return self.stats,
+                    Err(_) => return self.close().await,
+                }
             }
             if self.buf.capacity() - self.buf.len() < INITIAL_BUFFER / 2 {
                 self.buf.reserve(self.buf.len().max(INITIAL_BUFFER));
@@ -739,6 +750,22 @@ mod tests {
             assert!(answer.starts_with("HTTP/1.1 302 ") && answer.contains("\r\nconnection: close\r\n"), "{answer}");
             drained.await.unwrap();
             assert_eq!((idle_task.await.unwrap().replies, busy_task.await.unwrap().replies), (0, 1));
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_request_arriving_as_the_drain_starts_is_answered_not_reset() {
+            let connections = connections();
+            let (mut idle, idle_task) = connect(&connections, 4096);
+            tokio::task::yield_now().await;
+            connections.start_closing();
+            let drained = tokio::spawn(connections.close_idle_and_wait());
+            tokio::task::yield_now().await;
+            // Sent by a keep-alive client that had not yet seen the stop.
+            idle.write_all(b"GET /H83if HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+            let answer = read_all(&mut idle).await;
+            assert!(answer.starts_with("HTTP/1.1 302 ") && answer.contains("\r\nconnection: close\r\n"), "{answer}");
+            drained.await.unwrap();
+            assert_eq!(idle_task.await.unwrap().replies, 1);
         }
     }
 }
