@@ -65,12 +65,7 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
         assert!(tokio::time::Instant::now() < deadline, "CouchDB still takes the old password");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
-    assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
-    assert_eq!(status(proxy.get("/Unkn2").await), 503);
-    assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
-    let said = proxy.said_once_there("refused the account").await;
-    assert_eq!(said.len(), 1, "said once: {said:?}");
+    let said = refused_yet_serving(&proxy).await;
     assert!(said[0].contains(&user) && said[0].contains("unauthorized"), "the account and CouchDB's reason: {said:?}");
     let health = reqwest::get(&health_url).await.unwrap();
     assert_eq!(health.status(), 503);
@@ -90,6 +85,18 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
     assert!(proxy.terminate().success());
 }
 
+/// With its account refused, the proxy answers unknown links 503 and known ones as before, and
+/// says so once: what it said.
+async fn refused_yet_serving(proxy: &ServeProcess) -> Vec<String> {
+    let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
+    assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
+    assert_eq!(status(proxy.get("/Unkn2").await), 503);
+    assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
+    let said = proxy.said_once_there("refused the account").await;
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    said
+}
+
 #[tokio::test]
 async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() {
     let db = TestDb::new().await;
@@ -104,12 +111,7 @@ async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() 
         assert!(tokio::time::Instant::now() < deadline, "CouchDB still honours the role");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
-    assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
-    assert_eq!(status(proxy.get("/Unkn2").await), 503);
-    assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
-    let said = proxy.said_once_there("refused the account").await;
-    assert_eq!(said.len(), 1, "said once: {said:?}");
+    let said = refused_yet_serving(&proxy).await;
     // CouchDB 3 answers a missing role 403 `forbidden`; pouchdb-server answers 401, which
     // couchlink (as CouchDB documents 401) takes for a refused password.
     let (reason, advice) = if couch().is_pouchdb { ("unauthorized", "password") } else { ("forbidden", "reader role") };

@@ -360,13 +360,16 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
     let health: Value =
         http().get(format!("http://{}/healthz", a.admin_addr)).send().await.unwrap().json().await.unwrap();
     assert_eq!(health["cache_source"]["origin"], "snapshot", "{health}");
+    // (Asked for before the feed brought it, the new link is read from CouchDB: a miss that is
+    // not a known link's.)
     let from_snapshot =
         served_by(&[&a], "Down0", "https://while-restarting.example/", restarting, while_down.owed_within()).await[0];
+    let misses = metric(&a, "couchlink_cache_misses_total").await;
     for (id, target) in &known {
         let r = a.get(&format!("/{id}")).await.expect("the restarted proxy answers");
         assert_eq!((r.status().as_u16(), r.headers()["location"].to_str().unwrap()), (302, target.as_str()));
     }
-    assert_eq!(metric(&a, "couchlink_cache_misses_total").await, 0.0, "a known link was read from CouchDB");
+    assert_eq!(metric(&a, "couchlink_cache_misses_total").await, misses, "a known link was read from CouchDB");
 
     let restarted = Instant::now();
     cluster.start_node(1);
