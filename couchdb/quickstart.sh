@@ -9,8 +9,8 @@
 # admin:admin and its data in DIR (default .local-couchdb/, its output in DIR/couchdb.log), runs
 # `couchlink setup`, adds an `editor` account (password "editor"), and serves redirects on
 # 127.0.0.1 until Ctrl-C or SIGTERM, which stop everything it started. The access log goes to
-# logs/ (or COUCHLINK_LOG_DIR), the link cache snapshot a restart serves from to state/ (or
-# COUCHLINK_STATE_DIR). COUCHLINK_BIN skips the build and runs that binary instead.
+# logs/ (or COUCHLINK_LOG_DIR), the link cache snapshot a restart serves from beside
+# it (logs-state/, or COUCHLINK_STATE_DIR). COUCHLINK_BIN skips the build and runs that binary instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

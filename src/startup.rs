@@ -100,6 +100,15 @@ impl ServerConfig {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     }
 
+    /// The default state directory: beside the access log directory, named after it
+    /// (`logs` → `logs-state`, `/var/log/couchlink` → `/var/log/couchlink-state`).
+    pub fn state_dir_beside(log_dir: &std::path::Path) -> PathBuf {
+        match log_dir.file_name() {
+            Some(name) => log_dir.with_file_name(format!("{}-state", name.to_string_lossy())),
+            None => log_dir.join("state"),
+        }
+    }
+
     /// The documented defaults (docs/reference.md, "Configuration") for the proxy on `couch`, serving
     /// on `listen`, with one serving thread per CPU core.
     pub fn new(couch: CouchConfig, listen: SocketAddr) -> ServerConfig {
@@ -123,7 +132,7 @@ impl ServerConfig {
             cache_capacity: 1_000_000,
             workers: ServerConfig::default_workers(),
             warm_start: true,
-            state_dir: Some(PathBuf::from("state")),
+            state_dir: Some(ServerConfig::state_dir_beside(std::path::Path::new("logs"))),
             snapshot_interval: Duration::from_secs(300),
             fallback_url: None,
             cold_reads: 32,

@@ -84,9 +84,10 @@ pub struct ServeArgs {
     #[arg(long, env = "COUCHLINK_FALLBACK_URL", value_parser = super::target_flag)]
     pub fallback_url: Option<String>,
     /// Directory of the link cache snapshot, written every COUCHLINK_SNAPSHOT_SECS and at
-    /// shutdown, and read at start so that a restart serves from memory at once.
-    #[arg(long, env = "COUCHLINK_STATE_DIR", default_value = "state")]
-    pub state_dir: PathBuf,
+    /// shutdown, and read at start so that a restart serves from memory at once (default:
+    /// beside the log directory, `<log dir>-state`).
+    #[arg(long, env = "COUCHLINK_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Seconds between cache snapshots while serving (0: no snapshots, every start a warm start).
     #[arg(long, env = "COUCHLINK_SNAPSHOT_SECS", default_value_t = 300)]
     pub snapshot_secs: u64,
@@ -124,6 +125,7 @@ impl ServeArgs {
         // Only for a warning: a role name CouchDB would refuse cannot be held either.
         let editor_role = self.roles.roles(&self.couch.db).map(|r| r.editor).unwrap_or_default();
         let workers = self.workers.map_or_else(ServerConfig::default_workers, NonZeroUsize::get);
+        let state_dir = self.state_dir.unwrap_or_else(|| ServerConfig::state_dir_beside(&self.log_dir));
         ServerConfig {
             listen: self.listen,
             admin_listen: self.admin_listen,
@@ -143,7 +145,7 @@ impl ServeArgs {
             cache_capacity: self.cache_capacity,
             workers,
             warm_start: self.warm_start,
-            state_dir: (self.snapshot_secs > 0).then_some(self.state_dir),
+            state_dir: (self.snapshot_secs > 0).then_some(state_dir),
             snapshot_interval: Duration::from_secs(self.snapshot_secs.max(1)),
             fallback_url: self.fallback_url,
             cold_reads: self.cold_reads.get(),

@@ -401,6 +401,11 @@ fn serve_flags_become_the_configuration() {
     assert_eq!(c.fallback_url.as_deref(), Some("https://0x1f.ie/gone"));
     let bad = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--fallback-url", "https://Gone.example/"]);
     assert!(bad.is_err(), "a fallback not in the form sent is refused");
+    // By default beside the log directory.
+    let beside =
+        couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--log-dir", "/var/log/couchlink"]).unwrap();
+    let couchlink::cmd::Command::Serve(beside) = beside.command else { panic!("parsed as another command") };
+    assert_eq!(beside.into_config().state_dir.as_deref(), Some(std::path::Path::new("/var/log/couchlink-state")));
     // 0: no snapshots at all, neither read nor written.
     let off = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--snapshot-secs", "0"]).unwrap();
     let couchlink::cmd::Command::Serve(off) = off.command else { panic!("parsed as another command") };

@@ -30,7 +30,7 @@ pub fn test_config(db: &TestDb, log_dir: &Path) -> ServerConfig {
     config.log_dir = log_dir.to_owned();
     config.cache_capacity = 10_000;
     config.workers = 1;
-    // Never the working directory's `state`: `spawn_app_on` gives each app a folder of its own.
+    // Never the default beside the logs: `spawn_app_on` gives each app a folder of its own.
     config.state_dir = None;
     config
 }
