@@ -10,8 +10,9 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::domain::LinkId;
+use crate::report::breakdown::{Breakdowns, Dimension, GeoIp};
 use crate::report::line::Day;
-use crate::report::{self, print, Options, ReportError, Stamp};
+use crate::report::{self, print, Options, ReportError, Schema, Stamp};
 
 /// Flags of `couchlink report`.
 #[derive(Debug, Clone, Args)]
@@ -30,12 +31,33 @@ pub struct ReportArgs {
     /// Only this link in the per-link part (repeat for more); totals still cover every line.
     #[arg(long = "link", value_name = "ID", value_parser = LinkId::parse)]
     pub links: Vec<LinkId>,
+    /// Break each link's and version's redirects down by campaign (utm_*), device (and OS), or
+    /// country (needs --geoip); repeat for more.
+    #[arg(long = "by", value_enum, value_name = "DIMENSION")]
+    pub by: Vec<By>,
+    /// A MaxMind-format database for countries (GeoLite2 Country or City, DB-IP Lite); implies --by country.
+    #[arg(long, value_name = "FILE.mmdb")]
+    pub geoip: Option<PathBuf>,
     /// Output format (CSV and JSON schemas: docs/report.md, "Link analytics").
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// The JSON schema: 2 (couchlink-report/2), or 1 as before breakdowns (for one release).
+    #[arg(long, value_parser = ["1", "2"], default_value = "2")]
+    pub schema: String,
     /// Write the report to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// What `--by` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    /// utm_source, utm_medium, utm_campaign, utm_term and utm_content, from the request or the Location.
+    Campaign,
+    /// The kind of device (mobile, tablet, desktop, bot, other) and the operating system.
+    Device,
+    /// The country of the client address (with --geoip).
+    Country,
 }
 
 /// Report formats.
@@ -43,9 +65,9 @@ pub struct ReportArgs {
 pub enum Format {
     /// Aligned columns, for a terminal.
     Table,
-    /// One row per link and per target version.
+    /// One row per link and per target version (with --by: per value of each breakdown).
     Csv,
-    /// Everything, schema couchlink-report/1.
+    /// Everything, schema couchlink-report/2.
     Json,
     /// One self-contained page with charts.
     Html,
@@ -65,6 +87,9 @@ pub enum ReportCommandError {
         /// As given.
         until: Stamp,
     },
+    /// Breakdowns asked of the old schema.
+    #[error("couchlink-report/1 has no breakdowns: leave out --schema 1, or --by and --geoip")]
+    OldSchema,
     /// An HTML page would go to the terminal.
     #[error("an HTML page would fill the terminal: write it with --out FILE, redirect stdout, or use --format table")]
     HtmlToTerminal,
@@ -95,8 +120,32 @@ impl ReportArgs {
         // that refuses only leaves the report as it was.
         #[cfg(target_os = "linux")]
         let _ = rustix::thread::disable_transparent_huge_pages(true);
+        let schema = if self.schema == "1" { Schema::V1 } else { Schema::V2 };
+        if schema == Schema::V1 && (!self.by.is_empty() || self.geoip.is_some()) {
+            return Err(ReportCommandError::OldSchema);
+        }
+        let mut dimensions: Vec<Dimension> = self
+            .by
+            .iter()
+            .map(|b| match b {
+                By::Campaign => Dimension::Campaign,
+                By::Device => Dimension::Device,
+                By::Country => Dimension::Country,
+            })
+            .collect();
+        if self.geoip.is_some() {
+            dimensions.push(Dimension::Country);
+        }
+        let geoip = self.geoip.as_deref().map(GeoIp::open).transpose().map_err(ReportError::from)?;
+        let breakdowns = Breakdowns::new(&dimensions, geoip).map_err(ReportError::from)?;
         let paths = if self.paths.is_empty() { vec![self.log_dir] } else { self.paths };
-        let options = Options { since: self.since, until: self.until, links: self.links.into_iter().collect() };
+        let options = Options {
+            since: self.since,
+            until: self.until,
+            links: self.links.into_iter().collect(),
+            breakdowns: breakdowns.into(),
+            schema,
+        };
         // On one of the pool's threads, not on this one: a step done in one thread (merging,
         // writing the JSON) would otherwise share a core with a pool thread spinning for work.
         rayon::scope(|_| {

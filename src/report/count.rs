@@ -16,6 +16,10 @@
 //!   random for every line) but at the end, in one walk over the sightings sorted, where a
 //!   visitor's sightings are next to each other ([`count_visitors`]).
 //! - [`Visitor`]: a tracking ID packed losslessly into 128 bits: visitors are counted exactly.
+//! - [`Combos`]: with `--by`, each line's values (one per breakdown, each numbered in
+//!   [`Values`]) as one number: real traffic has few distinct combinations, so a line costs one
+//!   more lookup and its sighting one more number, whatever the number of breakdowns. Values are
+//!   counted from the combinations at the end ([`ByValue`]).
 //!
 //! The plain model in [`model`](super::model) counts the same things the obvious way; property
 //! tests check that this engine's reports are identical to its.
@@ -26,8 +30,9 @@ use std::sync::LazyLock;
 
 use rayon::slice::ParallelSliceMut;
 
-use super::line::{self, Day, Malformed, Stamp};
-use super::tally::{DayCount, LinkTally, Sample, Seen, Stats, Tally, Version, Visitors, SAMPLES};
+use super::breakdown::{self, Agent, Breakdown, Breakdowns, GeoIpError};
+use super::line::{self, Day, Line, Malformed, Stamp};
+use super::tally::{DayCount, LinkTally, Sample, Seen, Stats, Tally, ValueCount, Version, Visitors, SAMPLES};
 use super::Options;
 use crate::domain::LinkId;
 
@@ -47,7 +52,18 @@ pub struct Partial {
     sightings: Sightings,
     samples: Vec<Sample>,
     piece_lines: Vec<(usize, u64)>,
-    bots: BotCache,
+    agents: AgentCache,
+    /// With `--by`: the values seen, their combinations, and redirects per version and
+    /// combination.
+    values: Values,
+    combos: Combos,
+    combo_redirects: Map<(u32, u32), u64>,
+    /// Countries by address as logged.
+    countries: Map<Box<[u8]>, u32>,
+    /// The number of each campaign breakdown's [`breakdown::NO_CAMPAIGN`], once known.
+    no_campaign: [Option<u32>; MAX_BREAKDOWNS],
+    /// The first lookup that failed (a damaged GeoIP database): the report fails with it.
+    failure: Option<GeoIpError>,
 }
 
 /// The versions of links seen, and the links, each numbered in the order first seen.
@@ -131,6 +147,8 @@ struct Sighting {
     link: u32,
     visitor: Visitor,
     version: u32,
+    /// The line's values ([`Combos`]); always [`NO_COMBO`] without `--by`.
+    combo: u32,
     seen: Seen,
 }
 
@@ -163,8 +181,66 @@ impl Default for Partial {
             sightings: Sightings::default(),
             samples: Vec::new(),
             piece_lines: Vec::new(),
-            bots: BotCache::default(),
+            agents: AgentCache::default(),
+            values: Values::default(),
+            combos: Combos::default(),
+            combo_redirects: Map::default(),
+            countries: Map::default(),
+            no_campaign: [None; MAX_BREAKDOWNS],
+            failure: None,
         }
+    }
+}
+
+/// Each distinct value of each breakdown, numbered in the order first seen.
+#[derive(Default)]
+struct Values {
+    names: Vec<(Breakdown, Box<str>)>,
+    /// Per breakdown (by its place in [`Breakdown::ALL`]), each value's number.
+    numbers: [Map<Box<str>, u32>; MAX_BREAKDOWNS],
+}
+
+impl Values {
+    fn number(&mut self, breakdown: Breakdown, value: &str) -> u32 {
+        let numbers = &mut self.numbers[breakdown as usize];
+        if let Some(&n) = numbers.get(value) {
+            return n;
+        }
+        self.names.push((breakdown, value.into()));
+        let n = self.names.len() as u32 - 1;
+        numbers.insert(value.into(), n);
+        n
+    }
+}
+
+/// The most breakdowns a line has (every [`Breakdown`]).
+const MAX_BREAKDOWNS: usize = Breakdown::ALL.len();
+
+/// A line's value numbers, one per breakdown asked for, the rest `u32::MAX`.
+type ComboKey = [u32; MAX_BREAKDOWNS];
+
+/// The combination of a line without breakdowns: number 0 in every partial.
+const NO_COMBO: u32 = 0;
+
+/// Each distinct combination of values, numbered in the order first seen (0: none).
+struct Combos {
+    keys: Vec<ComboKey>,
+    numbers: Map<ComboKey, u32>,
+}
+
+impl Default for Combos {
+    fn default() -> Combos {
+        let none = [u32::MAX; MAX_BREAKDOWNS];
+        Combos { keys: vec![none], numbers: [(none, NO_COMBO)].into_iter().collect() }
+    }
+}
+
+impl Combos {
+    fn number(&mut self, key: ComboKey) -> u32 {
+        *self.numbers.entry(key).or_insert_with(|| {
+            self.keys.push(key);
+            self.keys.len() as u32 - 1
+        })
     }
 }
 
@@ -180,6 +256,41 @@ impl Partial {
         let version = self.versions.get(key, location, at);
         version.count(at, bot, &mut self.day_runs);
         (version.link, version.number)
+    }
+
+    /// The combination of `line`'s values for `breakdowns` (not empty), whose User-Agent is
+    /// `agent`.
+    fn combo(&mut self, line: &Line<'_>, agent: AgentNumbers, breakdowns: &Breakdowns) -> Result<u32, GeoIpError> {
+        let mut key = [u32::MAX; MAX_BREAKDOWNS];
+        let campaign = breakdown::may_have_campaign(line.target, line.location);
+        for (slot, &b) in key.iter_mut().zip(breakdowns.list()) {
+            *slot = match b {
+                Breakdown::Device => agent.device,
+                Breakdown::Os => agent.os,
+                Breakdown::Country => match self.countries.get(line.ip) {
+                    Some(&n) => n,
+                    None => {
+                        let n = self.values.number(b, breakdowns.country(line.ip)?);
+                        if self.countries.len() >= CACHE {
+                            self.countries.clear();
+                        }
+                        self.countries.insert(line.ip.into(), n);
+                        n
+                    }
+                },
+                _ if !campaign => *self.no_campaign[b as usize].get_or_insert_with(|| {
+                    let Partial { values, .. } = self;
+                    values.number(b, breakdown::NO_CAMPAIGN)
+                }),
+                _ => self.values.number(b, &breakdown::utm(line.target, line.location, b.name())),
+            };
+        }
+        Ok(self.combos.number(key))
+    }
+
+    /// The first failure met, which fails the report.
+    pub fn failure(&mut self) -> Option<GeoIpError> {
+        self.failure.take()
     }
 
     /// Ends the thread's counting: its sightings compacted on its own core, while other
@@ -225,9 +336,21 @@ impl Partial {
             renumbered[theirs.number as usize] = (ours.link, ours.number);
         }
         self.day_runs.extend(their_runs.into_iter().map(|r| DayRun { version: renumbered[r.version as usize].1, ..r }));
+        // Their values and combinations, numbered here.
+        let values: Vec<u32> = other.values.names.iter().map(|(b, v)| self.values.number(*b, v)).collect();
+        let combos: Vec<u32> = other
+            .combos
+            .keys
+            .iter()
+            .map(|key| self.combos.number(key.map(|v| values.get(v as usize).copied().unwrap_or(u32::MAX))))
+            .collect();
+        for ((version, combo), n) in other.combo_redirects {
+            let key = (renumbered[version as usize].1, combos[combo as usize]);
+            *self.combo_redirects.entry(key).or_default() += n;
+        }
         self.sightings.list.extend(other.sightings.list.into_iter().map(|s| {
             let (link, version) = renumbered[s.version as usize];
-            Sighting { link, version, ..s }
+            Sighting { link, version, combo: combos[s.combo as usize], ..s }
         }));
         self.samples.extend(other.samples);
         self.piece_lines.extend(other.piece_lines);
@@ -241,8 +364,11 @@ impl Partial {
         let Versions { mut counts, locations, links, .. } = self.versions;
         let mut links: Vec<(LinkId, LinkTally)> = links.into_iter().map(|id| (id, LinkTally::default())).collect();
         let mut visitors: Vec<Visitors> = vec![Visitors::default(); locations.len()];
-        count_visitors(&sightings, &mut links, &mut visitors);
+        let mut by = ByValue::new(self.values, self.combos);
+        count_visitors(&sightings, &mut links, &mut visitors, &mut by);
         drop(sightings);
+        let mut version_by = by.version_counts(self.combo_redirects, locations.len());
+        let mut link_redirects: Map<(u32, u32), u64> = Map::default();
         end_days(counts.values_mut(), &mut self.day_runs);
         let days = days_of_versions(self.day_runs, locations.len());
         let mut versions: Vec<VersionCount> = counts.into_values().collect();
@@ -254,8 +380,14 @@ impl Partial {
             link.total.redirects += redirects;
             link.total.bot_redirects += bot_redirects;
             let stats = Stats { redirects, bot_redirects, visitors };
-            link.versions.push(Version { location, first: version.first, last: version.last, stats, days });
+            let numbers = std::mem::take(&mut version_by[version.number as usize]);
+            for &(value, n, _) in &numbers {
+                *link_redirects.entry((version.link, value)).or_default() += n;
+            }
+            let by = by.named(numbers);
+            link.versions.push(Version { location, first: version.first, last: version.last, stats, days, by });
         }
+        by.links(link_redirects, &mut links);
         Tally {
             lines: self.lines,
             in_range: self.in_range,
@@ -346,11 +478,12 @@ fn compact(sightings: &mut Vec<Sighting>) {
     dedup(sightings);
 }
 
-/// Keeps one of each run of sorted sightings of a visitor on one version, seen as all of the
-/// run were.
+/// Keeps one of each run of sorted sightings of a visitor on one version with one combination
+/// of values, seen as all of the run were.
 fn dedup(sightings: &mut Vec<Sighting>) {
     sightings.dedup_by(|later, kept| {
-        let same = (later.link, later.visitor, later.version) == (kept.link, kept.visitor, kept.version);
+        let same = (later.link, later.visitor, later.version, later.combo)
+            == (kept.link, kept.visitor, kept.version, kept.combo);
         if same {
             kept.seen = kept.seen.and(later.seen);
         }
@@ -359,13 +492,103 @@ fn dedup(sightings: &mut Vec<Sighting>) {
 }
 
 /// Counts distinct visitors from `sightings` (sorted and deduplicated): over all its versions
-/// into each link's total (by link number), and into each version (by version number).
-fn count_visitors(sightings: &[Sighting], links: &mut [(LinkId, LinkTally)], versions: &mut [Visitors]) {
+/// into each link's total (by link number), into each version (by version number), and under
+/// each value of each breakdown into `by`.
+fn count_visitors(
+    sightings: &[Sighting],
+    links: &mut [(LinkId, LinkTally)],
+    versions: &mut [Visitors],
+    by: &mut ByValue,
+) {
     for visitor in sightings.chunk_by(|a, b| (a.link, a.visitor) == (b.link, b.visitor)) {
-        let total = &mut links[visitor[0].link as usize].1.total.visitors;
-        total.add(visitor.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
-        for s in visitor {
-            versions[s.version as usize].add(s.seen);
+        let link = visitor[0].link;
+        links[link as usize].1.total.visitors.add(visitor.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
+        for version in visitor.chunk_by(|a, b| a.version == b.version) {
+            versions[version[0].version as usize].add(version.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
+            by.visitor_of_version(version);
+        }
+        by.visitor_of_link(link, visitor);
+    }
+}
+
+/// Redirects and visitors per value, from the combinations lines had: a combination's count
+/// is its every value's.
+struct ByValue {
+    values: Values,
+    combos: Combos,
+    /// Distinct visitors per (link, value) and per (version, value).
+    link_visitors: Map<(u32, u32), u64>,
+    version_visitors: Map<(u32, u32), u64>,
+    /// The distinct values of one visitor's sightings, reused.
+    seen: Vec<u32>,
+}
+
+impl ByValue {
+    fn new(values: Values, combos: Combos) -> ByValue {
+        ByValue { values, combos, link_visitors: Map::default(), version_visitors: Map::default(), seen: Vec::new() }
+    }
+
+    /// The values of `sightings`' combinations, each once, into `self.seen`.
+    fn distinct_values(&mut self, sightings: &[Sighting]) {
+        self.seen.clear();
+        for s in sightings.iter().filter(|s| s.combo != NO_COMBO) {
+            let key = &self.combos.keys[s.combo as usize];
+            self.seen.extend(key.iter().copied().take_while(|&v| v != u32::MAX));
+        }
+        self.seen.sort_unstable();
+        self.seen.dedup();
+    }
+
+    /// One visitor's sightings on one version.
+    fn visitor_of_version(&mut self, sightings: &[Sighting]) {
+        self.distinct_values(sightings);
+        for &value in &self.seen {
+            *self.version_visitors.entry((sightings[0].version, value)).or_default() += 1;
+        }
+    }
+
+    /// One visitor's sightings on link `link`.
+    fn visitor_of_link(&mut self, link: u32, sightings: &[Sighting]) {
+        self.distinct_values(sightings);
+        for &value in &self.seen {
+            *self.link_visitors.entry((link, value)).or_default() += 1;
+        }
+    }
+
+    /// Per version number, its `(value, redirects, visitors)`, from the redirects counted per
+    /// version and combination.
+    fn version_counts(&mut self, redirects: Map<(u32, u32), u64>, versions: usize) -> Vec<Vec<(u32, u64, u64)>> {
+        let mut per_value: Map<(u32, u32), u64> = Map::default();
+        for ((version, combo), n) in redirects {
+            for &value in self.combos.keys[combo as usize].iter().take_while(|&&v| v != u32::MAX) {
+                *per_value.entry((version, value)).or_default() += n;
+            }
+        }
+        let mut out = vec![Vec::new(); versions];
+        for ((version, value), n) in per_value {
+            let visitors = self.version_visitors.get(&(version, value)).copied().unwrap_or(0);
+            out[version as usize].push((value, n, visitors));
+        }
+        out
+    }
+
+    /// `(value, redirects, visitors)` with the values' names.
+    fn named(&self, numbers: Vec<(u32, u64, u64)>) -> Vec<ValueCount> {
+        numbers
+            .into_iter()
+            .map(|(value, redirects, visitors)| {
+                let (breakdown, name) = &self.values.names[value as usize];
+                ValueCount { breakdown: *breakdown, value: name.clone(), redirects, visitors }
+            })
+            .collect()
+    }
+
+    /// Each link's values, from its versions' redirects (`redirects`, by link and value) and
+    /// its own distinct visitors.
+    fn links(&self, redirects: Map<(u32, u32), u64>, links: &mut [(LinkId, LinkTally)]) {
+        for ((link, value), n) in redirects {
+            let visitors = self.link_visitors.get(&(link, value)).copied().unwrap_or(0);
+            links[link as usize].1.by.extend(self.named(vec![(value, n, visitors)]));
         }
     }
 }
@@ -413,11 +636,23 @@ impl PieceCounter<'_> {
         if !self.options.wants(id) {
             return;
         }
-        let bot = p.bots.is_bot(line.user_agent);
-        let (link, version) = p.count(VersionKey::new(id, location), location, line.stamp, bot);
+        let breakdowns = &*self.options.breakdowns;
+        let agent = p.agents.get(line.user_agent, breakdowns.devices(), &mut p.values);
+        let combo = if breakdowns.list().is_empty() {
+            NO_COMBO
+        } else {
+            p.combo(&line, agent, breakdowns).unwrap_or_else(|e| {
+                p.failure.get_or_insert(e);
+                NO_COMBO
+            })
+        };
+        let (link, version) = p.count(VersionKey::new(id, location), location, line.stamp, agent.bot);
+        if combo != NO_COMBO {
+            *p.combo_redirects.entry((version, combo)).or_default() += 1;
+        }
         if let Some(id) = line.tracking {
-            let seen = Seen::redirect(bot, line.issued_tracking_id());
-            p.sightings.push(Sighting { link, visitor: Visitor::of(id), version, seen });
+            let seen = Seen::redirect(agent.bot, line.issued_tracking_id());
+            p.sightings.push(Sighting { link, visitor: Visitor::of(id), version, combo, seen });
         }
     }
 
@@ -427,28 +662,42 @@ impl PieceCounter<'_> {
     }
 }
 
-/// Bot or not, per distinct User-Agent: a log repeats a few thousand User-Agents millions of
-/// times, and the bot list is one large regular expression.
-#[derive(Default)]
-struct BotCache {
-    known: Map<Box<[u8]>, bool>,
+/// What a User-Agent counts as, by number: a bot's or not, and the numbers of its device and
+/// OS values (`u32::MAX` without `--by device`).
+#[derive(Debug, Clone, Copy)]
+struct AgentNumbers {
+    bot: bool,
+    device: u32,
+    os: u32,
 }
 
-/// Distinct User-Agents remembered before the cache starts over (bounds its memory when every
-/// line has a new one).
-const BOT_CACHE: usize = 1 << 16;
+/// [`Agent`]s per distinct User-Agent: a log repeats a few thousand User-Agents millions of
+/// times, and the bot list and the User-Agent parser are large regular expressions.
+#[derive(Default)]
+struct AgentCache {
+    known: Map<Box<[u8]>, AgentNumbers>,
+}
 
-impl BotCache {
-    fn is_bot(&mut self, encoded: &[u8]) -> bool {
-        if let Some(&bot) = self.known.get(encoded) {
-            return bot;
+/// Distinct User-Agents and addresses remembered before a cache starts over (bounds its memory
+/// when every line has a new one).
+const CACHE: usize = 1 << 16;
+
+impl AgentCache {
+    fn get(&mut self, encoded: &[u8], devices: bool, values: &mut Values) -> AgentNumbers {
+        if let Some(&agent) = self.known.get(encoded) {
+            return agent;
         }
-        let bot = line::bot_agent(encoded);
-        if self.known.len() >= BOT_CACHE {
+        let Agent { bot, device, os } = Agent::of(encoded, devices);
+        let agent = if devices {
+            AgentNumbers { bot, device: values.number(Breakdown::Device, device), os: values.number(Breakdown::Os, os) }
+        } else {
+            AgentNumbers { bot, device: u32::MAX, os: u32::MAX }
+        };
+        if self.known.len() >= CACHE {
             self.known.clear();
         }
-        self.known.insert(encoded.into(), bot);
-        bot
+        self.known.insert(encoded.into(), agent);
+        agent
     }
 }
 
@@ -457,7 +706,7 @@ mod tests {
     use super::*;
 
     fn sighting(link: u32, visitor: u128, version: u32, seen: Seen) -> Sighting {
-        Sighting { link, visitor: Visitor(visitor), version, seen }
+        Sighting { link, visitor: Visitor(visitor), version, combo: NO_COMBO, seen }
     }
 
     #[test]
@@ -520,7 +769,7 @@ mod tests {
         let id = |s: &str| LinkId::parse(s).unwrap();
         let mut links = vec![(id("AAAAA"), LinkTally::default()), (id("BBBBB"), LinkTally::default())];
         let mut versions = vec![Visitors::default(); 3];
-        count_visitors(&list, &mut links, &mut versions);
+        count_visitors(&list, &mut links, &mut versions, &mut ByValue::new(Values::default(), Combos::default()));
         let v = |all, new, human, bot| Visitors { all, new, human, bot };
         assert_eq!(links[0].1.total.visitors, v(2, 1, 1, 1));
         assert_eq!(links[1].1.total.visitors, v(1, 0, 1, 1));
@@ -605,12 +854,14 @@ mod tests {
             b"Mozilla%2F5.0%20(compatible%3B%20Googlebot%2F2.1%3B%20%2Bhttp%3A%2F%2Fwww.google.com%2Fbot.html)";
         const FIREFOX: &[u8] =
             b"Mozilla%2F5.0%20(X11%3B%20Linux%20x86_64%3B%20rv%3A120.0)%20Gecko%2F20100101%20Firefox%2F120.0";
-        let mut cache = BotCache::default();
-        assert!(cache.is_bot(GOOGLEBOT));
-        assert!(cache.is_bot(b"curl%2F8.5.0"));
-        assert!(cache.is_bot(b"-"));
-        assert!(!cache.is_bot(FIREFOX));
-        assert!(!cache.is_bot(FIREFOX), "from the cache");
+        let mut cache = AgentCache::default();
+        let mut values = Values::default();
+        let mut is_bot = |ua: &[u8]| cache.get(ua, false, &mut values).bot;
+        assert!(is_bot(GOOGLEBOT));
+        assert!(is_bot(b"curl%2F8.5.0"));
+        assert!(is_bot(b"-"));
+        assert!(!is_bot(FIREFOX));
+        assert!(!is_bot(FIREFOX), "from the cache");
         assert_eq!(cache.known.len(), 4);
     }
 }

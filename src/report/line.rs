@@ -134,13 +134,15 @@ impl fmt::Display for Day {
     }
 }
 
-/// The fields of one well-formed line that a report reads (the client IP is not one of them).
+/// The fields of one well-formed line that a report reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line<'a> {
     /// When the request was answered.
     pub stamp: Stamp,
     /// Its second as logged, `yyyymmddhhmmss`.
     second: &'a [u8],
+    /// The client address as logged (anonymised or not); read only for `--by country`.
+    pub ip: &'a [u8],
     /// The tracking ID set in the response, checked and left in place; `None` for `-` (an
     /// untracked client).
     pub tracking: Option<&'a [u8; 30]>,
@@ -223,7 +225,7 @@ fn fast(line: &[u8]) -> Option<Line<'_>> {
     if location.is_some() != (status == 302) {
         return None;
     }
-    Some(Line { stamp, second: &line[..14], tracking, user_agent, target, status, location })
+    Some(Line { stamp, second: &line[..14], ip, tracking, user_agent, target, status, location })
 }
 
 /// Puts where the spaces of `bytes` are into `at`, and says how many there are; `None` when
@@ -299,7 +301,16 @@ fn split(line: &[u8]) -> Result<Line<'_>, Malformed> {
     if location.is_some() != (status == 302) {
         return Err(Malformed::Location);
     }
-    Ok(Line { stamp, second: &fields[0][..14], tracking, user_agent: fields[3], target: fields[4], status, location })
+    Ok(Line {
+        stamp,
+        second: &fields[0][..14],
+        ip: fields[1],
+        tracking,
+        user_agent: fields[3],
+        target: fields[4],
+        status,
+        location,
+    })
 }
 
 impl Line<'_> {

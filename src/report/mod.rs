@@ -3,6 +3,7 @@
 //!
 //! - [`read`]: which files, and their lines: plain files in pieces, gzipped ones streamed.
 //! - [`line`](mod@line): one line split into its fields and checked against the log's format.
+//! - [`breakdown`]: what a redirect is broken down by (`--by`): campaign, device, country.
 //! - [`tally`]: what counting yields: per link, per target version, per day, with visitors.
 //! - [`count`]: the engine: lines into a tally on every core.
 //! - `model`: the same counting done plainly, the oracle the engine is tested against.
@@ -13,9 +14,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::domain::LinkId;
 
+pub mod breakdown;
 pub mod count;
 pub mod line;
 #[cfg(test)]
@@ -37,6 +40,30 @@ pub struct Options {
     pub until: Option<Stamp>,
     /// Only these links in the per-link part (empty: all); totals count every line.
     pub links: HashSet<LinkId>,
+    /// What each link's and version's redirects are broken down by (none: no cost).
+    pub breakdowns: Arc<breakdown::Breakdowns>,
+    /// The JSON schema written.
+    pub schema: Schema,
+}
+
+/// The version of the JSON schema (docs/report.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Schema {
+    /// `couchlink-report/1`, as before breakdowns (kept for one release).
+    V1,
+    /// `couchlink-report/2`: the breakdowns asked for, per link and per version.
+    #[default]
+    V2,
+}
+
+impl Schema {
+    /// The `schema` field's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schema::V1 => "couchlink-report/1",
+            Schema::V2 => "couchlink-report/2",
+        }
+    }
 }
 
 impl Options {
@@ -75,6 +102,9 @@ pub enum ReportError {
     /// A directory without access logs.
     #[error("no access.*.log or access.*.log.gz files in {0}")]
     NoLogs(PathBuf),
+    /// Countries could not be read.
+    #[error(transparent)]
+    GeoIp(#[from] breakdown::GeoIpError),
     /// A file cut short or replaced while it was read.
     #[error("{path} changed while the report read it: it was {how} (logrotate's copytruncate, or `> file`?); no report was made, run it again")]
     Changed {
@@ -127,7 +157,10 @@ fn run_in_pieces(paths: &[PathBuf], options: &Options, chunk: u64) -> Result<Rep
         partial.close();
         Ok::<_, ReportError>(partial)
     });
-    let partials = partials.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut partials = partials.into_iter().collect::<Result<Vec<_>, _>>()?;
+    if let Some(failure) = partials.iter_mut().find_map(|p| p.failure()) {
+        return Err(failure.into());
+    }
     let tally = count::Partial::merge_all(partials).finish();
     Ok(Report::new(tally, &sources, &pieces, options))
 }

@@ -1,13 +1,14 @@
 //! The plain model of a report's counting, kept as the oracle of the engine in
 //! [`count`](super::count): one thread, ordered maps, every visitor's tracking ID kept whole,
-//! each count where a reader would look for it. The property tests below check that the
+//! each count where a reader would look for it, every breakdown value read afresh per line. The property tests below check that the
 //! engine's reports are byte for byte this model's, over random logs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use super::breakdown::{Breakdown, GeoIpError};
 use super::line::{self, Day, Malformed, Stamp};
-use super::tally::{DayCount, LinkTally, Sample, Seen, Stats, Tally, Version, Visitors, SAMPLES};
+use super::tally::{DayCount, LinkTally, Sample, Seen, Stats, Tally, ValueCount, Version, Visitors, SAMPLES};
 use super::{read, Options, Report, ReportError};
 use crate::domain::LinkId;
 
@@ -24,6 +25,9 @@ struct Model {
     samples: Vec<Sample>,
 }
 
+/// Per breakdown and value: redirects, and every visitor seen.
+type ByValue = BTreeMap<(Breakdown, String), (u64, BTreeSet<[u8; 30]>)>;
+
 /// One target version of a link.
 struct VersionModel {
     first: Stamp,
@@ -32,6 +36,8 @@ struct VersionModel {
     days: BTreeMap<Day, [u64; 2]>,
     /// Every visitor seen, and how.
     visitors: BTreeMap<[u8; 30], Seen>,
+    /// Per breakdown and value: redirects, and every visitor seen.
+    by: ByValue,
 }
 
 /// The report of the logs `paths` name, counted by the model, plain files read in pieces of
@@ -42,19 +48,32 @@ pub fn run(paths: &[PathBuf], options: &Options, chunk: u64) -> Result<Report, R
     let pieces = read::pieces(&sources, chunk);
     let mut model = Model::default();
     let mut piece_lines = Vec::new();
+    let mut failure = None;
     for (i, piece) in pieces.iter().enumerate() {
         let mut number = 0;
         read::read_piece(&sources[piece.source], *piece, &mut Vec::new(), |bytes, terminated| {
             number += 1;
-            model.line(bytes, terminated, options, i, number);
+            if let Err(e) = model.line(bytes, terminated, options, i, number) {
+                failure.get_or_insert(e);
+            }
         })?;
         piece_lines.push((i, number));
+    }
+    if let Some(e) = failure {
+        return Err(e.into());
     }
     Ok(Report::new(model.tally(piece_lines), &sources, &pieces, options))
 }
 
 impl Model {
-    fn line(&mut self, bytes: &[u8], terminated: bool, options: &Options, piece: usize, number: u64) {
+    fn line(
+        &mut self,
+        bytes: &[u8],
+        terminated: bool,
+        options: &Options,
+        piece: usize,
+        number: u64,
+    ) -> Result<(), GeoIpError> {
         self.lines += 1;
         let parsed = if terminated { line::parse(bytes) } else { Err(Malformed::Unterminated) };
         let line = match parsed {
@@ -64,27 +83,30 @@ impl Model {
                 if self.samples.iter().filter(|s| s.piece == piece).count() < SAMPLES {
                     self.samples.push(Sample::new(piece, number, reason, bytes));
                 }
-                return;
+                return Ok(());
             }
         };
         if !options.includes(line.stamp) {
-            return;
+            return Ok(());
         }
         self.in_range += 1;
         *self.statuses.entry(line.status).or_default() += 1;
         if line.status == 404 {
             *self.not_found.entry(line.path().to_vec()).or_default() += 1;
         }
-        let (Some(location), Some(id)) = (line.location, line.link()) else { return };
+        let (Some(location), Some(id)) = (line.location, line.link()) else { return Ok(()) };
         if !options.wants(id) {
-            return;
+            return Ok(());
         }
         let bot = line::bot_agent(line.user_agent);
+        let breakdowns = options.breakdowns.list();
+        let values = options.breakdowns.values(&line)?;
         let version = self.links.entry(id).or_default().entry(location.to_vec()).or_insert(VersionModel {
             first: line.stamp,
             last: line.stamp,
             days: BTreeMap::new(),
             visitors: BTreeMap::new(),
+            by: BTreeMap::new(),
         });
         version.first = version.first.min(line.stamp);
         version.last = version.last.max(line.stamp);
@@ -93,6 +115,12 @@ impl Model {
             let seen = version.visitors.entry(*id).or_default();
             *seen = seen.and(Seen::redirect(bot, line.issued_tracking_id()));
         }
+        for (&breakdown, value) in breakdowns.iter().zip(values) {
+            let (redirects, visitors) = version.by.entry((breakdown, value)).or_default();
+            *redirects += 1;
+            visitors.extend(line.tracking.copied());
+        }
+        Ok(())
     }
 
     fn tally(self, piece_lines: Vec<(usize, u64)>) -> Tally {
@@ -102,10 +130,16 @@ impl Model {
             .map(|(id, versions)| {
                 // A visitor of the link is one of any of its versions, seen as on all of them.
                 let mut everyone: BTreeMap<[u8; 30], Seen> = BTreeMap::new();
+                let mut link_by: ByValue = BTreeMap::new();
                 for version in versions.values() {
                     for (visitor, seen) in &version.visitors {
                         let all = everyone.entry(*visitor).or_default();
                         *all = all.and(*seen);
+                    }
+                    for (value, (redirects, visitors)) in &version.by {
+                        let (all_redirects, all_visitors) = link_by.entry(value.clone()).or_default();
+                        *all_redirects += redirects;
+                        all_visitors.extend(visitors);
                     }
                 }
                 let versions: Vec<Version> = versions
@@ -119,6 +153,7 @@ impl Model {
                             last: v.last,
                             stats: Stats { redirects, bot_redirects, visitors: visitors(v.visitors.values()) },
                             days: v.days.iter().map(|(&day, &[human, bot])| DayCount { day, human, bot }).collect(),
+                            by: value_counts(v.by),
                         }
                     })
                     .collect();
@@ -127,7 +162,7 @@ impl Model {
                     bot_redirects: versions.iter().map(|v| v.stats.bot_redirects).sum(),
                     visitors: visitors(everyone.values()),
                 };
-                (id, LinkTally { total, versions })
+                (id, LinkTally { total, versions, by: value_counts(link_by) })
             })
             .collect();
         Tally {
@@ -143,6 +178,17 @@ impl Model {
     }
 }
 
+fn value_counts(by: ByValue) -> Vec<ValueCount> {
+    by.into_iter()
+        .map(|((breakdown, value), (redirects, visitors))| ValueCount {
+            breakdown,
+            value: value.into(),
+            redirects,
+            visitors: visitors.len() as u64,
+        })
+        .collect()
+}
+
 fn visitors<'a>(seen: impl Iterator<Item = &'a Seen>) -> Visitors {
     let mut visitors = Visitors::default();
     seen.for_each(|s| visitors.add(*s));
@@ -155,6 +201,8 @@ mod tests {
 
     use proptest::prelude::*;
 
+    use super::super::breakdown::{Breakdowns, Dimension};
+    use super::super::Schema;
     use super::*;
 
     /// User-Agents as logged: two browsers, a bot on the list, and none.
@@ -165,6 +213,34 @@ mod tests {
         "-",
     ];
     const LINKS: [&str; 5] = ["H83if", "H83ig", "aaaaa", "Zz9Q0", "q1w2e"];
+    /// Queries of the request and of the `Location`: none, in the request, in the `Location`
+    /// only, in both and different, encoded, empty.
+    const CAMPAIGNS: [(&str, &str); 7] = [
+        ("", ""),
+        ("?utm_source=mail", "?utm_source=mail"),
+        ("?utm_source=tw&utm_medium=social", ""),
+        ("", "?utm_campaign=spring&utm_source=tag"),
+        ("?utm_source=mail", "?utm_source=tag&utm_medium=qr"),
+        ("?utm_campaign=big+sale%21&utm_term=a", ""),
+        ("?utm_source=&x=1", "?utm_content=v"),
+    ];
+    /// Client addresses as logged: in each network of [`geoip`]'s database, anonymised, in
+    /// none, and not an address.
+    const ADDRESSES: [&str; 7] =
+        ["198.51.100.7", "198.51.100.200", "198.51.100.0", "2001:db8:1::", "2001:db8:1::7", "::1", "unknown"];
+
+    /// A database placing 198.51.100.0/25 in France, 198.51.100.128/25 in Germany and
+    /// 2001:db8::/32 in Japan.
+    fn geoip(dir: &std::path::Path) -> super::super::breakdown::GeoIp {
+        let mut writer = mmdb_writer::Writer::new("Test-Country");
+        for (net, code) in [("198.51.100.0/25", "FR"), ("198.51.100.128/25", "DE"), ("2001:db8::/32", "JP")] {
+            let record = serde_json::json!({ "country": { "iso_code": code } });
+            writer.insert(net.parse::<ipnet::IpNet>().unwrap(), &record).unwrap();
+        }
+        let path = dir.join("test.mmdb");
+        std::fs::write(&path, writer.to_bytes().unwrap()).unwrap();
+        super::super::breakdown::GeoIp::open(&path).unwrap()
+    }
 
     /// One line of a random log.
     #[derive(Debug, Clone)]
@@ -172,7 +248,17 @@ mod tests {
         /// A redirect of link `link` to its version `version`, `seconds` after the log's
         /// start, for visitor `visitor` (none: untracked); when `issued`, the response that
         /// issued the visitor's ID (at the ID's second, then).
-        Redirect { seconds: u32, link: usize, version: usize, visitor: Option<usize>, issued: bool, agent: usize },
+        Redirect {
+            seconds: u32,
+            link: usize,
+            version: usize,
+            visitor: Option<usize>,
+            issued: bool,
+            agent: usize,
+            /// Index into [`CAMPAIGNS`] and [`ADDRESSES`].
+            campaign: usize,
+            ip: usize,
+        },
         /// Another response: a 404 for a link or a probe, a 200, a 400.
         Other { seconds: u32, status: u16, target: usize },
         /// A line couchlink does not write.
@@ -212,15 +298,16 @@ mod tests {
     fn render(event: &Event) -> String {
         let seconds = seconds_of(event);
         match *event {
-            Event::Redirect { link, version, visitor, agent, .. } => {
+            Event::Redirect { link, version, visitor, agent, campaign, ip, .. } => {
                 let id = visitor.map_or("-".to_owned(), tracking_id);
-                let target =
-                    if version % 2 == 0 { format!("/{}", LINKS[link]) } else { format!("/{}?utm=x", LINKS[link]) };
+                let (query, location_query) = CAMPAIGNS[campaign];
                 format!(
-                    "{}.{} 198.51.100.7 {id} {} {target} 302 https://example.com/{}/v{version}",
+                    "{}.{} {} {id} {} /{}{query} 302 https://example.com/{}/v{version}{location_query}",
                     stamp(seconds),
                     seconds % 10,
+                    ADDRESSES[ip],
                     AGENTS[agent],
+                    LINKS[link],
                     LINKS[link]
                 )
             }
@@ -240,9 +327,9 @@ mod tests {
 
     fn event() -> impl Strategy<Value = Event> {
         prop_oneof![
-            8 => (0..SPAN, 0..LINKS.len(), 0..3usize, proptest::option::weighted(0.8, 0..12usize), any::<bool>(), 0..AGENTS.len())
-                .prop_map(|(seconds, link, version, visitor, issued, agent)| Event::Redirect {
-                    seconds, link, version, visitor, issued, agent
+            8 => (0..SPAN, 0..LINKS.len(), 0..3usize, proptest::option::weighted(0.8, 0..12usize), any::<bool>(), 0..AGENTS.len(), 0..CAMPAIGNS.len(), 0..ADDRESSES.len())
+                .prop_map(|(seconds, link, version, visitor, issued, agent, campaign, ip)| Event::Redirect {
+                    seconds, link, version, visitor, issued, agent, campaign, ip
                 }),
             2 => (0..SPAN, prop_oneof![Just(404u16), Just(200), Just(400)], 0..5usize)
                 .prop_map(|(seconds, status, target)| Event::Other { seconds, status, target }),
@@ -268,6 +355,8 @@ mod tests {
         links: Vec<usize>,
         /// The engine's piece size.
         chunk: u64,
+        /// `--by`.
+        by: Vec<Dimension>,
     }
 
     fn case() -> impl Strategy<Value = Case> {
@@ -280,8 +369,9 @@ mod tests {
             proptest::option::of(0..SPAN),
             proptest::collection::vec(0..LINKS.len(), 0..3),
             prop_oneof![Just(read::CHUNK), 1..600u64],
+            proptest::sample::subsequence(vec![Dimension::Campaign, Dimension::Device, Dimension::Country], 0..=3),
         )
-            .prop_map(|(files, sorted, gzipped, unterminated, since, until, links, chunk)| Case {
+            .prop_map(|(files, sorted, gzipped, unterminated, since, until, links, chunk, by)| Case {
                 files,
                 sorted,
                 gzipped,
@@ -290,6 +380,7 @@ mod tests {
                 until,
                 links,
                 chunk,
+                by,
             })
     }
 
@@ -318,12 +409,15 @@ mod tests {
         paths
     }
 
-    fn options(case: &Case) -> Options {
+    fn options(case: &Case, dir: &std::path::Path) -> Options {
         let at = |s: u32| Stamp::parse(format!("{}.0", stamp(s)).as_bytes()).unwrap();
+        let geoip = case.by.contains(&Dimension::Country).then(|| geoip(dir));
         Options {
             since: case.since.map(at),
             until: case.until.map(at),
             links: case.links.iter().map(|&i| LinkId::parse(LINKS[i]).unwrap()).collect(),
+            breakdowns: Breakdowns::new(&case.by, geoip).unwrap().into(),
+            schema: Schema::V2,
         }
     }
 
@@ -340,7 +434,7 @@ mod tests {
         fn the_engine_reports_what_the_plain_model_counts(case in case()) {
             let dir = tempfile::tempdir().unwrap();
             let paths = write(&case, dir.path());
-            let options = options(&case);
+            let options = options(&case, dir.path());
             let engine = super::super::run_in_pieces(&paths, &options, case.chunk).unwrap();
             let model = run(&paths, &options, case.chunk).unwrap();
             prop_assert_eq!(json(&engine), json(&model));
@@ -352,10 +446,46 @@ mod tests {
         // Visitor 1 is issued an ID on version 0, comes back on version 2 as a bot; visitor 2
         // is a bot; an untracked client; a 404; a malformed line.
         let events = [
-            Event::Redirect { seconds: 100, link: 0, version: 0, visitor: Some(1), issued: true, agent: 0 },
-            Event::Redirect { seconds: 86_500, link: 0, version: 2, visitor: Some(1), issued: false, agent: 2 },
-            Event::Redirect { seconds: 86_600, link: 0, version: 2, visitor: Some(2), issued: false, agent: 2 },
-            Event::Redirect { seconds: 86_700, link: 0, version: 2, visitor: None, issued: false, agent: 0 },
+            Event::Redirect {
+                seconds: 100,
+                link: 0,
+                version: 0,
+                visitor: Some(1),
+                issued: true,
+                agent: 0,
+                campaign: 0,
+                ip: 0,
+            },
+            Event::Redirect {
+                seconds: 86_500,
+                link: 0,
+                version: 2,
+                visitor: Some(1),
+                issued: false,
+                agent: 2,
+                campaign: 0,
+                ip: 0,
+            },
+            Event::Redirect {
+                seconds: 86_600,
+                link: 0,
+                version: 2,
+                visitor: Some(2),
+                issued: false,
+                agent: 2,
+                campaign: 0,
+                ip: 0,
+            },
+            Event::Redirect {
+                seconds: 86_700,
+                link: 0,
+                version: 2,
+                visitor: None,
+                issued: false,
+                agent: 0,
+                campaign: 0,
+                ip: 0,
+            },
             Event::Other { seconds: 200, status: 404, target: 1 },
             Event::Malformed(0),
         ];
@@ -368,6 +498,7 @@ mod tests {
             until: None,
             links: vec![],
             chunk: read::CHUNK,
+            by: vec![],
         };
         let dir = tempfile::tempdir().unwrap();
         let report = run(&write(&case, dir.path()), &Options::default(), read::CHUNK).unwrap();

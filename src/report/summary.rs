@@ -1,29 +1,90 @@
 //! The finished report: plain numbers and strings, in the order they are shown, serialised
-//! as-is for `--format json` (schema `couchlink-report/1`, docs/report.md "Link analytics").
+//! as-is for `--format json` (schema `couchlink-report/2`, docs/report.md "Link analytics").
 
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::Serialize;
 
+use super::breakdown::Breakdown;
 use super::line::{Day, Stamp};
 use super::read::{Piece, Source};
-use super::tally::{merge_days, LinkTally, Sample, Stats, Tally, SAMPLES};
+use super::tally::{merge_days, LinkTally, Sample, Stats, Tally, ValueCount, SAMPLES};
 use super::Options;
 
 /// Everything a report says.
 #[derive(Debug, Serialize)]
 pub struct Report {
-    /// `couchlink-report/1`; changes only when a field changes meaning or goes away.
+    /// `couchlink-report/2`; changes only when a field changes meaning or goes away.
     pub schema: &'static str,
     /// The time range asked for (ISO 8601, UTC; `until` exclusive), `null` for open ends.
     pub since: Option<String>,
     /// See `since`.
     pub until: Option<String>,
+    /// The breakdowns asked for with `--by`, in the order of each `by`.
+    pub breakdowns: Vec<&'static str>,
+    /// The GeoIP database countries came from.
+    pub geoip: Option<GeoIpRead>,
     /// The files read, in order.
     pub files: Vec<FileRead>,
     /// Over all lines.
     pub totals: Totals,
     /// Per link, most redirects first.
     pub links: Vec<LinkReport>,
+}
+
+/// The GeoIP database read.
+#[derive(Debug, Serialize)]
+pub struct GeoIpRead {
+    /// As given.
+    pub path: String,
+    /// What it says it is (`GeoLite2-Country`, ...).
+    pub database_type: String,
+    /// The day it was built (`YYYY-MM-DD`, UTC).
+    pub built: String,
+}
+
+/// Per breakdown asked for, its values, most redirects first; in JSON an object whose keys are
+/// the breakdowns' names.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct By(pub Vec<(Breakdown, Vec<ValueReport>)>);
+
+impl Serialize for By {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (breakdown, values) in &self.0 {
+            map.serialize_entry(breakdown.name(), values)?;
+        }
+        map.end()
+    }
+}
+
+impl By {
+    /// `counts` grouped under `breakdowns` (each present, even without values), sorted.
+    fn new(breakdowns: &[Breakdown], mut counts: Vec<ValueCount>) -> By {
+        counts.sort_unstable_by(|a, b| (a.breakdown, b.redirects, &a.value).cmp(&(b.breakdown, a.redirects, &b.value)));
+        let mut counts = counts.into_iter().peekable();
+        By(breakdowns
+            .iter()
+            .map(|&breakdown| {
+                let mut values = Vec::new();
+                while let Some(c) = counts.next_if(|c| c.breakdown == breakdown) {
+                    values.push(ValueReport { value: c.value.into(), redirects: c.redirects, visitors: c.visitors });
+                }
+                (breakdown, values)
+            })
+            .collect())
+    }
+}
+
+/// One value of a breakdown.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct ValueReport {
+    /// `print`, `mobile`, `FR`, `(none)`, ...
+    pub value: String,
+    /// Redirects with it.
+    pub redirects: u64,
+    /// Distinct visitors seen with it (one seen with two values counts under both).
+    pub visitors: u64,
 }
 
 /// A file read.
@@ -127,6 +188,8 @@ pub struct LinkReport {
     pub last_seen: String,
     /// Redirects per day, days without any left out.
     pub days: Vec<DayCount>,
+    /// Per breakdown asked for, its values.
+    pub by: By,
     /// Each distinct `Location` it served, in the order first served.
     pub versions: Vec<VersionReport>,
 }
@@ -147,6 +210,8 @@ pub struct VersionReport {
     pub counts: Counts,
     /// Its redirects per day.
     pub days: Vec<DayCount>,
+    /// Per breakdown asked for, its values.
+    pub by: By,
 }
 
 impl Report {
@@ -183,13 +248,21 @@ impl Report {
             .collect();
         not_found.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.path.cmp(&b.path)));
         // Per link on all cores: thousands of links, each with its versions and days.
+        let breakdowns = options.breakdowns.list();
         let mut links: Vec<LinkReport> =
-            tally.links.into_par_iter().map(|(id, t)| link_report(id.as_str(), t)).collect();
+            tally.links.into_par_iter().map(|(id, t)| link_report(id.as_str(), t, breakdowns)).collect();
         links.sort_by(|a, b| b.counts.redirects.cmp(&a.counts.redirects).then_with(|| a.id.cmp(&b.id)));
         Report {
-            schema: "couchlink-report/1",
+            schema: options.schema.name(),
             since: options.since.map(|s| s.to_string()),
             until: options.until.map(|s| s.to_string()),
+            breakdowns: breakdowns.iter().map(|b| b.name()).collect(),
+            geoip: options.breakdowns.geoip().map(|g| GeoIpRead {
+                path: g.path().display().to_string(),
+                database_type: g.database_type().to_owned(),
+                built: time::OffsetDateTime::from_unix_timestamp(g.build_epoch() as i64)
+                    .map_or_else(|_| "unknown".to_owned(), |t| Day::of(t.date()).to_string()),
+            }),
             files: sources
                 .iter()
                 .enumerate()
@@ -215,7 +288,7 @@ impl Report {
     }
 }
 
-fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
+fn link_report(id: &str, mut tally: LinkTally, breakdowns: &[Breakdown]) -> LinkReport {
     tally.versions.sort_by(|a, b| (a.first, &a.location).cmp(&(b.first, &b.location)));
     let mut days: Vec<DayCount> = Vec::new();
     for v in &tally.versions {
@@ -234,6 +307,7 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
             last_seen: v.last.to_string(),
             counts: Counts::new(&v.stats),
             days: v.days,
+            by: By::new(breakdowns, v.by),
         })
         .collect();
     LinkReport {
@@ -242,6 +316,7 @@ fn link_report(id: &str, mut tally: LinkTally) -> LinkReport {
         first_seen: first.to_string(),
         last_seen: last.to_string(),
         days,
+        by: By::new(breakdowns, tally.by),
         versions,
     }
 }

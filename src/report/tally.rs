@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::breakdown::Breakdown;
 use super::line::{Day, Malformed, Stamp};
 use crate::domain::LinkId;
 
@@ -37,6 +38,8 @@ pub struct LinkTally {
     pub total: Stats,
     /// One per distinct `Location`.
     pub versions: Vec<Version>,
+    /// Its redirects and visitors per value of each breakdown asked for.
+    pub by: Vec<ValueCount>,
 }
 
 /// One distinct `Location` a link redirected to: a target version.
@@ -52,6 +55,23 @@ pub struct Version {
     pub stats: Stats,
     /// Redirects per UTC day, in day order, days without any left out.
     pub days: Vec<DayCount>,
+    /// Its redirects and visitors per value of each breakdown asked for.
+    pub by: Vec<ValueCount>,
+}
+
+/// The redirects, and the distinct visitors, of a link or version under one value of one
+/// breakdown (`utm_source` = `print`, `device` = `mobile`, ...). A visitor seen under two
+/// values counts under both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueCount {
+    /// Which breakdown.
+    pub breakdown: Breakdown,
+    /// Its value.
+    pub value: Box<str>,
+    /// 302 responses.
+    pub redirects: u64,
+    /// Distinct tracking IDs.
+    pub visitors: u64,
 }
 
 /// Redirects and visitors of a link, or of one of its versions.

@@ -133,15 +133,23 @@ fn extractors() -> &'static Extractors {
     EXTRACTORS.get_or_init(|| {
         // The shipped data: a failure here is a build that cannot work, caught by the tests.
         let data: Data<'static> = serde_json::from_str(DATA).expect("src/visitor/regexes.json parses");
-        let os = data.os_parsers.into_iter().try_fold(ua_parser::os::Builder::new(), |b, p| b.push(p));
-        let device = data.device_parsers.into_iter().try_fold(ua_parser::device::Builder::new(), |b, p| b.push(p));
-        Extractors {
-            os: os.expect("uap-core's OS expressions parse").build().expect("uap-core's OS expressions compile"),
-            device: device
-                .expect("uap-core's device expressions parse")
-                .build()
-                .expect("uap-core's device expressions compile"),
-        }
+        let (os_parsers, device_parsers) = (data.os_parsers, data.device_parsers);
+        // Side by side: the device expressions take about 0.1 s to compile, the OS ones a
+        // quarter of that, and every thread that needs either waits for both.
+        std::thread::scope(|scope| {
+            let device = scope.spawn(|| {
+                let device = device_parsers.into_iter().try_fold(ua_parser::device::Builder::new(), |b, p| b.push(p));
+                device
+                    .expect("uap-core's device expressions parse")
+                    .build()
+                    .expect("uap-core's device expressions compile")
+            });
+            let os = os_parsers.into_iter().try_fold(ua_parser::os::Builder::new(), |b, p| b.push(p));
+            Extractors {
+                os: os.expect("uap-core's OS expressions parse").build().expect("uap-core's OS expressions compile"),
+                device: device.join().expect("the device expressions' thread"),
+            }
+        })
     })
 }
 

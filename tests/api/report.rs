@@ -32,7 +32,7 @@ fn link<'a>(report: &'a Value, id: &str) -> &'a Value {
 fn known_answers_from_a_plain_and_a_gzipped_day() {
     let dir = log_dir();
     let r = json_report(&[], dir.path());
-    assert_eq!(r["schema"], "couchlink-report/1");
+    assert_eq!(r["schema"], "couchlink-report/2");
     assert_eq!(r["totals"]["lines"], 15);
     assert_eq!(r["totals"]["in_range"], 13);
     assert_eq!(r["totals"]["malformed"], 2, "counted, never dropped silently");
@@ -151,7 +151,9 @@ fn csv_schema_is_stable() {
 
 #[test]
 fn json_schema_is_stable() {
-    let r = json_report(&[], log_dir().path());
+    // couchlink-report/1, still written with --schema 1 (for one release), has what it had.
+    let r = json_report(&["--schema", "1"], log_dir().path());
+    assert_eq!(r["schema"], "couchlink-report/1");
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>().join(",");
     assert_eq!(keys(&r), "files,links,schema,since,totals,until");
     assert_eq!(keys(&r["totals"]), "in_range,lines,malformed,malformed_lines,not_found,statuses");
@@ -178,6 +180,190 @@ fn json_schema_is_stable() {
             .join(",")
     );
     assert_eq!(keys(&link["days"][0]), "bot,day,human");
+
+    // couchlink-report/2: the same, and the breakdowns asked for.
+    let r2 = json_report(&[], log_dir().path());
+    assert_eq!(keys(&r2), "breakdowns,files,geoip,links,schema,since,totals,until");
+    assert_eq!((&r2["breakdowns"], &r2["geoip"]), (&json!([]), &Value::Null));
+    assert_eq!(r2["links"][0]["by"], json!({}));
+    let mut with_by: Vec<String> = keys(link).split(',').map(str::to_owned).chain(["by".to_owned()]).collect();
+    with_by.sort();
+    assert_eq!(keys(&r2["links"][0]), with_by.join(","));
+    let dir = breakdown_dir();
+    let geo = dir.path().join("geo.mmdb");
+    let r2 = json_report(&["--by", "device", "--geoip", geo.to_str().unwrap()], dir.path());
+    assert_eq!(r2["breakdowns"], json!(["device", "os", "country"]));
+    assert_eq!(keys(&r2["geoip"]), "built,database_type,path");
+    assert_eq!(r2["geoip"]["database_type"], "GeoLite2-Country");
+    assert_eq!(keys(&r2["links"][0]["by"]), "country,device,os");
+    assert_eq!(keys(&r2["links"][0]["versions"][0]["by"]), "country,device,os");
+    assert_eq!(keys(&r2["links"][0]["by"]["device"][0]), "redirects,value,visitors");
+}
+
+/// `[value, redirects, visitors]` of each value of `breakdown` in a link's or version's `by`.
+fn values(by: &Value, breakdown: &str) -> Vec<(String, u64, u64)> {
+    by[breakdown]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {breakdown} in {by:#}"))
+        .iter()
+        .map(|v| {
+            (v["value"].as_str().unwrap().to_owned(), v["redirects"].as_u64().unwrap(), v["visitors"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+fn v(value: &str, redirects: u64, visitors: u64) -> (String, u64, u64) {
+    (value.to_owned(), redirects, visitors)
+}
+
+#[test]
+fn breakdowns_by_campaign_device_and_country_have_known_answers_in_every_format() {
+    let dir = breakdown_dir();
+    let geo = dir.path().join("geo.mmdb");
+    let all = ["--by", "campaign", "--by", "device", "--by", "country", "--geoip", geo.to_str().unwrap()];
+    let r = json_report(&all, dir.path());
+    assert_eq!(r["files"][0]["gzip"], true, "the 23rd is read gzipped");
+    let promo = link(&r, "Promo");
+    assert_eq!((&promo["redirects"], &promo["visitors"]), (&json!(10), &json!(6)));
+    let by = &promo["by"];
+    // utm_source: the request's first, then the Location's; lines without it as "(none)".
+    assert_eq!(
+        values(by, "utm_source"),
+        [v("(none)", 4, 4), v("qr", 3, 2), v("flyer", 1, 1), v("mail", 1, 1), v("sms", 1, 1)]
+    );
+    assert_eq!(values(by, "utm_medium"), [v("(none)", 5, 5), v("print", 5, 3)]);
+    assert_eq!(values(by, "utm_campaign"), [v("(none)", 5, 4), v("winter", 4, 3), v("spring", 1, 1)]);
+    assert_eq!(values(by, "utm_term"), [v("(none)", 10, 6)]);
+    assert_eq!(values(by, "utm_content"), [v("(none)", 10, 6)]);
+    // Devices by uap-core, bots (Googlebot, no User-Agent) by the report's one bot list.
+    assert_eq!(values(by, "device"), [v("mobile", 5, 2), v("bot", 2, 2), v("desktop", 2, 1), v("tablet", 1, 1)]);
+    assert_eq!(
+        values(by, "os"),
+        [v("android", 3, 2), v("ios", 3, 1), v("other", 2, 2), v("macos", 1, 0), v("windows", 1, 1)]
+    );
+    // IPv4 and IPv6, full and anonymised: 203.0.113.0 (anonymised) locates in France as its /24's
+    // first address does; 203.0.113.200 (full) in Germany.
+    assert_eq!(
+        values(by, "country"),
+        [v("FR", 5, 2), v("(unknown)", 1, 1), v("BR", 1, 0), v("DE", 1, 1), v("JP", 1, 1), v("US", 1, 1)]
+    );
+    // Per target version: the winter page (version 4), its campaign from the Location.
+    let winter = &promo["versions"][3];
+    assert_eq!(winter["location"], WINTER);
+    assert_eq!(values(&winter["by"], "utm_source"), [v("qr", 3, 2)]);
+    assert_eq!(values(&winter["by"], "utm_campaign"), [v("winter", 3, 2)]);
+    assert_eq!(values(&winter["by"], "device"), [v("bot", 1, 1), v("desktop", 1, 0), v("mobile", 1, 1)]);
+    assert_eq!(values(&winter["by"], "country"), [v("(unknown)", 1, 1), v("BR", 1, 0), v("FR", 1, 1)]);
+    let other = link(&r, "Other");
+    assert_eq!(values(&other["by"], "country"), [v("JP", 1, 1)]);
+    // The counts outside the breakdowns are those of a report without them.
+    let plain = json_report(&[], dir.path());
+    let strip = |mut r: Value| {
+        for l in r["links"].as_array_mut().unwrap() {
+            l.as_object_mut().unwrap().remove("by");
+            for v in l["versions"].as_array_mut().unwrap() {
+                v.as_object_mut().unwrap().remove("by");
+            }
+        }
+        (r["links"].clone(), r["totals"].clone())
+    };
+    assert_eq!(strip(r.clone()), strip(plain));
+
+    // CSV: the long format, a row per link (`all`) or version, breakdown and value.
+    let out = report(&[&["--format", "csv"], &all[..]].concat(), dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "link,version,breakdown,value,redirects,visitors");
+    for row in [
+        "Promo,all,utm_source,(none),4,4",
+        "Promo,all,utm_campaign,winter,4,3",
+        "Promo,all,device,mobile,5,2",
+        "Promo,all,os,macos,1,0",
+        "Promo,all,country,FR,5,2",
+        "Promo,4,utm_source,qr,3,2",
+        "Promo,4,country,BR,1,0",
+        "Other,all,country,JP,1,1",
+    ] {
+        assert!(
+            rows.contains(&row),
+            "{row} not in
+{csv}"
+        );
+    }
+    let json_rows: usize = r["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| std::iter::once(&l["by"]).chain(l["versions"].as_array().unwrap().iter().map(|v| &v["by"])))
+        .map(|by| by.as_object().unwrap().values().map(|vals| vals.as_array().unwrap().len()).sum::<usize>())
+        .sum();
+    assert_eq!(rows.len(), 1 + json_rows, "one row per value the JSON has");
+
+    // Table: each link's and version's top values.
+    let out = report(&all, dir.path());
+    let table = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "  utm_source       (none) 4/4, qr 3/2, flyer 1/1, mail 1/1, sms 1/1",
+        "  device           mobile 5/2, bot 2/2, desktop 2/1, tablet 1/1",
+        "  country          FR 5/2, (unknown) 1/1, BR 1/0, DE 1/1, JP 1/1, 1 more",
+        "  v4 utm_campaign  winter 3/2",
+    ] {
+        assert!(
+            table.lines().any(|l| l == line),
+            "{line:?} not in
+{table}"
+        );
+    }
+
+    // HTML: the values, drawn (the page's charts are checked in Chromium in tests/tools).
+    let out = report(&[&["--format", "html"], &all[..]].concat(), dir.path());
+    let page = String::from_utf8(out.stdout).unwrap();
+    for text in [
+        "<h4>utm_campaign</h4>",
+        "winter: 4 redirects, 3 visitors",
+        "mobile: 5 redirects, 2 visitors",
+        "<td class=\"text\">FR</td><td>5</td><td>2</td>",
+    ] {
+        assert!(page.contains(text), "{text} not in the page");
+    }
+}
+
+#[test]
+fn a_missing_or_damaged_geoip_database_is_one_clear_error() {
+    let dir = breakdown_dir();
+    let geo = dir.path().join("geo.mmdb");
+    let bytes = std::fs::read(&geo).unwrap();
+    let fails = |args: &[&str], expected: &str| {
+        let out = report(args, dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(out.stdout.is_empty(), "never half a report");
+    };
+    fails(&["--by", "country"], "--by country needs a GeoIP database: --geoip FILE.mmdb");
+    fails(&["--geoip", "/nonexistent/geo.mmdb"], "cannot read the GeoIP database /nonexistent/geo.mmdb");
+    let text = dir.path().join("text.mmdb");
+    std::fs::write(&text, "not a database\n").unwrap();
+    fails(&["--geoip", text.to_str().unwrap()], "is not a readable MaxMind DB file");
+    // The search tree cut short: refused when opened.
+    let cut = dir.path().join("cut.mmdb");
+    let metadata = bytes.windows(14).rposition(|w| w == b"\xab\xcd\xefMaxMind.com").unwrap();
+    std::fs::write(&cut, [&bytes[..8], &bytes[metadata..]].concat()).unwrap();
+    fails(&["--geoip", cut.to_str().unwrap()], "is not a readable MaxMind DB file");
+    // A record damaged: found when an address leads to it, and the report fails with it.
+    let reader = maxminddb::Reader::from_source(bytes.clone()).unwrap();
+    let tree = reader.metadata().node_count as usize * usize::from(reader.metadata().record_size) / 4;
+    let mut damaged = bytes.clone();
+    // The data section's first record (after the tree and 16 zero bytes): an extended type that
+    // does not exist.
+    damaged[tree + 16] = 0x00;
+    damaged[tree + 17] = 0xff;
+    let damaged_path = dir.path().join("damaged.mmdb");
+    std::fs::write(&damaged_path, damaged).unwrap();
+    fails(&["--geoip", damaged_path.to_str().unwrap()], "is damaged: looking up");
+    fails(&["--schema", "1", "--by", "device"], "couchlink-report/1 has no breakdowns");
 }
 
 #[test]

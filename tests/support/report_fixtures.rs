@@ -66,3 +66,76 @@ pub fn log_dir() -> tempfile::TempDir {
 pub fn report(args: &[&str], dir: &Path) -> Output {
     couchlink_command().arg("report").args(args).env("COUCHLINK_LOG_DIR", dir).output().expect("couchlink runs")
 }
+
+/// User-Agents of the breakdown log, as logged (percent-encoded).
+pub const IPHONE: &str = SAFARI;
+pub const ANDROID_PHONE: &str = "Mozilla%2F5.0%20(Linux%3B%20Android%2014%3B%20Pixel%208)%20AppleWebKit%2F537.36%20(KHTML%2C%20like%20Gecko)%20Chrome%2F131.0.6778.81%20Mobile%20Safari%2F537.36";
+pub const ANDROID_TABLET: &str = "Mozilla%2F5.0%20(Linux%3B%20Android%2014%3B%20SM-X710)%20AppleWebKit%2F537.36%20(KHTML%2C%20like%20Gecko)%20Chrome%2F131.0.6778.81%20Safari%2F537.36";
+pub const WINDOWS: &str = "Mozilla%2F5.0%20(Windows%20NT%2010.0%3B%20Win64%3B%20x64)%20AppleWebKit%2F537.36%20(KHTML%2C%20like%20Gecko)%20Chrome%2F131.0.0.0%20Safari%2F537.36";
+pub const MAC: &str = "Mozilla%2F5.0%20(Macintosh%3B%20Intel%20Mac%20OS%20X%2010_15_7)%20AppleWebKit%2F605.1.15%20(KHTML%2C%20like%20Gecko)%20Version%2F18.1%20Safari%2F605.1.15";
+
+/// The winter Location of Promo: a campaign in the Location only.
+pub const WINTER: &str = "https://example.com/b?utm_source=qr&utm_medium=print&utm_campaign=winter";
+
+/// The 23rd (gzipped): Promo's spring page, campaigns in the request (merged into the
+/// Location, as couchlink does). Visitors: 1 (iPhone, 203.0.113.7: France), 2 (Android phone,
+/// 203.0.113.0, anonymised: France), 3 (Android tablet, 203.0.113.200: Germany), 4 (Windows,
+/// 2001:db8:1::abcd: Japan; its ID older than the log), 5 (Googlebot, 198.51.100.9: US).
+pub fn breakdown_day_23() -> String {
+    [
+        format!("20261123080000.0 203.0.113.7 20261123080000aaaaaaaaaaaaaaaa {IPHONE} /Promo?utm_source=flyer&utm_medium=print 302 https://example.com/a?utm_source=flyer&utm_medium=print"),
+        format!("20261123081000.0 203.0.113.0 20261123081000bbbbbbbbbbbbbbbb {ANDROID_PHONE} /Promo 302 https://example.com/a"),
+        format!("20261123082000.0 203.0.113.200 20261123082000cccccccccccccccc {ANDROID_TABLET} /Promo 302 https://example.com/a"),
+        format!("20261123083000.0 198.51.100.9 20261123083000eeeeeeeeeeeeeeee {GOOGLEBOT} /Promo 302 https://example.com/a"),
+        format!("20261123090000.0 2001:db8:1::abcd 20261101000000dddddddddddddddd {WINDOWS} /Promo?utm_source=mail&utm_campaign=spring 302 https://example.com/a?utm_source=mail&utm_campaign=spring"),
+        format!("20261123100000.0 203.0.113.7 20261123080000aaaaaaaaaaaaaaaa {IPHONE} /Promo 302 https://example.com/a"),
+        "20261123110000.0 203.0.113.9 - - /wp-login.php 404".to_owned(),
+    ]
+    .map(|l| l + "\n")
+    .concat()
+}
+
+/// The 24th (plain): Promo re-pointed to the winter page, whose campaign is in the Location;
+/// an untracked Mac (2001:db8:2::, anonymised: Brazil), a request's own utm_source over the
+/// Location's, a client without a User-Agent (a bot) at an address no country holds, and
+/// visitor 4 on another link.
+pub fn breakdown_day_24() -> String {
+    [
+        format!("20261124080000.0 2001:db8:2:: - {MAC} /Promo 302 {WINTER}"),
+        format!("20261124081000.0 203.0.113.7 20261123080000aaaaaaaaaaaaaaaa {IPHONE} /Promo 302 {WINTER}"),
+        format!("20261124082000.0 203.0.113.0 20261123081000bbbbbbbbbbbbbbbb {ANDROID_PHONE} /Promo?utm_source=sms 302 {WINTER}&utm_source=sms"),
+        format!("20261124090000.0 192.0.2.1 20261124090000ffffffffffffffff - /Promo 302 {WINTER}"),
+        format!("20261124100000.0 2001:db8:1::abcd 20261101000000dddddddddddddddd {WINDOWS} /Other 302 https://example.org/"),
+    ]
+    .map(|l| l + "\n")
+    .concat()
+}
+
+/// A MaxMind-format country database, written by the `mmdb-writer` crate: 203.0.113.0/25 in
+/// France and 203.0.113.128/25 in Germany (one /24 split between two countries, where an
+/// anonymised address can only locate as its /24's first), 198.51.100.0/24 in the US,
+/// 2001:db8:1::/48 in Japan, 2001:db8:2::/48 in Brazil; nothing for 192.0.2.0/24.
+pub fn geoip_db(path: &Path) {
+    let mut writer = mmdb_writer::Writer::new("GeoLite2-Country");
+    for (net, code) in [
+        ("203.0.113.0/25", "FR"),
+        ("203.0.113.128/25", "DE"),
+        ("198.51.100.0/24", "US"),
+        ("2001:db8:1::/48", "JP"),
+        ("2001:db8:2::/48", "BR"),
+    ] {
+        let record = serde_json::json!({ "country": { "iso_code": code, "names": { "en": code } } });
+        writer.insert(net.parse::<ipnet::IpNet>().unwrap(), &record).unwrap();
+    }
+    std::fs::write(path, writer.to_bytes().unwrap()).unwrap();
+}
+
+/// The breakdown log's folder (the 23rd gzipped, the 24th plain) with its database as
+/// `geo.mmdb`.
+pub fn breakdown_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("access.2026-11-23.log.gz"), gzip(&breakdown_day_23())).unwrap();
+    std::fs::write(dir.path().join("access.2026-11-24.log"), breakdown_day_24()).unwrap();
+    geoip_db(&dir.path().join("geo.mmdb"));
+    dir
+}

@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use super::super::breakdown::{self, Breakdown};
 use super::super::line::Day;
-use super::super::summary::{Counts, LinkReport};
+use super::super::summary::{By, Counts, LinkReport, ValueReport};
 use super::super::Report;
 
 /// Redirects to humans, and to bots, in every chart.
@@ -15,6 +16,18 @@ pub const BOT: &str = "#94a3b8";
 /// Target versions, in order (the ninth takes the first's colour again).
 pub const VERSIONS: [&str; 8] =
     ["#7c3aed", "#ea580c", "#16a34a", "#db2777", "#0891b2", "#ca8a04", "#dc2626", "#4f46e5"];
+/// Bars of campaign values.
+pub const CAMPAIGN: &str = "#f59e0b";
+/// Device classes' shares, in the legend's order.
+pub const DEVICES: [(&str, &str); 5] = [
+    ("mobile", "#0d9488"),
+    ("tablet", "#c026d3"),
+    ("desktop", "#0284c7"),
+    (breakdown::BOT, BOT),
+    (breakdown::OTHER, "#cbd5e1"),
+];
+/// Campaign values and countries listed per breakdown (the JSON has them all).
+const TOP_VALUES: usize = 8;
 /// Links drawn with their own chart; the rest are in the table.
 const CHARTED_LINKS: usize = 12;
 /// Not-found paths listed.
@@ -44,6 +57,8 @@ td.text { word-break: break-all; }
 .legend { display: flex; gap: 16px; flex-wrap: wrap; font-size: 13px; color: var(--muted); margin-top: 6px; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
 code { font-size: 13px; }
+.by { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 12px 28px; margin-top: 14px; }
+.by h4 { margin: 0 0 2px; font-size: 13px; color: var(--muted); font-weight: 600; }
 ";
 
 /// Writes the page.
@@ -211,7 +226,136 @@ fn link_card(p: &mut String, link: &LinkReport, days: &[Day]) -> std::fmt::Resul
             minute(&v.last_seen)
         )?;
     }
-    p.push_str("</table></article>");
+    p.push_str("</table>");
+    if !link.by.0.is_empty() {
+        breakdowns(p, &link.by)?;
+    }
+    p.push_str("</article>");
+    Ok(())
+}
+
+/// A link's breakdowns: bars per campaign parameter used, device and OS shares, a table of
+/// countries.
+fn breakdowns(p: &mut String, by: &By) -> std::fmt::Result {
+    p.push_str("<div class=\"by\">");
+    for (b, values) in &by.0 {
+        match b {
+            // A parameter no redirect carried says nothing: one line, not a chart.
+            b if b.is_campaign() && values.iter().all(|v| v.value == breakdown::NO_CAMPAIGN) => {
+                write!(p, "<div><h4>{}</h4><span class=\"muted\">none carried it</span></div>", b.name())?;
+            }
+            b if b.is_campaign() => value_bars(p, b.name(), values)?,
+            Breakdown::Device => {
+                let colour = |v: &ValueReport| DEVICES.iter().find(|(d, _)| *d == v.value).map_or(BOT, |(_, c)| *c);
+                shares(p, "device", values, colour)?;
+            }
+            Breakdown::Os => {
+                let colour = |v: &ValueReport| {
+                    let i = values.iter().position(|x| x.value == v.value).unwrap_or(0);
+                    VERSIONS[i % VERSIONS.len()]
+                };
+                shares(p, "operating system", values, colour)?;
+            }
+            _ => {
+                write!(p, "<div><h4>country</h4><table><tr><th class=\"text\">Country</th><th>Redirects</th><th>Visitors</th></tr>")?;
+                for v in values.iter().take(TOP_VALUES) {
+                    write!(
+                        p,
+                        "<tr><td class=\"text\">{}</td><td>{}</td><td>{}</td></tr>",
+                        esc(&v.value),
+                        thousands(v.redirects),
+                        thousands(v.visitors)
+                    )?;
+                }
+                more(p, values.len())?;
+                p.push_str("</table></div>");
+            }
+        }
+    }
+    p.push_str("</div>");
+    Ok(())
+}
+
+/// "and N more" under a list cut at [`TOP_VALUES`].
+fn more(p: &mut String, values: usize) -> std::fmt::Result {
+    if values > TOP_VALUES {
+        write!(p, "<tr><td class=\"text muted\" colspan=\"3\">and {} more</td></tr>", values - TOP_VALUES)?;
+    }
+    Ok(())
+}
+
+/// A horizontal bar per value, longest first, with its redirects and visitors.
+fn value_bars(p: &mut String, name: &str, values: &[ValueReport]) -> std::fmt::Result {
+    const ROW: usize = 20;
+    let shown = &values[..values.len().min(TOP_VALUES)];
+    let top = shown.iter().map(|v| v.redirects).max().unwrap_or(1).max(1) as f64;
+    write!(
+        p,
+        "<div><h4>{}</h4><svg viewBox=\"0 0 400 {}\" role=\"img\" shape-rendering=\"crispEdges\">",
+        esc(name),
+        ROW * shown.len()
+    )?;
+    for (i, v) in shown.iter().enumerate() {
+        let y = ROW * i;
+        let label: String = v.value.chars().take(18).collect();
+        write!(
+            p,
+            "<text x=\"0\" y=\"{}\">{}</text><rect x=\"130\" y=\"{}\" width=\"{:.1}\" height=\"13\" fill=\"{}\">\
+             <title>{}: {} redirects, {} visitors</title></rect><text x=\"400\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            y + 14,
+            esc(&label),
+            y + 3,
+            (190.0 * v.redirects as f64 / top).max(1.0),
+            if v.value == breakdown::NO_CAMPAIGN { BOT } else { CAMPAIGN },
+            esc(&v.value),
+            thousands(v.redirects),
+            thousands(v.visitors),
+            y + 14,
+            thousands(v.redirects)
+        )?;
+    }
+    p.push_str("</svg>");
+    if values.len() > TOP_VALUES {
+        write!(p, "<span class=\"muted\">and {} more</span>", values.len() - TOP_VALUES)?;
+    }
+    p.push_str("</div>");
+    Ok(())
+}
+
+/// Values' shares of the redirects, as one bar split in proportion, with a legend.
+fn shares(
+    p: &mut String,
+    name: &str,
+    values: &[ValueReport],
+    colour: impl Fn(&ValueReport) -> &'static str,
+) -> std::fmt::Result {
+    let total = values.iter().map(|v| v.redirects).sum::<u64>().max(1) as f64;
+    write!(p, "<div><h4>{}</h4><svg viewBox=\"0 0 1000 40\" role=\"img\" shape-rendering=\"crispEdges\">", esc(name))?;
+    let mut x = 0.0;
+    for v in values {
+        let w = 1000.0 * v.redirects as f64 / total;
+        write!(
+            p,
+            "<rect x=\"{x:.1}\" width=\"{w:.1}\" height=\"40\" fill=\"{}\"><title>{}: {} redirects, {} visitors</title></rect>",
+            colour(v),
+            esc(&v.value),
+            thousands(v.redirects),
+            thousands(v.visitors)
+        )?;
+        x += w;
+    }
+    p.push_str("</svg><div class=\"legend\">");
+    for v in values {
+        write!(
+            p,
+            "<span><span class=\"swatch\" style=\"background:{}\"></span>{} {} ({} visitors)</span>",
+            colour(v),
+            esc(&v.value),
+            percent(v.redirects, total as u64),
+            thousands(v.visitors)
+        )?;
+    }
+    p.push_str("</div></div>");
     Ok(())
 }
 

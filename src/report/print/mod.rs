@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use rayon::iter::{IndexedParallelIterator, IntoParallelRefMutIterator, ParallelIterator};
 use serde::Serialize;
 
-use super::summary::{Counts, DayCount, FileRead, LinkReport, Totals};
-use super::Report;
+use super::summary::{By, Counts, DayCount, FileRead, GeoIpRead, LinkReport, Totals};
+use super::{Report, Schema};
 
 mod csv;
 mod html;
@@ -17,16 +17,20 @@ pub use self::csv::csv;
 pub use html::html;
 pub use table::table;
 
-/// The report as JSON on one line (schema `couchlink-report/1`): a month of a busy log is tens
+/// The report as JSON on one line (schema `couchlink-report/2`, or `/1` without breakdowns
+/// when the report was made for it): a month of a busy log is tens
 /// of megabytes pretty-printed; `jq .` indents it when a person wants to read it.
 ///
 /// The same bytes as `serde_json::to_writer(out, report)`, but the links, most of the bytes,
 /// are serialised on all cores, a batch at a time into buffers used again for the next batch.
 pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let v2 = report.schema != Schema::V1.name();
     let head = Head {
         schema: report.schema,
         since: &report.since,
         until: &report.until,
+        breakdowns: v2.then_some(&report.breakdowns),
+        geoip: v2.then_some(&report.geoip),
         files: &report.files,
         totals: &report.totals,
     };
@@ -38,7 +42,7 @@ pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     for (batch, links) in report.links.chunks(JSON_BATCH).enumerate() {
         buffers.par_iter_mut().zip(links).try_for_each(|(buf, link)| {
             buf.clear();
-            link_json(buf, link)
+            link_json(buf, link, v2)
         })?;
         for (i, buf) in buffers[..links.len()].iter().enumerate() {
             if batch > 0 || i > 0 {
@@ -55,7 +59,7 @@ pub fn json(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 /// bytes), but by hand: a link's days, half a million `{"day","human","bot"}` objects in a
 /// month of a busy log, went through serde's machinery field by field, and the flattened
 /// counts through a map.
-fn link_json(out: &mut Vec<u8>, link: &LinkReport) -> serde_json::Result<()> {
+fn link_json(out: &mut Vec<u8>, link: &LinkReport, breakdowns: bool) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"id\":");
     serde_json::to_writer(&mut *out, &link.id)?;
     counts_json(out, &link.counts);
@@ -64,6 +68,9 @@ fn link_json(out: &mut Vec<u8>, link: &LinkReport) -> serde_json::Result<()> {
     out.extend_from_slice(b",\"last_seen\":");
     serde_json::to_writer(&mut *out, &link.last_seen)?;
     days_json(out, &link.days);
+    if breakdowns {
+        by_json(out, &link.by)?;
+    }
     out.extend_from_slice(b",\"versions\":[");
     for (i, v) in link.versions.iter().enumerate() {
         out.extend_from_slice(if i == 0 { b"{\"version\":" } else { b",{\"version\":" });
@@ -76,6 +83,9 @@ fn link_json(out: &mut Vec<u8>, link: &LinkReport) -> serde_json::Result<()> {
         serde_json::to_writer(&mut *out, &v.last_seen)?;
         counts_json(out, &v.counts);
         days_json(out, &v.days);
+        if breakdowns {
+            by_json(out, &v.by)?;
+        }
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
@@ -114,6 +124,12 @@ fn days_json(out: &mut Vec<u8>, days: &[DayCount]) {
     out.push(b']');
 }
 
+/// `,"by":{...}`.
+fn by_json(out: &mut Vec<u8>, by: &By) -> serde_json::Result<()> {
+    out.extend_from_slice(b",\"by\":");
+    serde_json::to_writer(&mut *out, by)
+}
+
 /// Links serialised side by side before they are written.
 const JSON_BATCH: usize = 256;
 
@@ -123,6 +139,10 @@ struct Head<'a> {
     schema: &'a str,
     since: &'a Option<String>,
     until: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    breakdowns: Option<&'a Vec<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    geoip: Option<&'a Option<GeoIpRead>>,
     files: &'a [FileRead],
     totals: &'a Totals,
 }
@@ -153,5 +173,35 @@ mod tests {
         let mut whole = serde_json::to_vec(&report).unwrap();
         whole.push(b'\n');
         assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(whole).unwrap());
+    }
+
+    #[test]
+    fn schema_1_is_schema_2_without_breakdowns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.2026-11-22.log");
+        std::fs::write(
+            &path,
+            "20261122100000.1 ::1 20261122100000aaaaaaaaaaaaaaaa - /H83if?utm_source=a 302 https://e.x/?utm_source=a\n",
+        )
+        .unwrap();
+        let json_of = |options: &crate::report::Options| {
+            let mut out = Vec::new();
+            json(&crate::report::run(std::slice::from_ref(&path), options).unwrap(), &mut out).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+        };
+        let breakdowns =
+            crate::report::breakdown::Breakdowns::new(&[crate::report::breakdown::Dimension::Campaign], None).unwrap();
+        let mut v2 = json_of(&crate::report::Options { breakdowns: breakdowns.into(), ..Default::default() });
+        let v1 = json_of(&crate::report::Options { schema: crate::report::Schema::V1, ..Default::default() });
+        assert_eq!(v2["links"][0]["by"]["utm_source"][0]["value"], "a");
+        assert_eq!(v2["schema"], "couchlink-report/2");
+        let object = v2.as_object_mut().unwrap();
+        object.remove("breakdowns");
+        object.remove("geoip");
+        object["schema"] = "couchlink-report/1".into();
+        let link = v2["links"][0].as_object_mut().unwrap();
+        link.remove("by");
+        link["versions"][0].as_object_mut().unwrap().remove("by");
+        assert_eq!(v1, v2);
     }
 }

@@ -2,11 +2,13 @@
 
 use std::io::{self, Write};
 
-use super::super::summary::Counts;
+use super::super::summary::{By, Counts};
 use super::super::Report;
 
 /// Not-found paths listed (the JSON has them all).
 const TOP_NOT_FOUND: usize = 10;
+/// Values listed per breakdown (the JSON has them all).
+const TOP_VALUES: usize = 5;
 
 /// Writes the report as aligned columns.
 pub fn table(report: &Report, out: &mut dyn Write) -> io::Result<()> {
@@ -42,6 +44,17 @@ pub fn table(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     if report.links.is_empty() {
         writeln!(out, "(no redirects)")?;
     }
+    if !report.breakdowns.is_empty() && !report.links.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Breakdowns (value redirects/visitors, the top {TOP_VALUES}):")?;
+        for link in &report.links {
+            writeln!(out, "{}", link.id)?;
+            by(out, "", &link.by)?;
+            for v in &link.versions {
+                by(out, &format!("v{} ", v.version), &v.by)?;
+            }
+        }
+    }
     writeln!(out)?;
     let statuses: Vec<String> = t.statuses.iter().map(|(s, n)| format!("{s}: {n}")).collect();
     writeln!(out, "Responses by status: {}", if statuses.is_empty() { "none".into() } else { statuses.join(", ") })?;
@@ -56,6 +69,19 @@ pub fn table(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         for m in &t.malformed_lines {
             writeln!(out, "  {}:{}: {}: {}", m.file, m.line, m.reason, m.text)?;
         }
+    }
+    Ok(())
+}
+
+/// A line per breakdown: its top values, and how many others.
+fn by(out: &mut dyn Write, version: &str, by: &By) -> io::Result<()> {
+    for (breakdown, values) in &by.0 {
+        let top: Vec<String> =
+            values.iter().take(TOP_VALUES).map(|v| format!("{} {}/{}", v.value, v.redirects, v.visitors)).collect();
+        let more = values.len().saturating_sub(TOP_VALUES);
+        let more = if more > 0 { format!(", {more} more") } else { String::new() };
+        let name = format!("{version}{}", breakdown.name());
+        writeln!(out, "  {name:<16} {}{more}", top.join(", "))?;
     }
     Ok(())
 }

@@ -1,0 +1,370 @@
+//! What a redirect is broken down by (`--by`): its campaign (the `utm_*` parameters), the kind
+//! of device and the operating system its User-Agent names, and the country its address is in
+//! (`--geoip`). Each line has one value per breakdown; the counters count redirects and
+//! visitors per value.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use super::line::{self, Line};
+use crate::visitor::Client;
+
+/// What `--by` names: each stands for one or more [`Breakdown`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dimension {
+    /// The five `utm_*` parameters.
+    Campaign,
+    /// The kind of device and the operating system.
+    Device,
+    /// The country (needs a GeoIP database).
+    Country,
+}
+
+/// One column of values a redirect is counted under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Breakdown {
+    /// `utm_source`.
+    UtmSource,
+    /// `utm_medium`.
+    UtmMedium,
+    /// `utm_campaign`.
+    UtmCampaign,
+    /// `utm_term`.
+    UtmTerm,
+    /// `utm_content`.
+    UtmContent,
+    /// mobile, tablet, desktop, bot or other.
+    Device,
+    /// The operating system's name as link targets use it, or other.
+    Os,
+    /// An ISO 3166 country code.
+    Country,
+}
+
+/// A line without the breakdown's `utm_*` parameter.
+pub const NO_CAMPAIGN: &str = "(none)";
+/// An address the database does not place in a country (private ranges, or not an address).
+pub const NO_COUNTRY: &str = "(unknown)";
+/// A device or operating system the User-Agent does not name.
+pub const OTHER: &str = "other";
+/// The device of a redirect counted as a bot's.
+pub const BOT: &str = "bot";
+
+impl Breakdown {
+    /// In the order reports show them.
+    pub const ALL: [Breakdown; 8] = [
+        Breakdown::UtmSource,
+        Breakdown::UtmMedium,
+        Breakdown::UtmCampaign,
+        Breakdown::UtmTerm,
+        Breakdown::UtmContent,
+        Breakdown::Device,
+        Breakdown::Os,
+        Breakdown::Country,
+    ];
+
+    /// Its name in every format: the query parameter for campaigns.
+    pub fn name(self) -> &'static str {
+        match self {
+            Breakdown::UtmSource => "utm_source",
+            Breakdown::UtmMedium => "utm_medium",
+            Breakdown::UtmCampaign => "utm_campaign",
+            Breakdown::UtmTerm => "utm_term",
+            Breakdown::UtmContent => "utm_content",
+            Breakdown::Device => "device",
+            Breakdown::Os => "os",
+            Breakdown::Country => "country",
+        }
+    }
+
+    /// Those `dimension` stands for.
+    pub fn of(dimension: Dimension) -> &'static [Breakdown] {
+        match dimension {
+            Dimension::Campaign => &Breakdown::ALL[..5],
+            Dimension::Device => &Breakdown::ALL[5..7],
+            Dimension::Country => &Breakdown::ALL[7..],
+        }
+    }
+
+    /// Whether it is a `utm_*` parameter.
+    pub fn is_campaign(self) -> bool {
+        self <= Breakdown::UtmContent
+    }
+}
+
+/// The breakdowns asked for (in [`Breakdown::ALL`]'s order), and the database countries come
+/// from when one of them is the country.
+#[derive(Debug, Default)]
+pub struct Breakdowns {
+    list: Vec<Breakdown>,
+    geoip: Option<GeoIp>,
+}
+
+impl Breakdowns {
+    /// The breakdowns of `dimensions`; the country only with `geoip`, which it needs.
+    pub fn new(dimensions: &[Dimension], geoip: Option<GeoIp>) -> Result<Breakdowns, GeoIpError> {
+        if dimensions.contains(&Dimension::Country) && geoip.is_none() {
+            return Err(GeoIpError::NoDatabase);
+        }
+        let list =
+            Breakdown::ALL.into_iter().filter(|b| dimensions.iter().any(|d| Breakdown::of(*d).contains(b))).collect();
+        Ok(Breakdowns { list, geoip })
+    }
+
+    /// In the order reports show them.
+    pub fn list(&self) -> &[Breakdown] {
+        &self.list
+    }
+
+    /// The database, when countries are asked for.
+    pub fn geoip(&self) -> Option<&GeoIp> {
+        self.geoip.as_ref()
+    }
+
+    /// Whether a User-Agent's device and OS are asked for.
+    pub fn devices(&self) -> bool {
+        self.list.contains(&Breakdown::Device)
+    }
+
+    /// `line`'s value for each breakdown, in [`Breakdowns::list`]'s order: the plain reading,
+    /// which the counting engine caches by User-Agent and address.
+    pub fn values(&self, line: &Line<'_>) -> Result<Vec<String>, GeoIpError> {
+        let agent = Agent::of(line.user_agent, self.devices());
+        self.list
+            .iter()
+            .map(|b| {
+                Ok(match b {
+                    Breakdown::Device => agent.device.to_owned(),
+                    Breakdown::Os => agent.os.to_owned(),
+                    Breakdown::Country => self.country(line.ip)?.to_owned(),
+                    campaign => utm(line.target, line.location, campaign.name()).into_owned(),
+                })
+            })
+            .collect()
+    }
+
+    /// The country of the address `ip` as logged.
+    pub fn country(&self, ip: &[u8]) -> Result<&str, GeoIpError> {
+        let Some(geoip) = &self.geoip else { return Ok(NO_COUNTRY) };
+        let Some(ip) = std::str::from_utf8(ip).ok().and_then(|s| s.parse::<IpAddr>().ok()) else {
+            return Ok(NO_COUNTRY);
+        };
+        Ok(geoip.country(ip)?.unwrap_or(NO_COUNTRY))
+    }
+}
+
+/// What a logged User-Agent counts as: a bot's or not (the report's one definition of a bot),
+/// and, when asked, its kind of device and operating system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agent {
+    /// On the bot list, or no User-Agent at all.
+    pub bot: bool,
+    /// mobile, tablet, desktop, `bot`, or `other`.
+    pub device: &'static str,
+    /// As link targets name it, or `other`.
+    pub os: &'static str,
+}
+
+impl Agent {
+    /// What the percent-encoded `encoded` counts as; the User-Agent parser runs only when
+    /// `devices` asks for the device and OS.
+    pub fn of(encoded: &[u8], devices: bool) -> Agent {
+        let bot = line::bot_agent(encoded);
+        if !devices {
+            return Agent { bot, device: OTHER, os: OTHER };
+        }
+        let decoded: Cow<'_, [u8]> = percent_encoding::percent_decode(encoded).into();
+        let client = if encoded == b"-" { Client::default() } else { Client::of(Some(&decoded)) };
+        Agent {
+            bot,
+            // The device classes uap-core's data gives, and the report's own bot list over them:
+            // a redirect counts as a bot's in one place only.
+            device: if bot { BOT } else { client.device.map_or(OTHER, |d| d.name()) },
+            os: client.os.map_or(OTHER, |o| o.name()),
+        }
+    }
+}
+
+/// The value of the `utm_*` parameter `name`: from the request target's query, or else from the
+/// `Location`'s; [`NO_CAMPAIGN`] in neither. The first occurrence counts, an empty value is
+/// none, and the value is decoded as a form field (`%20` and `+` are spaces): as ClickHouse's
+/// `extractURLParameter` and `decodeURLFormComponent` read it (docs/clickhouse.md).
+pub fn utm<'a>(target: &'a [u8], location: Option<&'a [u8]>, name: &str) -> Cow<'a, str> {
+    let found = parameter(target, name).or_else(|| location.and_then(|l| parameter(l, name)));
+    match found {
+        Some(value) => form_decoded(value),
+        None => Cow::Borrowed(NO_CAMPAIGN),
+    }
+}
+
+/// Whether any `utm_*` parameter can be in the line: most lines have none, and skip the search.
+pub fn may_have_campaign(target: &[u8], location: Option<&[u8]>) -> bool {
+    let finder = |bytes: &[u8]| memchr::memmem::find(bytes, b"utm_").is_some();
+    finder(target) || location.is_some_and(finder)
+}
+
+/// The raw, non-empty value of the query parameter `name` in `uri`, first occurrence.
+fn parameter<'a>(uri: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let uri = &uri[..memchr::memchr(b'#', uri).unwrap_or(uri.len())];
+    let start = memchr::memchr(b'?', uri)? + 1;
+    uri[start..].split(|&b| b == b'&').find_map(|pair| {
+        let value = pair.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        (!value.is_empty()).then_some(value)
+    })
+}
+
+/// A form field's value decoded: `+` is a space, `%xx` a byte; invalid UTF-8 replaced.
+fn form_decoded(value: &[u8]) -> Cow<'_, str> {
+    if !value.iter().any(|&b| b == b'+' || b == b'%') {
+        return String::from_utf8_lossy(value);
+    }
+    let spaced: Vec<u8> = value.iter().map(|&b| if b == b'+' { b' ' } else { b }).collect();
+    let decoded: Vec<u8> = percent_encoding::percent_decode(&spaced).collect();
+    Cow::Owned(String::from_utf8_lossy(&decoded).into_owned())
+}
+
+/// A MaxMind-format database (GeoLite2 Country or City, DB-IP Lite), read whole into memory.
+pub struct GeoIp {
+    reader: maxminddb::Reader<Vec<u8>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for GeoIp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GeoIp").field("path", &self.path).field("type", &self.database_type()).finish()
+    }
+}
+
+/// Why countries cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GeoIpError {
+    /// `--by country` without a database.
+    #[error("--by country needs a GeoIP database: --geoip FILE.mmdb (GeoLite2 Country or City, DB-IP Lite)")]
+    NoDatabase,
+    /// The file could not be read.
+    #[error("cannot read the GeoIP database {path}")]
+    Read {
+        /// Which.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not a MaxMind DB file, or a damaged one.
+    #[error("{path} is not a readable MaxMind DB file (GeoLite2 Country or City, DB-IP Lite)")]
+    Invalid {
+        /// Which.
+        path: PathBuf,
+        /// What the reader found.
+        #[source]
+        source: maxminddb::MaxMindDbError,
+    },
+    /// A database of something other than places.
+    #[error("{path} is a {kind:?} database, which has no countries: --geoip needs a country or city database (GeoLite2 Country or City, DB-IP Lite)")]
+    NoCountries {
+        /// Which.
+        path: PathBuf,
+        /// Its `database_type`.
+        kind: String,
+    },
+    /// A lookup met a damaged part of the file.
+    #[error("the GeoIP database {path} is damaged: looking up {ip} failed")]
+    Lookup {
+        /// Which.
+        path: PathBuf,
+        /// The address looked up.
+        ip: IpAddr,
+        /// What the reader found.
+        #[source]
+        source: maxminddb::MaxMindDbError,
+    },
+}
+
+impl GeoIp {
+    /// Reads the database at `path`, refusing anything that is not a country or city database.
+    pub fn open(path: &Path) -> Result<GeoIp, GeoIpError> {
+        let bytes = std::fs::read(path).map_err(|source| GeoIpError::Read { path: path.to_owned(), source })?;
+        let reader = maxminddb::Reader::from_source(bytes)
+            .map_err(|source| GeoIpError::Invalid { path: path.to_owned(), source })?;
+        let kind = reader.metadata().database_type.to_ascii_lowercase();
+        if !kind.contains("country") && !kind.contains("city") {
+            return Err(GeoIpError::NoCountries {
+                path: path.to_owned(),
+                kind: reader.metadata().database_type.clone(),
+            });
+        }
+        Ok(GeoIp { reader, path: path.to_owned() })
+    }
+
+    /// The file read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the database says it is (`GeoLite2-Country`, `DBIP-City-Lite`, ...).
+    pub fn database_type(&self) -> &str {
+        &self.reader.metadata().database_type
+    }
+
+    /// When it was built, seconds since 1970.
+    pub fn build_epoch(&self) -> u64 {
+        self.reader.metadata().build_epoch
+    }
+
+    /// The ISO 3166 code of the country `ip` is in, if the database places it.
+    pub fn country(&self, ip: IpAddr) -> Result<Option<&str>, GeoIpError> {
+        let damaged = |source| GeoIpError::Lookup { path: self.path.clone(), ip, source };
+        let found = self.reader.lookup(ip).map_err(damaged)?;
+        found.decode_path(&maxminddb::path!["country", "iso_code"]).map_err(damaged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn campaigns_come_from_the_request_then_from_the_location() {
+        let loc = Some(&b"https://e.x/p?utm_source=tag&utm_medium=qr#top"[..]);
+        assert_eq!(utm(b"/H83if?utm_source=mail", loc, "utm_source"), "mail");
+        assert_eq!(utm(b"/H83if?utm_source=mail", loc, "utm_medium"), "qr", "each parameter on its own");
+        assert_eq!(utm(b"/H83if", loc, "utm_source"), "tag");
+        assert_eq!(utm(b"/H83if?utm_source=", loc, "utm_source"), "tag", "an empty value is none");
+        assert_eq!(utm(b"/H83if", None, "utm_campaign"), NO_CAMPAIGN);
+        assert_eq!(utm(b"/H83if?x=1&utm_campaign=spring+sale%21&utm_campaign=b", None, "utm_campaign"), "spring sale!");
+        assert_eq!(utm(b"/H83if?xutm_campaign=a", None, "utm_campaign"), NO_CAMPAIGN, "a whole name only");
+        assert_eq!(utm(b"/H83if#?utm_term=a", None, "utm_term"), NO_CAMPAIGN, "not in a fragment");
+        assert_eq!(utm(b"/H83if?utm_term=%ff", None, "utm_term"), "\u{fffd}");
+        assert!(may_have_campaign(b"/H83if", loc));
+        assert!(!may_have_campaign(b"/H83if", Some(b"https://e.x/")));
+    }
+
+    #[test]
+    fn devices_by_uap_core_and_bots_by_the_report_list() {
+        let agent = |ua: &str| {
+            let a = Agent::of(ua.as_bytes(), true);
+            (a.bot, a.device, a.os)
+        };
+        assert_eq!(
+            agent("Mozilla%2F5.0%20(iPhone%3B%20CPU%20iPhone%20OS%2018_1%20like%20Mac%20OS%20X)%20Mobile%2F15E148"),
+            (false, "mobile", "ios")
+        );
+        assert_eq!(
+            agent("Mozilla%2F5.0%20(Windows%20NT%2010.0%3B%20Win64%3B%20x64)%20AppleWebKit%2F537.36%20Chrome%2F131.0.0.0%20Safari%2F537.36"),
+            (false, "desktop", "windows")
+        );
+        assert_eq!(agent("curl%2F8.5.0"), (true, "bot", "other"));
+        assert_eq!(agent("-"), (true, "bot", "other"));
+        assert_eq!(agent("Nokia3310"), (false, "other", "other"));
+        assert_eq!(Agent::of(b"curl%2F8.5.0", false), Agent { bot: true, device: OTHER, os: OTHER });
+    }
+
+    #[test]
+    fn dimensions_stand_for_their_breakdowns_in_one_order() {
+        let b = Breakdowns::new(&[Dimension::Device, Dimension::Campaign], None).unwrap();
+        let names: Vec<_> = b.list().iter().map(|b| b.name()).collect();
+        assert_eq!(names, ["utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "device", "os"]);
+        assert!(matches!(Breakdowns::new(&[Dimension::Country], None), Err(GeoIpError::NoDatabase)));
+    }
+}
