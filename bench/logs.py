@@ -33,12 +33,32 @@ BOTS = [
     "python-requests/2.31.0",
 ]
 PROBES = ["/wp-login.php", "/.env", "/admin", "/favicon.ico", "/robots.txt", "/xmlrpc.php", "/.git/config"]
+CAMPAIGNS = [
+    "?utm_source=newsletter&utm_medium=email&utm_campaign=autumn",
+    "?utm_source=twitter&utm_medium=social",
+    "?utm_source=facebook&utm_medium=social&utm_campaign=autumn&utm_content=video",
+    "?utm_source=print",
+    "?utm_source=google&utm_medium=cpc&utm_campaign=brand&utm_term=short+links",
+]
 SAFE = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'()")
 
 
 def encode_ua(ua):
     """The log's User-Agent encoding (JavaScript's encodeURIComponent)."""
     return "".join(chr(b) if b in SAFE else "%%%02X" % b for b in ua.encode())
+
+
+def address(rng):
+    roll = rng.random()
+    if roll < 0.7:
+        a = rng.choice([a for a in range(2, 201, 2) if a not in (10, 127)])
+        last = 0 if rng.random() < 0.3 else rng.randrange(1, 255)
+        return "%d.%d.%d.%d" % (a, rng.randrange(256), rng.randrange(256), last)
+    if roll < 0.95:
+        if rng.random() < 0.3:
+            return "2a00:%x:%x::" % (rng.randrange(65536), rng.randrange(65536))
+        return "2a00:%x:%x:%x::%x" % (rng.randrange(65536), rng.randrange(65536), rng.randrange(65536), rng.randrange(1, 65536))
+    return "192.168.%d.%d" % (rng.randrange(256), rng.randrange(1, 255))
 
 
 def generate(path, lines, seed=7):
@@ -52,6 +72,11 @@ def generate(path, lines, seed=7):
     start = datetime(2026, 10, 24, tzinfo=timezone.utc)
     span = 30 * 86400
     visitors = []
+    # Each visitor keeps its address: IPv4 in bench/geoip_db.rs's /8s, IPv6 in its 2a00::/16, a
+    # few private ones no database places; some anonymised as couchlink logs them.
+    homes = {}
+    # A fifth of the links carry a printed tag's campaign in their Location.
+    tagged = set(rng.sample(links, len(links) // 5))
     picks = rng.choices(links, weights, k=lines)
     with open(path, "w") as out:
         for n, link in enumerate(picks):
@@ -65,7 +90,9 @@ def generate(path, lines, seed=7):
             else:
                 tracking = visitors[min(len(visitors) - 1, int(rng.paretovariate(1.2)) - 1)] if rng.random() < 0.3 else rng.choice(visitors)
             ua = rng.choice(bots) if rng.random() < 0.15 else rng.choice(browsers)
-            ip = "198.51.%d.%d" % (rng.randrange(256), rng.randrange(1, 255))
+            ip = homes.get(tracking) or address(rng)
+            if tracking != "-":
+                homes[tracking] = ip
             tenth = t.microsecond // 100000
             kind = rng.random()
             if kind < 0.05:
@@ -74,8 +101,14 @@ def generate(path, lines, seed=7):
                 out.write(f"{stamp}.{tenth} {ip} {tracking} {ua} /{link} 501\n")
             else:
                 version = "v2" if link in repointed and n > lines // 2 else "v1"
-                query = "?utm_source=print" if kind > 0.9 else ""
-                out.write(f"{stamp}.{tenth} {ip} {tracking} {ua} /{link}{query} 302 https://example.com/{link}/{version}{query}\n")
+                query = rng.choice(CAMPAIGNS) if kind > 0.9 else ""
+                base = f"https://example.com/{link}/{version}"
+                if link in tagged:
+                    base += f"?utm_source=qr&utm_medium=print&utm_campaign={link[:2].lower()}"
+                    location = base + query.replace("?", "&")
+                else:
+                    location = base + query
+                out.write(f"{stamp}.{tenth} {ip} {tracking} {ua} /{link}{query} 302 {location}\n")
 
 
 def measure(command):

@@ -47,6 +47,9 @@ pub struct ReportArgs {
     /// Write the report to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the bot list as one regular expression (for ClickHouse: docs/clickhouse.md) and exit.
+    #[arg(long, conflicts_with_all = ["paths", "by", "geoip", "since", "until", "links", "out"])]
+    pub bot_pattern: bool,
 }
 
 /// What `--by` takes.
@@ -107,6 +110,14 @@ pub enum ReportCommandError {
 impl ReportArgs {
     /// Counts the logs and writes the report.
     pub fn execute(self) -> Result<(), ReportCommandError> {
+        if self.bot_pattern {
+            return match writeln!(io::stdout(), "{}", report::line::bot_pattern()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                    Err(ReportCommandError::Write { where_: "standard output".into(), source: e })
+                }
+                _ => Ok(()),
+            };
+        }
         if self.format == Format::Html && self.out.is_none() && std::io::IsTerminal::is_terminal(&io::stdout()) {
             return Err(ReportCommandError::HtmlToTerminal);
         }

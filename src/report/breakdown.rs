@@ -170,19 +170,30 @@ impl Agent {
     /// What the percent-encoded `encoded` counts as; the User-Agent parser runs only when
     /// `devices` asks for the device and OS.
     pub fn of(encoded: &[u8], devices: bool) -> Agent {
+        let parsed = Agent::read(encoded, devices, |ua| Some(Client::of(ua)));
+        parsed.unwrap_or(Agent { bot: line::bot_agent(encoded), device: OTHER, os: OTHER })
+    }
+
+    /// [`Agent::of`], or `None` while the User-Agent parser is still being compiled
+    /// ([`crate::visitor::prepare`]).
+    pub fn of_if_ready(encoded: &[u8], devices: bool) -> Option<Agent> {
+        Agent::read(encoded, devices, Client::of_if_ready)
+    }
+
+    fn read(encoded: &[u8], devices: bool, parse: impl Fn(Option<&[u8]>) -> Option<Client>) -> Option<Agent> {
         let bot = line::bot_agent(encoded);
         if !devices {
-            return Agent { bot, device: OTHER, os: OTHER };
+            return Some(Agent { bot, device: OTHER, os: OTHER });
         }
         let decoded: Cow<'_, [u8]> = percent_encoding::percent_decode(encoded).into();
-        let client = if encoded == b"-" { Client::default() } else { Client::of(Some(&decoded)) };
-        Agent {
+        let client = if encoded == b"-" { Client::default() } else { parse(Some(&decoded))? };
+        Some(Agent {
             bot,
             // The device classes uap-core's data gives, and the report's own bot list over them:
             // a redirect counts as a bot's in one place only.
             device: if bot { BOT } else { client.device.map_or(OTHER, |d| d.name()) },
             os: client.os.map_or(OTHER, |o| o.name()),
-        }
+        })
     }
 }
 

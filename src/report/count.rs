@@ -26,8 +26,9 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 
 use super::breakdown::{self, Agent, Breakdown, Breakdowns, GeoIpError};
@@ -57,9 +58,9 @@ pub struct Partial {
     /// combination.
     values: Values,
     combos: Combos,
-    combo_redirects: Map<(u32, u32), u64>,
+    combo_redirects: Runs,
     /// Countries by address as logged.
-    countries: Map<Box<[u8]>, u32>,
+    countries: Map<Address, u32>,
     /// The number of each campaign breakdown's [`breakdown::NO_CAMPAIGN`], once known.
     no_campaign: [Option<u32>; MAX_BREAKDOWNS],
     /// The first lookup that failed (a damaged GeoIP database): the report fails with it.
@@ -184,7 +185,7 @@ impl Default for Partial {
             agents: AgentCache::default(),
             values: Values::default(),
             combos: Combos::default(),
-            combo_redirects: Map::default(),
+            combo_redirects: Runs::default(),
             countries: Map::default(),
             no_campaign: [None; MAX_BREAKDOWNS],
             failure: None,
@@ -195,7 +196,7 @@ impl Default for Partial {
 /// Each distinct value of each breakdown, numbered in the order first seen.
 #[derive(Default)]
 struct Values {
-    names: Vec<(Breakdown, Box<str>)>,
+    names: Vec<(Breakdown, Arc<str>)>,
     /// Per breakdown (by its place in [`Breakdown::ALL`]), each value's number.
     numbers: [Map<Box<str>, u32>; MAX_BREAKDOWNS],
 }
@@ -236,6 +237,12 @@ impl Default for Combos {
 }
 
 impl Combos {
+    /// The value numbers of combination `combo`.
+    fn values(&self, combo: u32) -> &[u32] {
+        let key = &self.keys[combo as usize];
+        &key[..key.iter().position(|&v| v == u32::MAX).unwrap_or(key.len())]
+    }
+
     fn number(&mut self, key: ComboKey) -> u32 {
         *self.numbers.entry(key).or_insert_with(|| {
             self.keys.push(key);
@@ -267,16 +274,19 @@ impl Partial {
             *slot = match b {
                 Breakdown::Device => agent.device,
                 Breakdown::Os => agent.os,
-                Breakdown::Country => match self.countries.get(line.ip) {
-                    Some(&n) => n,
-                    None => {
-                        let n = self.values.number(b, breakdowns.country(line.ip)?);
-                        if self.countries.len() >= CACHE {
-                            self.countries.clear();
+                Breakdown::Country => match Address::of(line.ip) {
+                    Some(address) => match self.countries.get(&address) {
+                        Some(&n) => n,
+                        None => {
+                            let n = self.values.number(b, breakdowns.country(line.ip)?);
+                            if self.countries.len() >= CACHE {
+                                self.countries.clear();
+                            }
+                            self.countries.insert(address, n);
+                            n
                         }
-                        self.countries.insert(line.ip.into(), n);
-                        n
-                    }
+                    },
+                    None => self.values.number(b, breakdowns.country(line.ip)?),
                 },
                 _ if !campaign => *self.no_campaign[b as usize].get_or_insert_with(|| {
                     let Partial { values, .. } = self;
@@ -296,7 +306,35 @@ impl Partial {
     /// Ends the thread's counting: its sightings compacted on its own core, while other
     /// threads may still be reading.
     pub fn close(&mut self) {
+        self.resolve_pending();
         compact(&mut self.sightings.list);
+        self.combo_redirects.compact();
+    }
+
+    /// Gives the User-Agents read while the parser was being compiled their device and OS, in
+    /// every combination that held them in waiting.
+    fn resolve_pending(&mut self) {
+        let pending = std::mem::take(&mut self.agents.pending);
+        if pending.is_empty() {
+            return;
+        }
+        let mut real: Map<u32, u32> = Map::default();
+        for (encoded, waiting) in pending {
+            let agent = Agent::of(&encoded, true);
+            real.insert(waiting.device, self.values.number(Breakdown::Device, agent.device));
+            real.insert(waiting.os, self.values.number(Breakdown::Os, agent.os));
+        }
+        self.agents.known.clear();
+        let old = std::mem::take(&mut self.combos);
+        let renumbered: Vec<u32> =
+            old.keys.iter().map(|key| self.combos.number(key.map(|v| real.get(&v).copied().unwrap_or(v)))).collect();
+        for s in &mut self.sightings.list {
+            s.combo = renumbered[s.combo as usize];
+        }
+        for (key, _) in &mut self.combo_redirects.list {
+            let (version, combo) = Runs::split(*key);
+            *key = Runs::key(version, renumbered[combo as usize]);
+        }
     }
 
     /// All of `partials` in one (into the one with the most lines: its links, versions and
@@ -344,10 +382,10 @@ impl Partial {
             .iter()
             .map(|key| self.combos.number(key.map(|v| values.get(v as usize).copied().unwrap_or(u32::MAX))))
             .collect();
-        for ((version, combo), n) in other.combo_redirects {
-            let key = (renumbered[version as usize].1, combos[combo as usize]);
-            *self.combo_redirects.entry(key).or_default() += n;
-        }
+        self.combo_redirects.list.extend(other.combo_redirects.list.into_iter().map(|(key, n)| {
+            let (version, combo) = Runs::split(key);
+            (Runs::key(renumbered[version as usize].1, combos[combo as usize]), n)
+        }));
         self.sightings.list.extend(other.sightings.list.into_iter().map(|s| {
             let (link, version) = renumbered[s.version as usize];
             Sighting { link, version, combo: combos[s.combo as usize], ..s }
@@ -362,32 +400,59 @@ impl Partial {
         sightings.par_sort_unstable();
         dedup(&mut sightings);
         let Versions { mut counts, locations, links, .. } = self.versions;
-        let mut links: Vec<(LinkId, LinkTally)> = links.into_iter().map(|id| (id, LinkTally::default())).collect();
-        let mut visitors: Vec<Visitors> = vec![Visitors::default(); locations.len()];
-        let mut by = ByValue::new(self.values, self.combos);
-        count_visitors(&sightings, &mut links, &mut visitors, &mut by);
-        drop(sightings);
-        let mut version_by = by.version_counts(self.combo_redirects, locations.len());
-        let mut link_redirects: Map<(u32, u32), u64> = Map::default();
         end_days(counts.values_mut(), &mut self.day_runs);
         let days = days_of_versions(self.day_runs, locations.len());
         let mut versions: Vec<VersionCount> = counts.into_values().collect();
         versions.sort_unstable_by_key(|v| v.number);
-        for (((version, location), days), visitors) in versions.into_iter().zip(locations).zip(days).zip(visitors) {
+        // Redirects per version and combination, in link order as the sightings are: each link
+        // is then counted apart, side by side.
+        let mut runs = self.combo_redirects.list;
+        runs.par_sort_unstable_by_key(|(key, _)| *key);
+        Runs::sum(&mut runs);
+        let mut redirects: Vec<ComboRedirects> = runs
+            .into_iter()
+            .map(|(key, n)| {
+                let (version, combo) = Runs::split(key);
+                ComboRedirects { link: versions[version as usize].link, version, combo, n }
+            })
+            .collect();
+        redirects.par_sort_unstable();
+        let (values, combos) = (self.values, self.combos);
+        let counted: Vec<LinkCounts> = (0..links.len() as u32)
+            .into_par_iter()
+            .map(|link| {
+                let of = |l: u32| sightings.partition_point(|s| s.link < l);
+                let sightings = &sightings[of(link)..of(link + 1)];
+                let of = |l: u32| redirects.partition_point(|r| r.link < l);
+                LinkCounts::count(sightings, &redirects[of(link)..of(link + 1)], &combos, &values)
+            })
+            .collect();
+        drop(sightings);
+        drop(redirects);
+        let mut links: Vec<(LinkId, LinkTally)> = links.into_iter().map(|id| (id, LinkTally::default())).collect();
+        let mut visitors: Vec<Visitors> = vec![Visitors::default(); locations.len()];
+        let mut version_by: Vec<Vec<ValueCount>> = vec![Vec::new(); locations.len()];
+        for (link, counted) in links.iter_mut().zip(counted) {
+            link.1.total.visitors = counted.total;
+            for (version, v) in counted.versions {
+                visitors[version as usize] = v;
+            }
+            link.1.by = counted.by;
+            for (version, by) in counted.version_by {
+                version_by[version as usize] = by;
+            }
+        }
+        for ((((version, location), days), visitors), by) in
+            versions.into_iter().zip(locations).zip(days).zip(visitors).zip(version_by)
+        {
             let (_, link) = &mut links[version.link as usize];
             let bot_redirects = days.iter().map(|d| d.bot).sum();
             let redirects = bot_redirects + days.iter().map(|d| d.human).sum::<u64>();
             link.total.redirects += redirects;
             link.total.bot_redirects += bot_redirects;
             let stats = Stats { redirects, bot_redirects, visitors };
-            let numbers = std::mem::take(&mut version_by[version.number as usize]);
-            for &(value, n, _) in &numbers {
-                *link_redirects.entry((version.link, value)).or_default() += n;
-            }
-            let by = by.named(numbers);
             link.versions.push(Version { location, first: version.first, last: version.last, stats, days, by });
         }
-        by.links(link_redirects, &mut links);
         Tally {
             lines: self.lines,
             in_range: self.in_range,
@@ -491,106 +556,148 @@ fn dedup(sightings: &mut Vec<Sighting>) {
     });
 }
 
-/// Counts distinct visitors from `sightings` (sorted and deduplicated): over all its versions
-/// into each link's total (by link number), into each version (by version number), and under
-/// each value of each breakdown into `by`.
-fn count_visitors(
-    sightings: &[Sighting],
-    links: &mut [(LinkId, LinkTally)],
-    versions: &mut [Visitors],
-    by: &mut ByValue,
-) {
-    for visitor in sightings.chunk_by(|a, b| (a.link, a.visitor) == (b.link, b.visitor)) {
-        let link = visitor[0].link;
-        links[link as usize].1.total.visitors.add(visitor.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
-        for version in visitor.chunk_by(|a, b| a.version == b.version) {
-            versions[version[0].version as usize].add(version.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
-            by.visitor_of_version(version);
-        }
-        by.visitor_of_link(link, visitor);
+/// Redirects per version and combination, appended as lines come and summed in sorted runs
+/// whenever the list doubles: an increment in a map of a few hundred thousand entries was a
+/// cache miss per line, where appending writes one place in order (as [`Sightings`]).
+struct Runs {
+    /// `(version << 32 | combination, redirects)`.
+    list: Vec<(u64, u64)>,
+    sum_at: usize,
+}
+
+impl Default for Runs {
+    fn default() -> Runs {
+        Runs { list: Vec::new(), sum_at: 1 << 16 }
     }
 }
 
-/// Redirects and visitors per value, from the combinations lines had: a combination's count
-/// is its every value's.
-struct ByValue {
-    values: Values,
-    combos: Combos,
-    /// Distinct visitors per (link, value) and per (version, value).
-    link_visitors: Map<(u32, u32), u64>,
-    version_visitors: Map<(u32, u32), u64>,
-    /// The distinct values of one visitor's sightings, reused.
-    seen: Vec<u32>,
+impl Runs {
+    fn key(version: u32, combo: u32) -> u64 {
+        u64::from(version) << 32 | u64::from(combo)
+    }
+
+    fn split(key: u64) -> (u32, u32) {
+        ((key >> 32) as u32, key as u32)
+    }
+
+    fn add(&mut self, key: u64) {
+        self.list.push((key, 1));
+        if self.list.len() >= self.sum_at {
+            self.compact();
+            self.sum_at = self.sum_at.max(2 * self.list.len());
+        }
+    }
+
+    /// Sorted, one entry per key.
+    fn compact(&mut self) {
+        self.list.sort_unstable_by_key(|(key, _)| *key);
+        Runs::sum(&mut self.list);
+    }
+
+    /// One entry per key of the sorted `runs`, their redirects summed.
+    fn sum(runs: &mut Vec<(u64, u64)>) {
+        runs.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+    }
 }
 
-impl ByValue {
-    fn new(values: Values, combos: Combos) -> ByValue {
-        ByValue { values, combos, link_visitors: Map::default(), version_visitors: Map::default(), seen: Vec::new() }
-    }
+/// A client address as logged, held in place (at most 39 bytes: the longest IPv6 text) for
+/// the country cache: no pointer to follow to compare one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Address([u8; 40]);
 
-    /// The values of `sightings`' combinations, each once, into `self.seen`.
-    fn distinct_values(&mut self, sightings: &[Sighting]) {
-        self.seen.clear();
-        for s in sightings.iter().filter(|s| s.combo != NO_COMBO) {
-            let key = &self.combos.keys[s.combo as usize];
-            self.seen.extend(key.iter().copied().take_while(|&v| v != u32::MAX));
-        }
-        self.seen.sort_unstable();
-        self.seen.dedup();
+impl Address {
+    fn of(ip: &[u8]) -> Option<Address> {
+        let mut bytes = [0; 40];
+        bytes.get_mut(..ip.len())?.copy_from_slice(ip);
+        Some(Address(bytes))
     }
+}
 
-    /// One visitor's sightings on one version.
-    fn visitor_of_version(&mut self, sightings: &[Sighting]) {
-        self.distinct_values(sightings);
-        for &value in &self.seen {
-            *self.version_visitors.entry((sightings[0].version, value)).or_default() += 1;
-        }
-    }
+/// A version's redirects with one combination of values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ComboRedirects {
+    link: u32,
+    version: u32,
+    combo: u32,
+    n: u64,
+}
 
-    /// One visitor's sightings on link `link`.
-    fn visitor_of_link(&mut self, link: u32, sightings: &[Sighting]) {
-        self.distinct_values(sightings);
-        for &value in &self.seen {
-            *self.link_visitors.entry((link, value)).or_default() += 1;
-        }
-    }
+/// What one link's sightings and redirects (by combination) add up to: its distinct visitors
+/// over all versions and per version, and its and each version's counts per value.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct LinkCounts {
+    total: Visitors,
+    versions: Vec<(u32, Visitors)>,
+    by: Vec<ValueCount>,
+    version_by: Vec<(u32, Vec<ValueCount>)>,
+}
 
-    /// Per version number, its `(value, redirects, visitors)`, from the redirects counted per
-    /// version and combination.
-    fn version_counts(&mut self, redirects: Map<(u32, u32), u64>, versions: usize) -> Vec<Vec<(u32, u64, u64)>> {
-        let mut per_value: Map<(u32, u32), u64> = Map::default();
-        for ((version, combo), n) in redirects {
-            for &value in self.combos.keys[combo as usize].iter().take_while(|&&v| v != u32::MAX) {
-                *per_value.entry((version, value)).or_default() += n;
+impl LinkCounts {
+    /// Counts one link's `sightings` (sorted and deduplicated) and `redirects`: a combination's
+    /// redirects are its every value's; a visitor counts once per value it was seen with.
+    fn count(sightings: &[Sighting], redirects: &[ComboRedirects], combos: &Combos, names: &Values) -> LinkCounts {
+        let mut total = Visitors::default();
+        let mut versions: Map<u32, Visitors> = Map::default();
+        let mut values: Map<u32, (u64, u64)> = Map::default();
+        let mut version_values: Map<(u32, u32), (u64, u64)> = Map::default();
+        let mut seen = Vec::new();
+        for visitor in sightings.chunk_by(|a, b| a.visitor == b.visitor) {
+            total.add(visitor.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
+            for version in visitor.chunk_by(|a, b| a.version == b.version) {
+                let number = version[0].version;
+                versions
+                    .entry(number)
+                    .or_default()
+                    .add(version.iter().fold(Seen::default(), |seen, s| seen.and(s.seen)));
+                distinct_values(version, combos, &mut seen);
+                for &value in &seen {
+                    version_values.entry((number, value)).or_default().1 += 1;
+                }
+            }
+            distinct_values(visitor, combos, &mut seen);
+            for &value in &seen {
+                values.entry(value).or_default().1 += 1;
             }
         }
-        let mut out = vec![Vec::new(); versions];
-        for ((version, value), n) in per_value {
-            let visitors = self.version_visitors.get(&(version, value)).copied().unwrap_or(0);
-            out[version as usize].push((value, n, visitors));
+        for r in redirects {
+            for &value in combos.values(r.combo) {
+                values.entry(value).or_default().0 += r.n;
+                version_values.entry((r.version, value)).or_default().0 += r.n;
+            }
         }
-        out
-    }
-
-    /// `(value, redirects, visitors)` with the values' names.
-    fn named(&self, numbers: Vec<(u32, u64, u64)>) -> Vec<ValueCount> {
-        numbers
-            .into_iter()
-            .map(|(value, redirects, visitors)| {
-                let (breakdown, name) = &self.values.names[value as usize];
-                ValueCount { breakdown: *breakdown, value: name.clone(), redirects, visitors }
-            })
-            .collect()
-    }
-
-    /// Each link's values, from its versions' redirects (`redirects`, by link and value) and
-    /// its own distinct visitors.
-    fn links(&self, redirects: Map<(u32, u32), u64>, links: &mut [(LinkId, LinkTally)]) {
-        for ((link, value), n) in redirects {
-            let visitors = self.link_visitors.get(&(link, value)).copied().unwrap_or(0);
-            links[link as usize].1.by.extend(self.named(vec![(value, n, visitors)]));
+        let named = |value: u32, (redirects, visitors): (u64, u64)| {
+            let (breakdown, name) = &names.names[value as usize];
+            ValueCount { breakdown: *breakdown, value: name.clone(), redirects, visitors }
+        };
+        let mut version_by: Vec<(u32, Vec<ValueCount>)> = Vec::new();
+        let mut version_values: Vec<((u32, u32), (u64, u64))> = version_values.into_iter().collect();
+        version_values.sort_unstable_by_key(|((version, _), _)| *version);
+        for one in version_values.chunk_by(|a, b| a.0 .0 == b.0 .0) {
+            version_by.push((one[0].0 .0, one.iter().map(|&((_, value), counts)| named(value, counts)).collect()));
+        }
+        LinkCounts {
+            total,
+            versions: versions.into_iter().collect(),
+            by: values.into_iter().map(|(value, counts)| named(value, counts)).collect(),
+            version_by,
         }
     }
+}
+
+/// The values of `sightings`' combinations, each once, into `seen`.
+fn distinct_values(sightings: &[Sighting], combos: &Combos, seen: &mut Vec<u32>) {
+    seen.clear();
+    for s in sightings.iter().filter(|s| s.combo != NO_COMBO) {
+        seen.extend_from_slice(combos.values(s.combo));
+    }
+    seen.sort_unstable();
+    seen.dedup();
 }
 
 /// Counts the lines of one piece into a partial.
@@ -648,7 +755,7 @@ impl PieceCounter<'_> {
         };
         let (link, version) = p.count(VersionKey::new(id, location), location, line.stamp, agent.bot);
         if combo != NO_COMBO {
-            *p.combo_redirects.entry((version, combo)).or_default() += 1;
+            p.combo_redirects.add(Runs::key(version, combo));
         }
         if let Some(id) = line.tracking {
             let seen = Seen::redirect(agent.bot, line.issued_tracking_id());
@@ -676,6 +783,10 @@ struct AgentNumbers {
 #[derive(Default)]
 struct AgentCache {
     known: Map<Box<[u8]>, AgentNumbers>,
+    /// User-Agents met while the User-Agent parser was being compiled, and the value numbers
+    /// standing for their device and OS meanwhile ([`Partial::resolve_pending`]): reading goes
+    /// on instead of waiting a tenth of a second on every core.
+    pending: Vec<(Box<[u8]>, AgentNumbers)>,
 }
 
 /// Distinct User-Agents and addresses remembered before a cache starts over (bounds its memory
@@ -687,11 +798,24 @@ impl AgentCache {
         if let Some(&agent) = self.known.get(encoded) {
             return agent;
         }
-        let Agent { bot, device, os } = Agent::of(encoded, devices);
-        let agent = if devices {
-            AgentNumbers { bot, device: values.number(Breakdown::Device, device), os: values.number(Breakdown::Os, os) }
-        } else {
-            AgentNumbers { bot, device: u32::MAX, os: u32::MAX }
+        let agent = match Agent::of_if_ready(encoded, devices) {
+            Some(Agent { bot, device, os }) if devices => AgentNumbers {
+                bot,
+                device: values.number(Breakdown::Device, device),
+                os: values.number(Breakdown::Os, os),
+            },
+            Some(Agent { bot, .. }) => AgentNumbers { bot, device: u32::MAX, os: u32::MAX },
+            None => {
+                // Values no User-Agent has (a NUL is never in a logged one), one per User-Agent.
+                let waiting = format!("\0{}", self.pending.len());
+                let agent = AgentNumbers {
+                    bot: line::bot_agent(encoded),
+                    device: values.number(Breakdown::Device, &waiting),
+                    os: values.number(Breakdown::Os, &waiting),
+                };
+                self.pending.push((encoded.into(), agent));
+                agent
+            }
         };
         if self.known.len() >= CACHE {
             self.known.clear();
@@ -754,26 +878,47 @@ mod tests {
     }
 
     #[test]
-    fn visitors_are_counted_per_link_once_and_per_version_once_each() {
+    fn visitors_are_counted_per_link_once_and_per_version_and_value_once_each() {
         let (human, bot, new) =
             (Seen::redirect(false, false), Seen::redirect(true, false), Seen::redirect(false, true));
-        // Link 0 (versions 0 and 1): visitor 1 on both versions (new on the first), visitor 2
-        // as a bot on the second. Link 1 (version 2): visitor 1 again, another link's visitor
-        // all the same.
-        let list = [
-            sighting(0, 1, 0, new),
-            sighting(0, 1, 1, human),
-            sighting(0, 2, 1, bot),
-            sighting(1, 1, 2, human.and(bot)),
-        ];
-        let id = |s: &str| LinkId::parse(s).unwrap();
-        let mut links = vec![(id("AAAAA"), LinkTally::default()), (id("BBBBB"), LinkTally::default())];
-        let mut versions = vec![Visitors::default(); 3];
-        count_visitors(&list, &mut links, &mut versions, &mut ByValue::new(Values::default(), Combos::default()));
+        let mut combos = Combos::default();
+        let key = |values: &[u32]| {
+            let mut key = [u32::MAX; MAX_BREAKDOWNS];
+            key[..values.len()].copy_from_slice(values);
+            key
+        };
+        // Two breakdowns: values 10 (the first's), 20 and 21 (the second's).
+        let (a, b) = (combos.number(key(&[10, 20])), combos.number(key(&[10, 21])));
+        // Versions 0 and 1 of one link: visitor 1 on both (new on the first, with another
+        // value on the second), visitor 2 as a bot on the second.
+        let with = |visitor: u128, version: u32, combo: u32, seen: Seen| Sighting {
+            combo,
+            ..sighting(0, visitor, version, seen)
+        };
+        let mut list = vec![with(1, 0, a, new), with(1, 1, b, human), with(2, 1, a, bot), with(2, 1, a, bot)];
+        compact(&mut list);
+        let redirect = |version: u32, combo: u32, n: u64| ComboRedirects { link: 0, version, combo, n };
+        let mut names = Values::default();
+        for value in 0..22 {
+            names.number(Breakdown::ALL[usize::from(value >= 20)], &value.to_string());
+        }
+        let counted =
+            LinkCounts::count(&list, &[redirect(0, a, 3), redirect(1, a, 2), redirect(1, b, 1)], &combos, &names);
+        let numbers = |by: &[ValueCount]| -> Vec<(u32, u64, u64)> {
+            let mut n: Vec<(u32, u64, u64)> =
+                by.iter().map(|c| (c.value.parse().unwrap(), c.redirects, c.visitors)).collect();
+            n.sort_unstable();
+            n
+        };
+        let mut versions = counted.versions.clone();
+        versions.sort_unstable_by_key(|(version, _)| *version);
+        let mut version_by: Vec<_> = counted.version_by.iter().map(|(v, by)| (*v, numbers(by))).collect();
+        version_by.sort_unstable();
         let v = |all, new, human, bot| Visitors { all, new, human, bot };
-        assert_eq!(links[0].1.total.visitors, v(2, 1, 1, 1));
-        assert_eq!(links[1].1.total.visitors, v(1, 0, 1, 1));
-        assert_eq!(versions, [v(1, 1, 1, 0), v(2, 0, 1, 1), v(1, 0, 1, 1)]);
+        assert_eq!(counted.total, v(2, 1, 1, 1));
+        assert_eq!(versions, [(0, v(1, 1, 1, 0)), (1, v(2, 0, 1, 1))]);
+        assert_eq!(numbers(&counted.by), [(10, 6, 2), (20, 5, 2), (21, 1, 1)]);
+        assert_eq!(version_by, [(0, vec![(10, 3, 1), (20, 3, 1)]), (1, vec![(10, 3, 2), (20, 2, 1), (21, 1, 1)])]);
     }
 
     #[test]

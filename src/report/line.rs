@@ -337,8 +337,21 @@ impl Line<'_> {
     }
 }
 
-/// The maintained bot list (the `isbot` crate's patterns), compiled once for all threads.
-static BOTS: std::sync::LazyLock<isbot::Bots> = std::sync::LazyLock::new(isbot::Bots::default);
+/// The maintained bot list: the `isbot` crate's patterns (isbot 0.1.3, MIT licence in
+/// `bots-LICENSE`), one regular expression per line, matched against the User-Agent in lower
+/// case. A copy here rather than the crate's own, so that `couchlink report --bot-pattern` gives
+/// other engines exactly the list the report uses (docs/clickhouse.md).
+pub const BOT_PATTERNS: &str = include_str!("bots.txt");
+
+/// The list compiled once for all threads.
+static BOTS: std::sync::LazyLock<isbot::Bots> = std::sync::LazyLock::new(|| isbot::Bots::new(BOT_PATTERNS));
+
+/// The bot list as one regular expression, as `isbot` joins it: for RE2 (ClickHouse's
+/// `match`) as for Rust's `regex`, against the percent-decoded User-Agent in lower case.
+pub fn bot_pattern() -> String {
+    let lines: Vec<&str> = BOT_PATTERNS.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines.join("|").to_ascii_lowercase()
+}
 
 /// Whether a logged (percent-encoded) User-Agent is a bot's, by the maintained list. No
 /// User-Agent at all (`-`) counts as a bot: every browser sends one.
@@ -361,6 +374,24 @@ mod tests {
 
     const EXAMPLE: &[u8] = b"20261122101733.5 203.0.113.7 20261122101733a3f9c1e2b7d4e601 \
         Mozilla%2F5.0%20(X11%3B%20Linux) /H83if 302 https://example.com/wp/?p=14";
+
+    #[test]
+    fn the_bot_pattern_is_the_list_the_report_uses() {
+        let pattern = regex::Regex::new(&bot_pattern()).unwrap();
+        for ua in [
+            "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+            "curl/8.5.0",
+            "python-requests/2.31.0",
+            "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+            "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148",
+        ] {
+            let encoded: String =
+                percent_encoding::utf8_percent_encode(ua, percent_encoding::NON_ALPHANUMERIC).to_string();
+            assert_eq!(pattern.is_match(&ua.to_ascii_lowercase()), bot_agent(encoded.as_bytes()), "{ua}");
+        }
+        assert!(bot_agent(b"curl%2F8.5.0") && !bot_agent(b"Mozilla%2F5.0%20(X11%3B%20Linux)"));
+    }
 
     #[test]
     fn reads_the_contract_example() {

@@ -7,7 +7,8 @@ use serde::Serialize;
 use super::breakdown::Breakdown;
 use super::line::{Day, Stamp};
 use super::read::{Piece, Source};
-use super::tally::{merge_days, LinkTally, Sample, Stats, Tally, ValueCount, SAMPLES};
+pub use super::tally::ValueCount;
+use super::tally::{merge_days, LinkTally, Sample, Stats, Tally, SAMPLES};
 use super::Options;
 
 /// Everything a report says.
@@ -43,15 +44,20 @@ pub struct GeoIpRead {
 }
 
 /// Per breakdown asked for, its values, most redirects first; in JSON an object whose keys are
-/// the breakdowns' names.
+/// the breakdowns' names. The counts stay where counting left them, sorted in place: a busy
+/// month has millions.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct By(pub Vec<(Breakdown, Vec<ValueReport>)>);
+pub struct By {
+    /// Each breakdown, and where its values are in `values`.
+    groups: Vec<(Breakdown, std::ops::Range<usize>)>,
+    values: Vec<ValueCount>,
+}
 
 impl Serialize for By {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (breakdown, values) in &self.0 {
+        let mut map = serializer.serialize_map(Some(self.groups.len()))?;
+        for (breakdown, values) in self.iter() {
             map.serialize_entry(breakdown.name(), values)?;
         }
         map.end()
@@ -60,31 +66,27 @@ impl Serialize for By {
 
 impl By {
     /// `counts` grouped under `breakdowns` (each present, even without values), sorted.
-    fn new(breakdowns: &[Breakdown], mut counts: Vec<ValueCount>) -> By {
-        counts.sort_unstable_by(|a, b| (a.breakdown, b.redirects, &a.value).cmp(&(b.breakdown, a.redirects, &b.value)));
-        let mut counts = counts.into_iter().peekable();
-        By(breakdowns
+    fn new(breakdowns: &[Breakdown], mut values: Vec<ValueCount>) -> By {
+        values.sort_unstable_by(|a, b| (a.breakdown, b.redirects, &a.value).cmp(&(b.breakdown, a.redirects, &b.value)));
+        let groups = breakdowns
             .iter()
             .map(|&breakdown| {
-                let mut values = Vec::new();
-                while let Some(c) = counts.next_if(|c| c.breakdown == breakdown) {
-                    values.push(ValueReport { value: c.value.into(), redirects: c.redirects, visitors: c.visitors });
-                }
-                (breakdown, values)
+                let start = values.partition_point(|v| v.breakdown < breakdown);
+                (breakdown, start..values.partition_point(|v| v.breakdown <= breakdown))
             })
-            .collect())
+            .collect();
+        By { groups, values }
     }
-}
 
-/// One value of a breakdown.
-#[derive(Debug, PartialEq, Eq, Serialize)]
-pub struct ValueReport {
-    /// `print`, `mobile`, `FR`, `(none)`, ...
-    pub value: String,
-    /// Redirects with it.
-    pub redirects: u64,
-    /// Distinct visitors seen with it (one seen with two values counts under both).
-    pub visitors: u64,
+    /// Each breakdown asked for, and its values (`value`, `redirects`, `visitors`).
+    pub fn iter(&self) -> impl Iterator<Item = (Breakdown, &[ValueCount])> {
+        self.groups.iter().map(|(b, range)| (*b, &self.values[range.clone()]))
+    }
+
+    /// Whether no breakdown was asked for.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
 }
 
 /// A file read.

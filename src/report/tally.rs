@@ -62,12 +62,13 @@ pub struct Version {
 /// The redirects, and the distinct visitors, of a link or version under one value of one
 /// breakdown (`utm_source` = `print`, `device` = `mobile`, ...). A visitor seen under two
 /// values counts under both.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ValueCount {
-    /// Which breakdown.
+    /// Which breakdown (in JSON, the key its list is under).
+    #[serde(skip)]
     pub breakdown: Breakdown,
-    /// Its value.
-    pub value: Box<str>,
+    /// Its value (shared by every count of it).
+    pub value: std::sync::Arc<str>,
     /// 302 responses.
     pub redirects: u64,
     /// Distinct tracking IDs.

@@ -128,8 +128,9 @@ struct Extractors {
 
 static DATA: &str = include_str!("regexes.json");
 
+static EXTRACTORS: OnceLock<Extractors> = OnceLock::new();
+
 fn extractors() -> &'static Extractors {
-    static EXTRACTORS: OnceLock<Extractors> = OnceLock::new();
     EXTRACTORS.get_or_init(|| {
         // The shipped data: a failure here is a build that cannot work, caught by the tests.
         let data: Data<'static> = serde_json::from_str(DATA).expect("src/visitor/regexes.json parses");
@@ -151,6 +152,14 @@ fn extractors() -> &'static Extractors {
             }
         })
     })
+}
+
+/// Starts compiling the expressions on a thread of their own, for a caller that has other
+/// work meanwhile ([`Client::of_if_ready`]).
+pub fn prepare() {
+    if EXTRACTORS.get().is_none() {
+        std::thread::spawn(extractors);
+    }
 }
 
 /// Answers kept per serving thread before the oldest are dropped (all at once: simple, and
@@ -178,6 +187,11 @@ impl Client {
             seen.insert(bytes.into(), client);
         });
         client
+    }
+
+    /// [`Client::of`], or `None` while the expressions are still being compiled.
+    pub fn of_if_ready(user_agent: Option<&[u8]>) -> Option<Client> {
+        EXTRACTORS.get().map(|_| Client::of(user_agent))
     }
 
     fn parse(ua: &str) -> Client {

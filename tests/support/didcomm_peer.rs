@@ -14,22 +14,8 @@ use serde_json::Value;
 fn python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let venv = root.join("target/agent-venv");
-        let python = venv.join("bin/python");
-        let requirements = root.join("tests/agent/requirements.txt");
-        let stamp = venv.join("requirements.txt");
-        let current = std::fs::read(&stamp).ok() == std::fs::read(&requirements).ok();
-        if !current {
-            let run = |cmd: &mut Command| {
-                let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-                assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-            };
-            run(Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv));
-            run(Command::new(&python).args(["-m", "pip", "install", "-q", "--no-deps", "-r"]).arg(&requirements));
-            std::fs::copy(&requirements, &stamp).unwrap();
-        }
-        python
+        let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agent/requirements.txt");
+        super::venv::python("agent-venv", &requirements)
     })
 }
 

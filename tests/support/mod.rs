@@ -14,6 +14,7 @@ pub mod process;
 pub mod qr_tags;
 pub mod relay;
 pub mod report_fixtures;
+pub mod venv;
 
 pub use app::*;
 pub use couch::*;

@@ -104,6 +104,171 @@ mod report {
         }
     }
 
+    /// A number as JSON gives it: ClickHouse may quote 64-bit integers.
+    fn number(v: &Value) -> u64 {
+        v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).unwrap_or_else(|| panic!("not a number: {v}"))
+    }
+
+    #[test]
+    fn clickhouse_sql_agrees_with_the_report() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let python =
+            crate::support::venv::python("clickhouse-venv", &root.join("tests/tools/clickhouse-requirements.txt"));
+        let dir = breakdown_dir();
+        // The report's two known-answer logs in one directory: the breakdown days (one of them
+        // gzipped) and the first log's valid lines (its malformed ones are not loaded).
+        std::fs::write(dir.path().join("access.2026-11-21.log.gz"), gzip(&day_21())).unwrap();
+        std::fs::write(
+            dir.path().join("access.2026-11-22.log"),
+            day_22_valid().into_iter().map(|l| l + "\n").collect::<String>(),
+        )
+        .unwrap();
+        let out = report(&["--format", "json", "--by", "campaign"], dir.path());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let pattern = report(&["--bot-pattern"], dir.path());
+        let pattern = String::from_utf8(pattern.stdout).unwrap();
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("access."))
+            .collect();
+        logs.sort();
+        let run = Command::new(python)
+            .arg(root.join("tests/tools/clickhouse.py"))
+            .arg(root.join("docs/clickhouse.md"))
+            .arg(pattern.trim())
+            .args(&logs)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "chDB: {}", String::from_utf8_lossy(&run.stderr));
+        let sql: Value = serde_json::from_slice(&run.stdout).unwrap();
+        const COUNTS: [&str; 7] = [
+            "redirects",
+            "human_redirects",
+            "bot_redirects",
+            "visitors",
+            "new_visitors",
+            "human_visitors",
+            "bot_visitors",
+        ];
+        let counts = |row: &Value| COUNTS.map(|c| number(&row[c]));
+        // Per link: the same links, in the same order, with the same counts.
+        let links: Vec<(String, [u64; 7])> = ours["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["id"].as_str().unwrap().to_owned(), counts(l)))
+            .collect();
+        let sql_links: Vec<(String, [u64; 7])> = sql["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["link"].as_str().unwrap().to_owned(), counts(l)))
+            .collect();
+        assert_eq!(sql_links, links);
+        assert!(
+            links.len() >= 3 && links.iter().any(|(_, c)| c[2] > 0 && c[4] > 0),
+            "bots and new visitors are compared"
+        );
+        // Per version: numbered alike, the same Location and counts.
+        let mut versions = Vec::new();
+        for l in ours["links"].as_array().unwrap() {
+            for v in l["versions"].as_array().unwrap() {
+                versions.push((
+                    l["id"].as_str().unwrap().to_owned(),
+                    number(&v["version"]),
+                    v["location"].as_str().unwrap().to_owned(),
+                    counts(v),
+                ));
+            }
+        }
+        versions.sort();
+        let mut sql_versions: Vec<_> = sql["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["link"].as_str().unwrap().to_owned(),
+                    number(&v["version"]),
+                    v["location"].as_str().unwrap().to_owned(),
+                    counts(v),
+                )
+            })
+            .collect();
+        sql_versions.sort();
+        assert_eq!(sql_versions, versions);
+        // Campaigns per link: every value of every utm_* parameter.
+        let mut campaigns = Vec::new();
+        for l in ours["links"].as_array().unwrap() {
+            for (breakdown, values) in l["by"].as_object().unwrap() {
+                for v in values.as_array().unwrap() {
+                    campaigns.push((
+                        l["id"].as_str().unwrap().to_owned(),
+                        breakdown.clone(),
+                        v["value"].as_str().unwrap().to_owned(),
+                        number(&v["redirects"]),
+                        number(&v["visitors"]),
+                    ));
+                }
+            }
+        }
+        campaigns.sort();
+        let mut sql_campaigns: Vec<_> = sql["campaigns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["link"].as_str().unwrap().to_owned(),
+                    c["breakdown"].as_str().unwrap().to_owned(),
+                    c["value"].as_str().unwrap().to_owned(),
+                    number(&c["redirects"]),
+                    number(&c["visitors"]),
+                )
+            })
+            .collect();
+        sql_campaigns.sort();
+        assert_eq!(sql_campaigns, campaigns);
+        assert!(campaigns.iter().any(|c| c.2 == "winter") && campaigns.iter().any(|c| c.2 == "sms"), "{campaigns:?}");
+    }
+
+    #[test]
+    fn the_breakdowns_render_in_chromium() {
+        let dir = breakdown_dir();
+        let html = dir.path().join("breakdowns.html");
+        let geo = dir.path().join("geo.mmdb");
+        let args = [
+            "--format",
+            "html",
+            "--out",
+            html.to_str().unwrap(),
+            "--link",
+            "Promo",
+            "--by",
+            "campaign",
+            "--by",
+            "device",
+        ];
+        let out = report(&[&args[..], &["--geoip", geo.to_str().unwrap()]].concat(), dir.path());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let png = screenshot_dir().join("report-breakdowns.png");
+        let _ = std::fs::remove_file(&png);
+        screenshot(&html, &png, 1100, 1400);
+        let colours = colours(&png);
+        // Campaign bars, and the device shares of mobile, tablet, desktop (the palette of
+        // src/report/print/html.rs): drawn, not just written.
+        for (name, colour) in
+            [("campaign bars", "#f59e0b"), ("mobile", "#0d9488"), ("tablet", "#c026d3"), ("desktop", "#0284c7")]
+        {
+            let n = colours.get(colour).copied().unwrap_or(0);
+            assert!(n > 300, "{name} ({colour}): {n} pixels in {}", png.display());
+        }
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(page.contains("<td class=\"text\">FR</td>"), "the country table");
+    }
+
     #[test]
     fn the_documented_goaccess_recipe_runs_with_the_real_goaccess() {
         let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference.md")).unwrap();

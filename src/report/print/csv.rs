@@ -62,7 +62,7 @@ fn row(
 }
 
 fn by_rows(out: &mut dyn Write, id: &str, version: &str, by: &By) -> io::Result<()> {
-    for (breakdown, values) in &by.0 {
+    for (breakdown, values) in by.iter() {
         for v in values {
             writeln!(out, "{id},{version},{},{},{},{}", breakdown.name(), quoted(&v.value), v.redirects, v.visitors)?;
         }

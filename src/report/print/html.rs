@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use super::super::breakdown::{self, Breakdown};
 use super::super::line::Day;
-use super::super::summary::{By, Counts, LinkReport, ValueReport};
+use super::super::summary::{By, Counts, LinkReport, ValueCount};
 use super::super::Report;
 
 /// Redirects to humans, and to bots, in every chart.
@@ -227,7 +227,7 @@ fn link_card(p: &mut String, link: &LinkReport, days: &[Day]) -> std::fmt::Resul
         )?;
     }
     p.push_str("</table>");
-    if !link.by.0.is_empty() {
+    if !link.by.is_empty() {
         breakdowns(p, &link.by)?;
     }
     p.push_str("</article>");
@@ -238,19 +238,19 @@ fn link_card(p: &mut String, link: &LinkReport, days: &[Day]) -> std::fmt::Resul
 /// countries.
 fn breakdowns(p: &mut String, by: &By) -> std::fmt::Result {
     p.push_str("<div class=\"by\">");
-    for (b, values) in &by.0 {
+    for (b, values) in by.iter() {
         match b {
             // A parameter no redirect carried says nothing: one line, not a chart.
-            b if b.is_campaign() && values.iter().all(|v| v.value == breakdown::NO_CAMPAIGN) => {
+            b if b.is_campaign() && values.iter().all(|v| &*v.value == breakdown::NO_CAMPAIGN) => {
                 write!(p, "<div><h4>{}</h4><span class=\"muted\">none carried it</span></div>", b.name())?;
             }
             b if b.is_campaign() => value_bars(p, b.name(), values)?,
             Breakdown::Device => {
-                let colour = |v: &ValueReport| DEVICES.iter().find(|(d, _)| *d == v.value).map_or(BOT, |(_, c)| *c);
+                let colour = |v: &ValueCount| DEVICES.iter().find(|(d, _)| *d == &*v.value).map_or(BOT, |(_, c)| *c);
                 shares(p, "device", values, colour)?;
             }
             Breakdown::Os => {
-                let colour = |v: &ValueReport| {
+                let colour = |v: &ValueCount| {
                     let i = values.iter().position(|x| x.value == v.value).unwrap_or(0);
                     VERSIONS[i % VERSIONS.len()]
                 };
@@ -285,7 +285,7 @@ fn more(p: &mut String, values: usize) -> std::fmt::Result {
 }
 
 /// A horizontal bar per value, longest first, with its redirects and visitors.
-fn value_bars(p: &mut String, name: &str, values: &[ValueReport]) -> std::fmt::Result {
+fn value_bars(p: &mut String, name: &str, values: &[ValueCount]) -> std::fmt::Result {
     const ROW: usize = 20;
     let shown = &values[..values.len().min(TOP_VALUES)];
     let top = shown.iter().map(|v| v.redirects).max().unwrap_or(1).max(1) as f64;
@@ -306,7 +306,7 @@ fn value_bars(p: &mut String, name: &str, values: &[ValueReport]) -> std::fmt::R
             esc(&label),
             y + 3,
             (190.0 * v.redirects as f64 / top).max(1.0),
-            if v.value == breakdown::NO_CAMPAIGN { BOT } else { CAMPAIGN },
+            if &*v.value == breakdown::NO_CAMPAIGN { BOT } else { CAMPAIGN },
             esc(&v.value),
             thousands(v.redirects),
             thousands(v.visitors),
@@ -326,8 +326,8 @@ fn value_bars(p: &mut String, name: &str, values: &[ValueReport]) -> std::fmt::R
 fn shares(
     p: &mut String,
     name: &str,
-    values: &[ValueReport],
-    colour: impl Fn(&ValueReport) -> &'static str,
+    values: &[ValueCount],
+    colour: impl Fn(&ValueCount) -> &'static str,
 ) -> std::fmt::Result {
     let total = values.iter().map(|v| v.redirects).sum::<u64>().max(1) as f64;
     write!(p, "<div><h4>{}</h4><svg viewBox=\"0 0 1000 40\" role=\"img\" shape-rendering=\"crispEdges\">", esc(name))?;
@@ -348,11 +348,11 @@ fn shares(
     for v in values {
         write!(
             p,
-            "<span><span class=\"swatch\" style=\"background:{}\"></span>{} {} ({} visitors)</span>",
+            "<span><span class=\"swatch\" style=\"background:{}\"></span>{} {} ({})</span>",
             colour(v),
             esc(&v.value),
             percent(v.redirects, total as u64),
-            thousands(v.visitors)
+            plural(v.visitors, "visitor")
         )?;
     }
     p.push_str("</div></div>");

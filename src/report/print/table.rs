@@ -75,7 +75,7 @@ pub fn table(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 
 /// A line per breakdown: its top values, and how many others.
 fn by(out: &mut dyn Write, version: &str, by: &By) -> io::Result<()> {
-    for (breakdown, values) in &by.0 {
+    for (breakdown, values) in by.iter() {
         let top: Vec<String> =
             values.iter().take(TOP_VALUES).map(|v| format!("{} {}/{}", v.value, v.redirects, v.visitors)).collect();
         let more = values.len().saturating_sub(TOP_VALUES);
