@@ -13,13 +13,14 @@
 //!   changes, and put in order per version and day at the end ([`days_of_versions`]).
 //! - [`Sighting`]: a visitor seen on one version of one link, and how ([`Seen`]). Distinct
 //!   visitors are not counted as lines come (that is a set per link and version, looked up at
-//!   random for every line) but at the end, in one walk over the sightings sorted, where a
-//!   visitor's sightings are next to each other ([`count_visitors`]).
+//!   random for every line) but at the end, over the sightings sorted, where a visitor's
+//!   sightings are next to each other: each link apart, links side by side ([`LinkCounts`]).
 //! - [`Visitor`]: a tracking ID packed losslessly into 128 bits: visitors are counted exactly.
 //! - [`Combos`]: with `--by`, each line's values (one per breakdown, each numbered in
-//!   [`Values`]) as one number: real traffic has few distinct combinations, so a line costs one
-//!   more lookup and its sighting one more number, whatever the number of breakdowns. Values are
-//!   counted from the combinations at the end ([`ByValue`]).
+//!   [`Values`]) as one number: a line costs one more lookup and its sighting one more number,
+//!   whatever the number of breakdowns. Redirects per version and combination are appended
+//!   ([`Runs`]); each value's redirects and visitors are counted from the combinations at the
+//!   end ([`LinkCounts`]).
 //!
 //! The plain model in [`model`](super::model) counts the same things the obvious way; property
 //! tests check that this engine's reports are identical to its.

@@ -254,6 +254,29 @@ fn breakdowns_by_campaign_device_and_country_have_known_answers_in_every_format(
     assert_eq!(values(&winter["by"], "utm_campaign"), [v("winter", 3, 2)]);
     assert_eq!(values(&winter["by"], "device"), [v("bot", 1, 1), v("desktop", 1, 0), v("mobile", 1, 1)]);
     assert_eq!(values(&winter["by"], "country"), [v("(unknown)", 1, 1), v("BR", 1, 0), v("FR", 1, 1)]);
+    // Every other version: version 1 the flyer, 2 the plain spring page (four lines), 3 the
+    // mail, 5 the winter page asked for with utm_source=sms.
+    for (version, source, device, os, country) in [
+        (1, vec![v("flyer", 1, 1)], vec![v("mobile", 1, 1)], vec![v("ios", 1, 1)], vec![v("FR", 1, 1)]),
+        (
+            2,
+            vec![v("(none)", 4, 4)],
+            vec![v("mobile", 2, 2), v("bot", 1, 1), v("tablet", 1, 1)],
+            vec![v("android", 2, 2), v("ios", 1, 1), v("other", 1, 1)],
+            vec![v("FR", 2, 2), v("DE", 1, 1), v("US", 1, 1)],
+        ),
+        (3, vec![v("mail", 1, 1)], vec![v("desktop", 1, 1)], vec![v("windows", 1, 1)], vec![v("JP", 1, 1)]),
+        (5, vec![v("sms", 1, 1)], vec![v("mobile", 1, 1)], vec![v("android", 1, 1)], vec![v("FR", 1, 1)]),
+    ] {
+        let by = &promo["versions"][version - 1]["by"];
+        assert_eq!(
+            (values(by, "utm_source"), values(by, "device"), values(by, "os"), values(by, "country")),
+            (source, device, os, country),
+            "version {version}"
+        );
+    }
+    assert_eq!(values(&promo["versions"][2]["by"], "utm_campaign"), [v("spring", 1, 1)]);
+    assert_eq!(values(&promo["versions"][4]["by"], "utm_medium"), [v("print", 1, 1)]);
     let other = link(&r, "Other");
     assert_eq!(values(&other["by"], "country"), [v("JP", 1, 1)]);
     // The counts outside the breakdowns are those of a report without them.
@@ -291,14 +314,23 @@ fn breakdowns_by_campaign_device_and_country_have_known_answers_in_every_format(
 {csv}"
         );
     }
-    let json_rows: usize = r["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|l| std::iter::once(&l["by"]).chain(l["versions"].as_array().unwrap().iter().map(|v| &v["by"])))
-        .map(|by| by.as_object().unwrap().values().map(|vals| vals.as_array().unwrap().len()).sum::<usize>())
-        .sum();
-    assert_eq!(rows.len(), 1 + json_rows, "one row per value the JSON has");
+    // Every count the JSON has, and no other.
+    let mut from_json = Vec::new();
+    for l in r["links"].as_array().unwrap() {
+        let id = l["id"].as_str().unwrap();
+        let versions = l["versions"].as_array().unwrap().iter().map(|v| (v["version"].to_string(), &v["by"]));
+        for (version, by) in std::iter::once(("all".to_owned(), &l["by"])).chain(versions) {
+            for breakdown in by.as_object().unwrap().keys() {
+                for (value, redirects, visitors) in values(by, breakdown) {
+                    from_json.push(format!("{id},{version},{breakdown},{value},{redirects},{visitors}"));
+                }
+            }
+        }
+    }
+    let mut csv_rows = rows[1..].to_vec();
+    csv_rows.sort_unstable();
+    from_json.sort_unstable();
+    assert_eq!(csv_rows, from_json);
 
     // Table: each link's and version's top values.
     let out = report(&all, dir.path());
