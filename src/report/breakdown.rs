@@ -131,14 +131,15 @@ impl Breakdowns {
     /// which the counting engine caches by User-Agent and address.
     pub fn values(&self, line: &Line<'_>) -> Result<Vec<String>, GeoIpError> {
         let agent = Agent::of(line.user_agent, self.devices());
+        let campaign = campaign(line.target, line.location);
         self.list
             .iter()
-            .map(|b| {
+            .map(|&b| {
                 Ok(match b {
                     Breakdown::Device => agent.device.to_owned(),
                     Breakdown::Os => agent.os.to_owned(),
                     Breakdown::Country => self.country(line.ip)?.to_owned(),
-                    campaign => utm(line.target, line.location, campaign.name()).into_owned(),
+                    utm => campaign[utm as usize].to_string(),
                 })
             })
             .collect()
@@ -197,16 +198,30 @@ impl Agent {
     }
 }
 
-/// The value of the `utm_*` parameter `name`: from the request target's query, or else from the
-/// `Location`'s; [`NO_CAMPAIGN`] in neither. The first occurrence counts, an empty value is
-/// none, and the value is decoded as a form field (`%20` and `+` are spaces): as ClickHouse's
-/// `extractURLParameter` and `decodeURLFormComponent` read it (docs/clickhouse.md).
-pub fn utm<'a>(target: &'a [u8], location: Option<&'a [u8]>, name: &str) -> Cow<'a, str> {
-    let found = parameter(target, name).or_else(|| location.and_then(|l| parameter(l, name)));
-    match found {
-        Some(value) => form_decoded(value),
-        None => Cow::Borrowed(NO_CAMPAIGN),
+/// The values of the five `utm_*` parameters, in [`Breakdown::ALL`]'s order: each from the
+/// request target's query, or else from the `Location`'s; [`NO_CAMPAIGN`] in neither. The first
+/// occurrence counts, an empty value is none, and a value is decoded as a form field (`%20` and
+/// `+` are spaces): as ClickHouse's `extractURLParameter` and `decodeURLFormComponent` read it
+/// (docs/clickhouse.md). Each query is read once, whatever the number of parameters.
+pub fn campaign<'a>(target: &'a [u8], location: Option<&'a [u8]>) -> [Cow<'a, str>; 5] {
+    let mut found: [Option<&[u8]>; 5] = [None; 5];
+    for uri in std::iter::once(target).chain(location) {
+        for (name, value) in query(uri) {
+            let Some(parameter) = name.strip_prefix(b"utm_") else { continue };
+            let slot = match parameter {
+                b"source" => 0,
+                b"medium" => 1,
+                b"campaign" => 2,
+                b"term" => 3,
+                b"content" => 4,
+                _ => continue,
+            };
+            if found[slot].is_none() && !value.is_empty() {
+                found[slot] = Some(value);
+            }
+        }
     }
+    found.map(|value| value.map_or(Cow::Borrowed(NO_CAMPAIGN), form_decoded))
 }
 
 /// Whether any `utm_*` parameter can be in the line: most lines have none, and skip the search.
@@ -215,13 +230,14 @@ pub fn may_have_campaign(target: &[u8], location: Option<&[u8]>) -> bool {
     finder(target) || location.is_some_and(finder)
 }
 
-/// The raw, non-empty value of the query parameter `name` in `uri`, first occurrence.
-fn parameter<'a>(uri: &'a [u8], name: &str) -> Option<&'a [u8]> {
+/// The raw `name=value` pairs of `uri`'s query (before any fragment); a pair without `=` has
+/// an empty value.
+fn query(uri: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     let uri = &uri[..memchr::memchr(b'#', uri).unwrap_or(uri.len())];
-    let start = memchr::memchr(b'?', uri)? + 1;
-    uri[start..].split(|&b| b == b'&').find_map(|pair| {
-        let value = pair.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
-        (!value.is_empty()).then_some(value)
+    let query = memchr::memchr(b'?', uri).map_or(&[][..], |start| &uri[start + 1..]);
+    query.split(|&b| b == b'&').filter(|pair| !pair.is_empty()).map(|pair| match memchr::memchr(b'=', pair) {
+        Some(eq) => (&pair[..eq], &pair[eq + 1..]),
+        None => (pair, &[][..]),
     })
 }
 
@@ -334,6 +350,11 @@ impl GeoIp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn utm<'a>(target: &'a [u8], location: Option<&'a [u8]>, name: &str) -> Cow<'a, str> {
+        let i = Breakdown::ALL.iter().position(|b| b.name() == name).unwrap();
+        campaign(target, location)[i].clone()
+    }
 
     #[test]
     fn campaigns_come_from_the_request_then_from_the_location() {

@@ -227,13 +227,15 @@ const NO_COMBO: u32 = 0;
 /// Each distinct combination of values, numbered in the order first seen (0: none).
 struct Combos {
     keys: Vec<ComboKey>,
-    numbers: Map<ComboKey, u32>,
+    /// Each key's number, the key packed in words: compared inline, where the array of 32-bit
+    /// numbers was compared by a call per line.
+    numbers: Map<[u64; MAX_BREAKDOWNS / 2], u32>,
 }
 
 impl Default for Combos {
     fn default() -> Combos {
         let none = [u32::MAX; MAX_BREAKDOWNS];
-        Combos { keys: vec![none], numbers: [(none, NO_COMBO)].into_iter().collect() }
+        Combos { keys: vec![none], numbers: [(Combos::packed(&none), NO_COMBO)].into_iter().collect() }
     }
 }
 
@@ -244,8 +246,12 @@ impl Combos {
         &key[..key.iter().position(|&v| v == u32::MAX).unwrap_or(key.len())]
     }
 
+    fn packed(key: &ComboKey) -> [u64; MAX_BREAKDOWNS / 2] {
+        std::array::from_fn(|i| u64::from(key[2 * i]) << 32 | u64::from(key[2 * i + 1]))
+    }
+
     fn number(&mut self, key: ComboKey) -> u32 {
-        *self.numbers.entry(key).or_insert_with(|| {
+        *self.numbers.entry(Combos::packed(&key)).or_insert_with(|| {
             self.keys.push(key);
             self.keys.len() as u32 - 1
         })
@@ -270,7 +276,8 @@ impl Partial {
     /// `agent`.
     fn combo(&mut self, line: &Line<'_>, agent: AgentNumbers, breakdowns: &Breakdowns) -> Result<u32, GeoIpError> {
         let mut key = [u32::MAX; MAX_BREAKDOWNS];
-        let campaign = breakdown::may_have_campaign(line.target, line.location);
+        let campaign = breakdown::may_have_campaign(line.target, line.location)
+            .then(|| breakdown::campaign(line.target, line.location));
         for (slot, &b) in key.iter_mut().zip(breakdowns.list()) {
             *slot = match b {
                 Breakdown::Device => agent.device,
@@ -289,11 +296,13 @@ impl Partial {
                     },
                     None => self.values.number(b, breakdowns.country(line.ip)?),
                 },
-                _ if !campaign => *self.no_campaign[b as usize].get_or_insert_with(|| {
-                    let Partial { values, .. } = self;
-                    values.number(b, breakdown::NO_CAMPAIGN)
-                }),
-                _ => self.values.number(b, &breakdown::utm(line.target, line.location, b.name())),
+                utm => match &campaign {
+                    Some(values) => self.values.number(utm, &values[utm as usize]),
+                    None => *self.no_campaign[utm as usize].get_or_insert_with(|| {
+                        let Partial { values, .. } = self;
+                        values.number(utm, breakdown::NO_CAMPAIGN)
+                    }),
+                },
             };
         }
         Ok(self.combos.number(key))
@@ -608,15 +617,17 @@ impl Runs {
 }
 
 /// A client address as logged, held in place (at most 39 bytes: the longest IPv6 text) for
-/// the country cache: no pointer to follow to compare one.
+/// the country cache: no pointer to follow to compare one, and words compared rather than a
+/// call to compare bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Address([u8; 40]);
+struct Address([u64; 5]);
 
 impl Address {
     fn of(ip: &[u8]) -> Option<Address> {
         let mut bytes = [0; 40];
         bytes.get_mut(..ip.len())?.copy_from_slice(ip);
-        Some(Address(bytes))
+        let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap_or_default());
+        Some(Address([word(0), word(1), word(2), word(3), word(4)]))
     }
 }
 
