@@ -171,8 +171,8 @@ impl Agent {
     /// What the percent-encoded `encoded` counts as; the User-Agent parser runs only when
     /// `devices` asks for the device and OS.
     pub fn of(encoded: &[u8], devices: bool) -> Agent {
-        let parsed = Agent::read(encoded, devices, |ua| Some(Client::of(ua)));
-        parsed.unwrap_or(Agent { bot: line::bot_agent(encoded), device: OTHER, os: OTHER })
+        // `Client::of` always answers (compiling the parser first if need be), so `read` does.
+        Agent::read(encoded, devices, |ua| Some(Client::of(ua))).expect("Client::of always answers")
     }
 
     /// [`Agent::of`], or `None` while the User-Agent parser is still being compiled
