@@ -20,6 +20,9 @@ use crate::domain::{LinkDoc, LinkId};
 /// How long a single document request may take before CouchDB counts as unreachable.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one `_bulk_docs` or many-key `_all_docs` request may take: CouchDB runs the
+/// validation function once per document.
+const BULK_TIMEOUT: Duration = Duration::from_secs(300);
 /// Idle pooled connections are dropped before Node's 5 s keep-alive timeout closes them
 /// under us (pouchdb-server); harmless against CouchDB itself.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
@@ -194,6 +197,33 @@ pub enum Created {
     Conflict,
 }
 
+/// What a database holds under one ID (`POST /{db}/_all_docs` with `keys`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum IdState {
+    /// Never used.
+    Free,
+    /// Used once, now deleted: never handed out again (its short URL may be printed).
+    Deleted,
+    /// A document, as stored (`_rev` included).
+    Taken(Value),
+}
+
+/// How one document of a `_bulk_docs` request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BulkOutcome {
+    /// Stored.
+    Stored,
+    /// The ID was taken meanwhile.
+    Conflict,
+    /// Refused, in CouchDB's words (`forbidden` and the validation function's reason, say).
+    Refused {
+        /// CouchDB's `error` word.
+        error: String,
+        /// CouchDB's `reason`.
+        reason: String,
+    },
+}
+
 /// One event of a `_changes` feed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FeedEvent {
@@ -298,6 +328,33 @@ struct DocRow {
 
 /// A row of `_all_docs` with `keys`: `value` is present for documents that exist or existed
 /// (`{"rev":..., "deleted": true}`), absent (with `error: not_found`) for IDs never used.
+#[derive(Deserialize)]
+struct KeyRows {
+    rows: Vec<KeyRow>,
+}
+
+/// A row of `_all_docs` asked by key: `error` when the key was never used, `value.deleted`
+/// when deleted, `doc` otherwise.
+#[derive(Deserialize)]
+struct KeyRow {
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    value: Option<Value>,
+    #[serde(default)]
+    doc: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct BulkRow {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
 #[derive(Deserialize)]
 struct AllDocsRow {
     #[serde(default)]
@@ -644,6 +701,80 @@ impl CouchClient {
         }
         let listing: AllDocs = Self::json(response, &url).await?;
         Ok(listing.rows.first().is_some_and(|row| row.value.is_some()))
+    }
+
+    /// What the database holds under each of `ids`, in their order: one request, however many
+    /// (`_all_docs` with `keys` and `include_docs`).
+    pub async fn id_states(&self, ids: &[&str]) -> Result<Vec<IdState>, CouchError> {
+        let url = format!("{}?include_docs=true", self.in_db("_all_docs"));
+        let req = self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"keys": ids}));
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(self.refused(response).await);
+        }
+        let listing: KeyRows = Self::json(response, &url).await?;
+        if listing.rows.len() != ids.len() {
+            return Err(CouchError::Refused {
+                status: 200,
+                error: "bad_answer".into(),
+                reason: format!("asked for {} IDs, got {} rows", ids.len(), listing.rows.len()),
+            });
+        }
+        Ok(listing
+            .rows
+            .into_iter()
+            .map(|row| match (row.error, row.value, row.doc) {
+                (Some(_), _, _) | (None, None, _) => IdState::Free,
+                (None, Some(value), _) if value.get("deleted") == Some(&Value::Bool(true)) => IdState::Deleted,
+                (None, Some(_), Some(doc)) if !doc.is_null() => IdState::Taken(doc),
+                // A live row without its document (a stale index): taken, content unknown.
+                (None, Some(_), _) => IdState::Taken(Value::Null),
+            })
+            .collect())
+    }
+
+    /// Creates `docs` (each with its `_id`, none with a `_rev`) in one `_bulk_docs` request, and
+    /// says how each ended, in their order. The request is one call: it may fail as a whole
+    /// (unreachable, timed out) after CouchDB stored some of them.
+    pub async fn bulk_create(&self, docs: &[Value]) -> Result<Vec<BulkOutcome>, CouchError> {
+        let url = self.in_db("_bulk_docs");
+        let req = self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"docs": docs}));
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(self.refused(response).await);
+        }
+        let rows: Vec<BulkRow> = Self::json(response, &url).await?;
+        if rows.len() != docs.len() {
+            return Err(CouchError::Refused {
+                status: 201,
+                error: "bad_answer".into(),
+                reason: format!("sent {} documents, got {} results", docs.len(), rows.len()),
+            });
+        }
+        Ok(rows
+            .into_iter()
+            .map(|row| match row.error.as_deref() {
+                None => BulkOutcome::Stored,
+                Some("conflict") => BulkOutcome::Conflict,
+                Some(error) => BulkOutcome::Refused {
+                    error: error.to_owned(),
+                    reason: row.reason.unwrap_or_else(|| format!("document {}", row.id)),
+                },
+            })
+            .collect())
+    }
+
+    /// Every design document's `validate_doc_update` source, by document ID (CouchDB runs
+    /// them all on every write).
+    pub async fn validation_functions(&self) -> Result<Vec<(String, String)>, CouchError> {
+        let url =
+            format!("{}?include_docs=true&startkey=%22_design%2F%22&endkey=%22_design0%22", self.in_db("_all_docs"));
+        let page: AllDocsWithDocs = self.get(&url).await?;
+        Ok(page
+            .rows
+            .into_iter()
+            .filter_map(|row| Some((row.id, row.doc?.get("validate_doc_update")?.as_str()?.to_owned())))
+            .collect())
     }
 
     /// Link document `id` as stored, `_rev` included, to edit it; `Ok(None)` when there is none.

@@ -7,7 +7,8 @@
 //! [`handler`] → [`resolve`], [`store`], [`access_log`], [`client_ip`] → [`message`], [`domain`]
 //! → [`visitor`].
 //!
-//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `qr`, `report`, `agent`), each its
+//! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `import`, `export`, `qr`, `report`,
+//!   `agent`), each its
 //!   flags turned into a configuration, and its run.
 //! - [`startup`]: the proxy assembled from a [`startup::ServerConfig`]: `Application::build`,
 //!   `run_until_stopped`.
@@ -30,6 +31,8 @@
 //! - [`metrics`]: counters in Prometheus text format.
 //! - [`errors`]: an error and its causes on one line, for operators.
 //! - [`qr`]: QR tags of short links, in the smallest symbol (offline; not on the redirect path).
+//! - [`transfer`]: links in and out: `import` from other shorteners' exports, `export` of
+//!   every link (offline; not on the redirect path).
 //! - [`report`]: link analytics from the access log files (offline; not on the redirect path).
 //! - `agent`: the DIDComm url-shortener agent (the `agent` feature, on by default): its keys,
 //!   its `did:peer:2` DID, its listener.
@@ -61,5 +64,6 @@ pub mod resolve;
 pub mod snapshot;
 pub mod startup;
 pub mod store;
+pub mod transfer;
 pub mod visitor;
 pub mod warm;

@@ -10,6 +10,8 @@ use crate::couch::{CouchClient, CouchConfig};
 #[cfg(feature = "agent")]
 pub mod agent;
 pub mod create;
+pub mod export;
+pub mod import;
 pub mod qr;
 pub mod report;
 pub mod serve;
@@ -36,6 +38,11 @@ pub enum Command {
     Setup(setup::SetupArgs),
     /// Store a link under a fresh random ID (with editor credentials) and print its short URL.
     Create(create::CreateArgs),
+    /// Import links from another shortener's export, or restore couchlink's own (with editor
+    /// credentials); safe to run again.
+    Import(import::ImportArgs),
+    /// Write every link, every field, as JSON lines or CSV (with any account that may read links).
+    Export(export::ExportArgs),
     /// Make the smallest QR tag of each short link (PNG, SVG or text; offline unless --check).
     Qr(qr::QrArgs),
     /// Link analytics from the access log files: redirects, visitors, target versions, bots.
@@ -61,6 +68,8 @@ impl Command {
             Command::Serve(args) => Ok(args.execute()?),
             Command::Setup(args) => Ok(args.execute()?),
             Command::Create(args) => Ok(args.execute()?),
+            Command::Import(args) => Ok(args.execute()?),
+            Command::Export(args) => Ok(args.execute()?),
             Command::Qr(args) => Ok(args.execute()?),
             Command::Report(args) => Ok(args.execute()?),
             #[cfg(feature = "agent")]
@@ -180,7 +189,9 @@ mod tests {
     #[test]
     fn each_command_names_the_account_it_needs() {
         let mut cli = Cli::command();
-        for (command, account) in [("serve", "read-only"), ("setup", "admin"), ("create", "editor")] {
+        for (command, account) in
+            [("serve", "read-only"), ("setup", "admin"), ("create", "editor"), ("import", "editor"), ("export", "read")]
+        {
             let help = cli.find_subcommand_mut(command).unwrap().render_long_help().to_string();
             let line = help.lines().skip_while(|l| !l.contains("--couchdb-user")).nth(1).unwrap_or_default();
             assert!(line.contains(account), "{command}: {line:?}");

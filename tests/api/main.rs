@@ -14,6 +14,7 @@ mod feed;
 mod freshness;
 mod hostile_documents;
 mod http1;
+mod import;
 mod qr;
 mod quickstart;
 mod redirects;

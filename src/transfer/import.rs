@@ -1,0 +1,288 @@
+//! `couchlink import` as a library: rows read, planned ([`super::plan`]), every document
+//! checked by the database's own validation functions ([`super::validate`]), then written
+//! through `_bulk_docs`, in batches, as the editor account.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Value};
+
+use super::entry::{stored_key, Entry, Invalid, Place, System};
+use super::plan::{self, Fate};
+use super::read::Row;
+use super::validate::{Validator, ValidatorError};
+use crate::couch::{BulkOutcome, CouchClient, CouchError, IdState};
+use crate::domain::LinkId;
+
+/// IDs asked of `_all_docs` at once, and documents sent to `_bulk_docs` at once.
+pub const BATCH: usize = 1000;
+/// Rounds of fresh IDs drawn for rows whose ID was taken meanwhile, before giving up on them.
+const ROUNDS: usize = 5;
+
+/// How to import.
+#[derive(Debug, Clone, Copy)]
+pub struct Import {
+    /// What wrote the files.
+    pub system: System,
+    /// Check everything, write nothing.
+    pub dry_run: bool,
+    /// Import the valid rows even when some are not.
+    pub skip_invalid: bool,
+}
+
+/// A row that is (or would be, or already was) in the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// Where it was read.
+    pub place: Place,
+    /// The source's code.
+    pub code: Option<String>,
+    /// The source's short URL.
+    pub short_url: Option<String>,
+    /// Its couchlink ID.
+    pub id: LinkId,
+    /// Whether that ID is the source's own code.
+    pub kept: bool,
+}
+
+/// What an import did (or, dry, would do).
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Rows read.
+    pub read: usize,
+    /// Rows written now (dry: to be written).
+    pub written: Vec<Stored>,
+    /// Rows an earlier run (or the same document) already put there.
+    pub already: Vec<Stored>,
+    /// Rows refused, with their reasons.
+    pub invalid: Vec<Invalid>,
+}
+
+impl Outcome {
+    /// Every row in the database under an ID other than its code (now or earlier): the
+    /// mapping file's rows.
+    pub fn renamed(&self) -> impl Iterator<Item = &Stored> {
+        self.written.iter().chain(&self.already).filter(|s| !s.kept)
+    }
+}
+
+/// Why an import stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// CouchDB could not be asked what it holds; nothing was written.
+    #[error("cannot read the database (nothing was written)")]
+    Lookup(#[source] CouchError),
+    /// The validation functions cannot be run; nothing was written.
+    #[error(transparent)]
+    Validator(#[from] ValidatorError),
+    /// Some rows are invalid and `--skip-invalid` was not given; nothing was written.
+    #[error("{} of {} rows cannot be imported (each is listed above with its reason), so nothing was written; fix them, or give --skip-invalid to import the others", .0.invalid.len(), .0.read)]
+    Invalid(Box<Outcome>),
+    /// CouchDB failed mid-way: `outcome.written` are stored, the rest are not.
+    #[error("CouchDB failed after {written} of {total} links were written; the batch from {from} on may be partly written, and nothing after it is; run the same command again to write the rest (it skips what is there)", written = .outcome.written.len())]
+    Interrupted {
+        /// What was written before.
+        outcome: Box<Outcome>,
+        /// How many were to be written.
+        total: usize,
+        /// The first row of the batch that failed.
+        from: Place,
+        /// What CouchDB did.
+        #[source]
+        source: CouchError,
+    },
+}
+
+/// Imports `rows` through `editor`; `progress` is told, after each batch, how many documents
+/// were sent of how many.
+pub async fn import(
+    editor: &CouchClient,
+    how: Import,
+    rows: Vec<Row>,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Outcome, ImportError> {
+    let mut outcome = Outcome { read: rows.len(), ..Outcome::default() };
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        match row {
+            Ok(entry) => entries.push(entry),
+            Err(invalid) => outcome.invalid.push(invalid),
+        }
+    }
+    let entries = plan::without_duplicates(entries, &mut outcome.invalid);
+    let lookup = ImportError::Lookup;
+
+    // What the database holds under each code that could be kept.
+    let wanted: Vec<LinkId> = entries.iter().filter_map(plan::wanted_id).collect();
+    let states = id_states(editor, &wanted).await.map_err(lookup)?;
+    let mut used: HashSet<LinkId> = wanted.iter().copied().collect();
+    let mut to_write = Vec::with_capacity(entries.len());
+    let mut fresh = Vec::new();
+    for entry in entries {
+        let state = plan::wanted_id(&entry).and_then(|id| states.get(&id));
+        match plan::fate(how.system, &entry, state) {
+            Ok(Fate::Keep(id)) => to_write.push((entry, id, true)),
+            Ok(Fate::Already(id)) => outcome.already.push(stored(&entry, id, true)),
+            Ok(Fate::Fresh) => fresh.push(entry),
+            Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
+        }
+    }
+    // Rows without an ID of their own may be in the database from an earlier run, under the
+    // ID drawn then: found by their `imported_from`.
+    if !fresh.is_empty() {
+        let earlier = earlier_imports(editor, how.system).await.map_err(lookup)?;
+        let mut unseen = Vec::with_capacity(fresh.len());
+        for entry in fresh {
+            match earlier.get(entry.key()) {
+                Some(id) => outcome.already.push(stored(&entry, *id, false)),
+                None => unseen.push(entry),
+            }
+        }
+        used.extend(earlier.values());
+        let ids = fresh_ids(editor, unseen.len(), &mut used).await.map_err(lookup)?;
+        to_write.extend(unseen.into_iter().zip(ids).map(|(entry, id)| (entry, id, false)));
+    }
+
+    // Every document through the database's own validation functions, as this account.
+    let validator = validator(editor).await?;
+    let mut valid = Vec::with_capacity(to_write.len());
+    for (entry, id, kept) in to_write {
+        let doc = plan::document(how.system, &entry, &id);
+        match validator.check(&doc) {
+            Ok(()) => valid.push((entry, id, kept, doc)),
+            Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
+        }
+    }
+    drop(validator);
+    outcome.invalid.sort_by(|a, b| (&a.place.file, a.place.line).cmp(&(&b.place.file, b.place.line)));
+    if !outcome.invalid.is_empty() && !how.skip_invalid {
+        return Err(ImportError::Invalid(Box::new(outcome)));
+    }
+    if how.dry_run {
+        outcome.written = valid.iter().map(|(entry, id, kept, _)| stored(entry, *id, *kept)).collect();
+        return Ok(outcome);
+    }
+    write(editor, how.system, valid, &mut used, outcome, progress).await
+}
+
+fn stored(entry: &Entry, id: LinkId, kept: bool) -> Stored {
+    Stored { place: entry.place.clone(), code: entry.code.clone(), short_url: entry.short_url.clone(), id, kept }
+}
+
+/// The documents, in batches; a row whose ID was taken meanwhile gets a fresh one and goes in
+/// a later round.
+async fn write(
+    editor: &CouchClient,
+    system: System,
+    mut pending: Vec<(Entry, LinkId, bool, Value)>,
+    used: &mut HashSet<LinkId>,
+    mut outcome: Outcome,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Outcome, ImportError> {
+    let total = pending.len();
+    let mut sent = 0;
+    for _ in 0..ROUNDS {
+        let mut taken = Vec::new();
+        for batch in pending.chunks(BATCH) {
+            let docs: Vec<Value> = batch.iter().map(|(_, _, _, doc)| doc.clone()).collect();
+            let results = match editor.bulk_create(&docs).await {
+                Ok(results) => results,
+                Err(source) => {
+                    let from = batch[0].0.place.clone();
+                    return Err(ImportError::Interrupted { outcome: Box::new(outcome), total, from, source });
+                }
+            };
+            for ((entry, id, kept, _), result) in batch.iter().zip(results) {
+                match result {
+                    BulkOutcome::Stored => outcome.written.push(stored(entry, *id, *kept)),
+                    BulkOutcome::Conflict if system == System::Jsonl => outcome.invalid.push(Invalid {
+                        place: entry.place.clone(),
+                        reason: format!("{id} was taken by another link while this import ran"),
+                    }),
+                    BulkOutcome::Conflict => taken.push(entry.clone()),
+                    BulkOutcome::Refused { reason, .. } => {
+                        outcome.invalid.push(Invalid { place: entry.place.clone(), reason })
+                    }
+                }
+            }
+            sent += batch.len();
+            progress(sent.min(total) as u64, total as u64);
+        }
+        if taken.is_empty() {
+            return Ok(outcome);
+        }
+        let ids = fresh_ids(editor, taken.len(), used).await.map_err(|source| ImportError::Interrupted {
+            total,
+            from: taken[0].place.clone(),
+            outcome: Box::new(std::mem::take(&mut outcome)),
+            source,
+        })?;
+        pending = taken
+            .into_iter()
+            .zip(ids)
+            .map(|(entry, id)| {
+                let doc = plan::document(system, &entry, &id);
+                (entry, id, false, doc)
+            })
+            .collect();
+    }
+    for (entry, id, _, _) in pending {
+        outcome.invalid.push(Invalid { place: entry.place, reason: format!("no free ID found (last tried {id})") });
+    }
+    Ok(outcome)
+}
+
+/// What the database holds under each of `ids`.
+async fn id_states(editor: &CouchClient, ids: &[LinkId]) -> Result<HashMap<LinkId, IdState>, CouchError> {
+    let mut states = HashMap::with_capacity(ids.len());
+    for batch in ids.chunks(BATCH) {
+        let keys: Vec<&str> = batch.iter().map(LinkId::as_str).collect();
+        states.extend(batch.iter().copied().zip(editor.id_states(&keys).await?));
+    }
+    Ok(states)
+}
+
+/// `count` IDs never used in the database (deleted ones included) nor in `used`, which then
+/// holds them.
+async fn fresh_ids(editor: &CouchClient, count: usize, used: &mut HashSet<LinkId>) -> Result<Vec<LinkId>, CouchError> {
+    let mut ids = Vec::with_capacity(count);
+    while ids.len() < count {
+        let drawn = plan::draw(count - ids.len(), used);
+        used.extend(&drawn);
+        for (id, state) in id_states(editor, &drawn).await? {
+            if state == IdState::Free {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// The key of every document an earlier import from `system` stored, and its ID.
+async fn earlier_imports(editor: &CouchClient, system: System) -> Result<HashMap<String, LinkId>, CouchError> {
+    let mut found = HashMap::new();
+    let mut from: Option<String> = None;
+    loop {
+        let page = editor.docs_page(from.as_deref(), BATCH).await?;
+        // A later page starts with the last row of the one before.
+        for (id, doc) in page.iter().skip(usize::from(from.is_some())) {
+            if let (Some(key), Ok(id)) = (stored_key(system, doc), LinkId::parse(id)) {
+                found.insert(key.to_owned(), id);
+            }
+        }
+        if page.len() < BATCH {
+            return Ok(found);
+        }
+        from = page.last().map(|(id, _)| id.clone());
+    }
+}
+
+/// The database's validation functions, to run as `editor` would be run by CouchDB.
+async fn validator(editor: &CouchClient) -> Result<Validator, ImportError> {
+    let functions = editor.validation_functions().await.map_err(ImportError::Lookup)?;
+    let session = editor.session().await.map_err(ImportError::Lookup)?;
+    let user_ctx = json!({"db": editor.database(), "name": session.name, "roles": session.roles});
+    // An editor may not be allowed to read `_security`: the functions then see none, which
+    // only matters to them for database admins, who need no import to write.
+    let sec_obj = editor.security().await.unwrap_or_else(|_| json!({}));
+    Ok(Validator::new(&functions, &user_ctx, &sec_obj)?)
+}

@@ -1,0 +1,46 @@
+//! couchlink's own export (`couchlink export --format jsonl`): one document per line, each
+//! restored as it is, under its own ID.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::Row;
+use crate::transfer::entry::{Entry, Invalid, Place};
+
+pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let place = Place { file: file.clone(), line: n as u64 + 1 };
+        let row = (|| {
+            let doc: Map<String, Value> = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+            let mut fields = Map::new();
+            let mut id = None;
+            for (name, value) in doc {
+                match name.as_str() {
+                    "_id" => id = Some(value.as_str().ok_or("\"_id\" is not a string")?.to_owned()),
+                    // The source database's revision means nothing in this one.
+                    "_rev" => {}
+                    _ if name.starts_with('_') => {
+                        return Err(format!("\"{name}\" cannot be restored: only \"_id\" is"))
+                    }
+                    _ => {
+                        fields.insert(name, value);
+                    }
+                }
+            }
+            Ok(Entry {
+                place: place.clone(),
+                code: Some(id.ok_or("no \"_id\"")?),
+                short_url: None,
+                created: None,
+                fields,
+            })
+        })();
+        rows.push(row.map_err(|reason: String| Invalid { place, reason }));
+    }
+    Ok(rows)
+}

@@ -1,0 +1,28 @@
+//! Kutt: the API v2 list of links (`GET /api/v2/links`, one page per file), items like
+//! `{"address": "x7Kp2", "link": "https://kutt.it/x7Kp2", "target": ..., "description": ...,
+//! "created_at": ..., "expire_in": ..., "banned": false, "password": false}`.
+
+use serde_json::{json, Value};
+
+use super::{text, time_field};
+use crate::transfer::entry::{Entry, Place};
+
+pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
+    let url = text(item, "target").ok_or("no \"target\"")?;
+    let code = text(item, "address").ok_or("no \"address\": the short code")?;
+    // couchlink has no passwords: imported, the link would open to anyone holding it.
+    if item.get("password") == Some(&Value::Bool(true)) {
+        return Err(format!("{code} is password-protected in Kutt, and couchlink links have no password"));
+    }
+    let mut entry = Entry::new(place, url);
+    entry.code = Some(code.to_owned());
+    entry.short_url = text(item, "link").map(str::to_owned);
+    entry.created = time_field(item, "created_at")?;
+    // A banned link stays off.
+    if item.get("banned") == Some(&Value::Bool(true)) {
+        entry.set("inactive", json!(true));
+    }
+    entry.set("expires", json!(time_field(item, "expire_in")?));
+    entry.set("title", json!(text(item, "description")));
+    Ok(entry)
+}

@@ -1,0 +1,168 @@
+//! Reading exports: one file per system, each turning what that system writes into
+//! [`Entry`]s. A row that cannot become a link is an [`Invalid`] naming its file and line; a
+//! file that is not of its format at all is a [`ReadError`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::entry::{Entry, Invalid, Place, System};
+
+mod bitly;
+mod csv;
+mod jsonl;
+mod kutt;
+mod shlink;
+mod yourls;
+
+pub use self::csv::Columns;
+
+/// A row read: a link, or why it is none.
+pub type Row = Result<Entry, Invalid>;
+
+/// Why a file could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// It could not be opened or read.
+    #[error("cannot read {file}")]
+    Io {
+        /// The file.
+        file: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not what `--from` says.
+    #[error("{file} is not {expected}: {reason}")]
+    Format {
+        /// The file.
+        file: String,
+        /// What `--from` expects, in words.
+        expected: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Every row of `path`, read as `system` exports it (`columns` for `csv`).
+pub fn read(system: System, path: &Path, columns: &Columns) -> Result<Vec<Row>, ReadError> {
+    let file: Arc<str> = path.display().to_string().into();
+    let io = |source| ReadError::Io { file: file.to_string(), source };
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let name = file.to_string();
+    let format = |expected: &'static str| {
+        let file = name.clone();
+        move |reason: String| ReadError::Format { file, expected, reason }
+    };
+    match system {
+        System::Csv => csv::read(&text, &file, columns).map_err(format("a CSV file with a header")),
+        System::Yourls => yourls::read(&text, &file).map_err(format("YOURLS's yourls_url table with its header")),
+        System::Jsonl => jsonl::read(&text, &file).map_err(format("couchlink's JSON lines export")),
+        System::Bitly => {
+            json_items(&text, &file, &["links"], bitly::entry).map_err(format("a Bitly API v4 page of links"))
+        }
+        System::Kutt => json_items(&text, &file, &["data"], kutt::entry).map_err(format("a Kutt API v2 page of links")),
+        System::Shlink => json_items(&text, &file, &["shortUrls", "data"], shlink::entry)
+            .map_err(format("a Shlink REST API page of short URLs")),
+    }
+}
+
+/// The items of an API page (`{"links": [...]}`, the list under `path`) or of a bare list,
+/// each turned into an entry by `entry` with the line it starts on.
+fn json_items(
+    text: &str,
+    file: &Arc<str>,
+    path: &[&str],
+    entry: fn(&Value, Place) -> Result<Entry, String>,
+) -> Result<Vec<Row>, String> {
+    let mut list: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if !list.get().starts_with('[') {
+        for key in path {
+            let object: std::collections::HashMap<String, &RawValue> =
+                serde_json::from_str(list.get()).map_err(|e| e.to_string())?;
+            list = object.get(*key).copied().ok_or_else(|| format!("no \"{}\" list", path.join(".")))?;
+        }
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|e| e.to_string())?;
+    let mut lines = Lines::of(text);
+    let mut rows = Vec::with_capacity(items.len());
+    for item in items {
+        let line = lines.at(item.get().as_ptr() as usize - text.as_ptr() as usize);
+        let place = Place { file: file.clone(), line };
+        let value: Value = serde_json::from_str(item.get()).map_err(|e| e.to_string())?;
+        rows.push(entry(&value, place.clone()).map_err(|reason| Invalid { place, reason }));
+    }
+    Ok(rows)
+}
+
+/// The line of each offset into a text, for offsets met in order (each byte counted once).
+struct Lines<'a> {
+    text: &'a [u8],
+    line: u64,
+    counted: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn of(text: &'a str) -> Self {
+        Lines { text: text.as_bytes(), line: 1, counted: 0 }
+    }
+
+    /// The line (1-based) of byte `offset`, at or after the last one asked.
+    fn at(&mut self, offset: usize) -> u64 {
+        let offset = offset.min(self.text.len());
+        self.line += memchr::memchr_iter(b'\n', &self.text[self.counted.min(offset)..offset]).count() as u64;
+        self.counted = self.counted.max(offset);
+        self.line
+    }
+
+    /// The line of the first byte at or after `offset` that is no line break (the csv crate
+    /// may place a record of a CRLF file at the `\n` ending the one before).
+    fn of_record(&mut self, mut offset: usize) -> u64 {
+        while matches!(self.text.get(offset), Some(b'\r' | b'\n')) {
+            offset += 1;
+        }
+        self.at(offset)
+    }
+}
+
+/// A string field of an API item, `None` when absent, null or empty.
+fn text<'a>(item: &'a Value, name: &str) -> Option<&'a str> {
+    item.get(name).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// A time field of an API item as the document holds times.
+fn time_field(item: &Value, name: &str) -> Result<Option<String>, String> {
+    text(item, name).map(|t| super::entry::utc_time(t).map_err(|e| format!("\"{name}\": {e}"))).transpose()
+}
+
+/// The tags of an item: a list of strings.
+fn tags(item: &Value, name: &str) -> Value {
+    let tags: Vec<&str> =
+        item.get(name).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    serde_json::json!(tags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_of_a_page_carry_the_line_they_start_on() {
+        let text = "{\n  \"data\": [\n    {\"address\": \"a\", \"target\": \"https://a.example/\"},\n\n    {\"address\": \"b\",\n     \"target\": \"https://b.example/\"}\n  ]\n}\n";
+        let rows = json_items(text, &"k.json".into(), &["data"], kutt::entry).unwrap();
+        let lines: Vec<u64> = rows.iter().map(|r| r.as_ref().unwrap().place.line).collect();
+        assert_eq!(lines, [3, 5]);
+        let bare = json_items(
+            "[{\"address\": \"a\", \"target\": \"https://a.example/\"}]",
+            &"k.json".into(),
+            &["data"],
+            kutt::entry,
+        );
+        assert_eq!(bare.unwrap().len(), 1);
+        assert!(json_items("{\"links\": []}", &"k.json".into(), &["data"], kutt::entry)
+            .unwrap_err()
+            .contains("\"data\""));
+    }
+}

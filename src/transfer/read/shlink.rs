@@ -1,0 +1,36 @@
+//! Shlink: the REST API list of short URLs (`GET /rest/v3/short-urls`, one page per file),
+//! items like `{"shortCode": "abc123", "shortUrl": "https://s.test/abc123", "longUrl": ...,
+//! "deviceLongUrls": {"android": ..., "ios": ..., "desktop": ...}, "dateCreated": ...,
+//! "tags": [...], "meta": {"validSince": ..., "validUntil": ..., "maxVisits": ...},
+//! "domain": null, "title": ...}`.
+
+use serde_json::{json, Value};
+
+use super::{tags, text, time_field};
+use crate::transfer::entry::{Entry, Place};
+
+pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
+    let url = text(item, "longUrl").ok_or("no \"longUrl\"")?;
+    let mut entry = Entry::new(place, url);
+    entry.code = Some(text(item, "shortCode").ok_or("no \"shortCode\"")?.to_owned());
+    entry.short_url = text(item, "shortUrl").map(str::to_owned);
+    entry.created = time_field(item, "dateCreated")?;
+    let meta = item.get("meta").cloned().unwrap_or_default();
+    entry.set("valid_from", json!(time_field(&meta, "validSince")?));
+    entry.set("expires", json!(time_field(&meta, "validUntil")?));
+    // Kept, though couchlink does not count visits to stop a link.
+    entry.set("max_visits", meta.get("maxVisits").cloned().unwrap_or_default());
+    // Shlink's device long URLs are couchlink's targets.
+    let devices = item.get("deviceLongUrls").cloned().unwrap_or_default();
+    let rules: Vec<Value> = [("android", "os"), ("ios", "os"), ("desktop", "device")]
+        .into_iter()
+        .filter_map(|(device, condition)| {
+            let url = text(&devices, device)?;
+            Some(json!({"when": {condition: [device]}, "url": url}))
+        })
+        .collect();
+    entry.set("targets", json!(rules));
+    entry.set("title", json!(text(item, "title")));
+    entry.set("tags", tags(item, "tags"));
+    Ok(entry)
+}

@@ -1,0 +1,159 @@
+//! The database's own validation functions, run here on every document before any is written:
+//! `--dry-run` can then give CouchDB's exact reasons, and an import writes nothing unless
+//! every row would pass. QuickJS runs them, as CouchDB 3.4+ can; the functions are plain ES5.
+
+use rquickjs::{Context, Function, Persistent, Runtime, Value as JsValue};
+use serde_json::Value;
+
+/// Why the validation functions could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidatorError {
+    /// The database has none: it was never set up.
+    #[error("the database has no validation function: run `couchlink setup` first (imports are checked against it)")]
+    Missing,
+    /// The JavaScript engine could not start.
+    #[error("cannot start the JavaScript engine")]
+    Engine(#[source] rquickjs::Error),
+    /// A design document's function does not compile.
+    #[error("the validation function of {design} does not compile: {message}")]
+    Compile {
+        /// The design document.
+        design: String,
+        /// The engine's words.
+        message: String,
+    },
+}
+
+/// The validation functions of one database, ready to run as one account.
+pub struct Validator {
+    context: Context,
+    functions: Vec<(String, Persistent<Function<'static>>)>,
+    user_ctx: String,
+    sec_obj: String,
+    // Dropped last: the context and functions live in it.
+    _runtime: Runtime,
+}
+
+impl Validator {
+    /// Compiles `functions` (design document ID, source), to run as `user_ctx` (`{db, name,
+    /// roles}`) under `sec_obj` (the database's `_security`), as CouchDB calls them.
+    pub fn new(functions: &[(String, String)], user_ctx: &Value, sec_obj: &Value) -> Result<Validator, ValidatorError> {
+        if functions.is_empty() {
+            return Err(ValidatorError::Missing);
+        }
+        let runtime = Runtime::new().map_err(ValidatorError::Engine)?;
+        let context = Context::full(&runtime).map_err(ValidatorError::Engine)?;
+        let compiled = context.with(|ctx| {
+            functions
+                .iter()
+                .map(|(design, source)| {
+                    let function: Function = ctx
+                        .eval(format!("({source})"))
+                        .map_err(|e| ValidatorError::Compile { design: design.clone(), message: exception(&ctx, e) })?;
+                    Ok((design.clone(), Persistent::save(&ctx, function)))
+                })
+                .collect::<Result<Vec<_>, ValidatorError>>()
+        })?;
+        Ok(Validator {
+            context,
+            functions: compiled,
+            user_ctx: user_ctx.to_string(),
+            sec_obj: sec_obj.to_string(),
+            _runtime: runtime,
+        })
+    }
+
+    /// `Err(reason)` when a function refuses `doc` as a new document, in its own words (the
+    /// `forbidden` or `unauthorized` it throws), as CouchDB would answer.
+    pub fn check(&self, doc: &Value) -> Result<(), String> {
+        let doc = doc.to_string();
+        self.context.with(|ctx| {
+            let parse = |json: &str| ctx.json_parse(json.to_owned());
+            let (new_doc, user_ctx, sec_obj) = match (parse(&doc), parse(&self.user_ctx), parse(&self.sec_obj)) {
+                (Ok(d), Ok(u), Ok(s)) => (d, u, s),
+                _ => return Err("the document cannot be given to the validation function".to_owned()),
+            };
+            for (design, function) in &self.functions {
+                let function = function.clone().restore(&ctx).map_err(|e| e.to_string())?;
+                let args = (new_doc.clone(), JsValue::new_null(ctx.clone()), user_ctx.clone(), sec_obj.clone());
+                if let Err(e) = function.call::<_, JsValue>(args) {
+                    return Err(refusal(&ctx, e, design));
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A thrown `{forbidden: reason}` or `{unauthorized: reason}` as its reason; anything else as
+/// the error it is.
+fn refusal<'js>(ctx: &rquickjs::Ctx<'js>, error: rquickjs::Error, design: &str) -> String {
+    if let rquickjs::Error::Exception = error {
+        let thrown = ctx.catch();
+        if let Some(object) = thrown.as_object() {
+            for key in ["forbidden", "unauthorized"] {
+                if let Ok(reason) = object.get::<_, String>(key) {
+                    return reason;
+                }
+            }
+        }
+        return format!("the validation function of {design} failed: {}", describe(ctx, thrown));
+    }
+    format!("the validation function of {design} failed: {error}")
+}
+
+fn exception<'js>(ctx: &rquickjs::Ctx<'js>, error: rquickjs::Error) -> String {
+    match error {
+        rquickjs::Error::Exception => describe(ctx, ctx.catch()),
+        other => other.to_string(),
+    }
+}
+
+fn describe<'js>(ctx: &rquickjs::Ctx<'js>, value: JsValue<'js>) -> String {
+    if let Some(e) = value.as_exception() {
+        return e.message().unwrap_or_else(|| "an exception".into());
+    }
+    ctx.json_stringify(value).ok().flatten().and_then(|s| s.to_string().ok()).unwrap_or_else(|| "an exception".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn shipped() -> Validator {
+        let source = crate::cmd::setup::validate_doc_update_source(&["links:editor"]);
+        let user = json!({"db": "links", "name": "ed", "roles": ["links:editor"]});
+        Validator::new(&[("_design/couchlink".into(), source)], &user, &json!({})).unwrap()
+    }
+
+    #[test]
+    fn the_shipped_function_passes_a_link_and_refuses_with_its_own_reasons() {
+        let validator = shipped();
+        assert_eq!(validator.check(&json!({"_id": "H83if", "url": "https://example.com/", "inactive": false})), Ok(()));
+        let reason = validator.check(&json!({"_id": "H83if", "url": "ftp://example.com/"})).unwrap_err();
+        assert!(reason.contains("Only \"http://\" and \"https://\""), "{reason}");
+        let reason = validator.check(&json!({"_id": "toolong", "url": "https://example.com/"})).unwrap_err();
+        assert!(reason.contains("exactly 5"), "{reason}");
+    }
+
+    #[test]
+    fn an_account_without_the_editor_role_is_refused_as_couchdb_would() {
+        let source = crate::cmd::setup::validate_doc_update_source(&["links:editor"]);
+        let user = json!({"db": "links", "name": "reader", "roles": ["links:reader"]});
+        let validator = Validator::new(&[("_design/couchlink".into(), source)], &user, &json!({})).unwrap();
+        let reason = validator.check(&json!({"_id": "H83if", "url": "https://example.com/"})).unwrap_err();
+        assert!(reason.contains("may not change links"), "{reason}");
+    }
+
+    #[test]
+    fn no_function_or_a_broken_one_is_an_error_not_a_pass() {
+        assert!(matches!(Validator::new(&[], &json!({}), &json!({})), Err(ValidatorError::Missing)));
+        let broken = [("_design/x".to_owned(), "function (newDoc) {".to_owned())];
+        assert!(matches!(Validator::new(&broken, &json!({}), &json!({})), Err(ValidatorError::Compile { .. })));
+        let throws = [("_design/x".to_owned(), "function (newDoc) { null.x; }".to_owned())];
+        let reason = Validator::new(&throws, &json!({}), &json!({})).unwrap().check(&json!({})).unwrap_err();
+        assert!(reason.contains("_design/x failed"), "{reason}");
+    }
+}
