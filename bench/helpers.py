@@ -171,6 +171,36 @@ def all_served(proxy_port, edits_file, started, limit):
     print(f"{time.time() - started:.3f}")
 
 
+def import_csv(path, n):
+    """A CSV of n links as another shortener exports them: half with a 5-character code
+    couchlink keeps, half with a longer one that gets a fresh ID; a title and tags each."""
+    rng = random.Random(7)
+    codes = ids(n // 2, seed=11)
+    with open(path, "w") as f:
+        f.write("url,code,title,tags,created\n")
+        for k in range(n):
+            code = codes[k // 2] if k % 2 == 0 else f"legacy-{k}"
+            f.write(f"https://example.com/landing/{k}?utm_source=qr&v={rng.randrange(10**6)},{code},Link {k},print|spring,2024-05-06T07:08:09Z\n")
+
+
+def bulk_post(couch_port, db, user, password, jsonl, batch):
+    """Posts the documents of jsonl (one a line) through _bulk_docs, batch at a time, as user;
+    prints the seconds it took. The bodies are built before the clock starts."""
+    docs = [json.loads(line) for line in open(jsonl)]
+    bodies = [json.dumps({"docs": docs[i:i + batch]}) for i in range(0, len(docs), batch)]
+    conn = http.client.HTTPConnection("127.0.0.1", couch_port)
+    headers = {"Authorization": auth_header(user, password), "Content-Type": "application/json", "Accept": "application/json"}
+    started = time.monotonic()
+    for body in bodies:
+        conn.request("POST", f"/{db}/_bulk_docs", body, headers)
+        r = conn.getresponse()
+        rows = json.loads(r.read())
+        failed = [row for row in rows if "error" in row]
+        if r.status >= 300 or failed:
+            sys.exit(f"_bulk_docs failed: {r.status} {failed[:3]}")
+    print(f"{time.monotonic() - started:.3f}")
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -180,7 +210,11 @@ def rss_kib(pid):
 
 if __name__ == "__main__":
     command = sys.argv[1]
-    if command == "load":
+    if command == "import-csv":
+        import_csv(sys.argv[2], int(sys.argv[3]))
+    elif command == "bulk-post":
+        bulk_post(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
+    elif command == "load":
         load(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
     elif command == "edits":
         edit_latency(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))

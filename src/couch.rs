@@ -328,6 +328,28 @@ struct DocRow {
 
 /// A row of `_all_docs` with `keys`: `value` is present for documents that exist or existed
 /// (`{"rev":..., "deleted": true}`), absent (with `error: not_found`) for IDs never used.
+/// One page of `_changes` ([`CouchClient::changes_page`]).
+#[derive(Debug, Deserialize)]
+pub struct ChangesPage {
+    /// Each document changed, once, at its latest revision.
+    pub results: Vec<ChangeOfDoc>,
+    /// Where to ask for the next page.
+    pub last_seq: Value,
+}
+
+/// A document as a `_changes` page lists it.
+#[derive(Debug, Deserialize)]
+pub struct ChangeOfDoc {
+    /// Its ID.
+    pub id: String,
+    /// Whether it is deleted.
+    #[serde(default)]
+    pub deleted: bool,
+    /// Its latest revision (a deleted one holds only `_id`, `_rev`, `_deleted`).
+    #[serde(default)]
+    pub doc: Option<Value>,
+}
+
 #[derive(Deserialize)]
 struct KeyRows {
     rows: Vec<KeyRow>,
@@ -762,6 +784,27 @@ impl CouchClient {
                 },
             })
             .collect())
+    }
+
+    /// Up to `limit` documents from `_changes` after `since` (from the start when `None`), each
+    /// once at its latest revision with its content, deleted ones included: the one listing
+    /// that shows every ID a database ever used.
+    pub async fn changes_page(&self, since: Option<&Value>, limit: usize) -> Result<ChangesPage, CouchError> {
+        let mut url = format!("{}?style=main_only&include_docs=true&limit={limit}", self.in_db("_changes"));
+        if let Some(since) = since {
+            let since = match since {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            url.push_str("&since=");
+            url.push_str(&utf8_percent_encode(&since, NON_ALPHANUMERIC).to_string());
+        }
+        let req = self.request(&self.feed_http, Method::GET, &url).timeout(BULK_TIMEOUT);
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(self.refused(response).await);
+        }
+        Self::json(response, &url).await
     }
 
     /// Every design document's `validate_doc_update` source, by document ID (CouchDB runs

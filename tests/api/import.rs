@@ -454,8 +454,8 @@ async fn an_export_restores_exactly_and_a_second_restore_adds_nothing() {
     );
 }
 
-/// 2,500 rows through a relay that is cut once the first batch is in: the import says what
-/// was written, and running it again writes exactly the rest.
+/// 2,500 rows through a relay that is cut once the first wave of batches (two of 1,000) is in:
+/// the import says what was written, and running it again writes exactly the rest.
 #[tokio::test]
 async fn a_couchdb_failure_midway_says_what_was_written_and_a_rerun_completes_it() {
     let db = TestDb::new().await;
@@ -474,7 +474,7 @@ async fn a_couchdb_failure_midway_says_what_was_written_and_a_rerun_completes_it
     let how = Import { system: System::Csv, dry_run: false, skip_invalid: false };
 
     let cut_after_first = |sent: u64, _total: u64| {
-        if sent >= 1000 {
+        if sent >= 2000 {
             relay.cut();
         }
     };
@@ -483,17 +483,92 @@ async fn a_couchdb_failure_midway_says_what_was_written_and_a_rerun_completes_it
     else {
         panic!("the cut went unnoticed");
     };
-    assert_eq!((outcome.written.len(), total), (1000, 2500));
-    assert_eq!(from.line, 1002, "the second batch starts at the 1001st row");
-    assert_eq!(documents(&db).await.len(), 1000);
+    assert_eq!((outcome.written.len(), total), (2000, 2500));
+    let docs = documents(&db).await;
+    assert_eq!(docs.len(), 2000);
+    // What it says was written is, and the row it names as failed is not.
+    let written: std::collections::HashSet<&str> = docs.iter().map(|(id, _)| id.as_str()).collect();
+    assert!(outcome.written.iter().all(|s| written.contains(s.id.as_str())));
+    let failed_code = format!("legacy-{}", from.line - 2);
+    assert!(docs.iter().all(|(_, d)| d["imported_from"]["code"] != failed_code.as_str()), "{failed_code}");
 
     relay.restore();
     let outcome = import(&editor, how, rows(), &|_, _| {}).await.unwrap();
-    assert_eq!((outcome.written.len(), outcome.already.len()), (1500, 1000));
+    assert_eq!((outcome.written.len(), outcome.already.len()), (500, 2000));
     let docs = documents(&db).await;
     assert_eq!(docs.len(), 2500);
     let mut codes: Vec<&str> = docs.iter().map(|(_, d)| d["imported_from"]["code"].as_str().unwrap()).collect();
     codes.sort();
     codes.dedup();
     assert_eq!(codes.len(), 2500, "each row once");
+}
+
+/// A restore finds taken and deleted IDs both ways: reading a small database whole, and asking
+/// a large one (more than four documents per row) for each ID.
+#[tokio::test]
+async fn a_restore_finds_taken_and_deleted_ids_in_small_and_large_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("restore.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"_id":"Same1","url":"https://example.com/same","inactive":false}"#, "\n",
+            r#"{"_id":"Gone2","url":"https://example.com/gone"}"#, "\n",
+            r#"{"_id":"New01","url":"https://example.com/new","note":"kept as is"}"#, "\n",
+        ),
+    )
+    .unwrap();
+    for extra in [0, 40] {
+        let db = TestDb::new().await;
+        db.put_link("Same1", json!({"url": "https://example.com/same", "inactive": false})).await;
+        db.put_link("Gone2", json!({"url": "https://example.com/before"})).await;
+        db.delete_link("Gone2").await;
+        let filler: Vec<Value> = (0..extra).map(|n| json!({"_id": format!("F{n:04}"), "url": "https://example.com/"})).collect();
+        let r = db.admin(Method::POST, "_bulk_docs", Some(&json!({ "docs": filler }))).await;
+        assert!(r.status().is_success());
+        let out = couchlink(&db, EDITOR, &["import", file.to_str().unwrap(), "--from", "jsonl", "--skip-invalid"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(":2: Gone2 was deleted in this database"), "{extra}: {stderr}");
+        let stdout = text(&out.stdout);
+        assert!(stdout.starts_with("imported 1 of 3 rows from 1 file; 1 already imported, skipped; 1 invalid"), "{extra}: {stdout}");
+        let r = db.admin(Method::GET, "New01", None).await;
+        let mut doc: Value = r.json().await.unwrap();
+        doc.as_object_mut().unwrap().remove("_rev");
+        assert_eq!(doc, json!({"_id": "New01", "url": "https://example.com/new", "note": "kept as is"}));
+    }
+}
+
+/// On a terminal a long import shows a progress bar (indicatif's); into a pipe, only the
+/// summary line and nothing of the bar.
+#[tokio::test]
+async fn a_progress_bar_on_a_terminal_and_none_in_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.csv");
+    let mut csv = String::from("url\n");
+    for n in 0..3000 {
+        csv.push_str(&format!("https://example.com/{n}\n"));
+    }
+    std::fs::write(&file, csv).unwrap();
+    let piped = TestDb::new().await;
+    let out = couchlink(&piped, EDITOR, &["import", file.to_str().unwrap(), "--from", "csv"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("links written"), "{}", text(&out.stderr));
+
+    // Python's pty gives the command a terminal and copies what it draws to our pipe.
+    let db = TestDb::new().await;
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import pty, sys; sys.exit(pty.spawn(sys.argv[1:]) >> 8)"])
+        .arg(env!("CARGO_BIN_EXE_couchlink"))
+        .args(["import", file.to_str().unwrap(), "--from", "csv"])
+        .env("COUCHLINK_COUCHDB_URL", &db.couch.url)
+        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
+        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
+        .env("COUCHLINK_DB", &db.name)
+        .output()
+        .expect("this test needs python3");
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("/3000 links written"), "{shown}");
+    assert!(shown.contains("imported 3000 of 3000 rows"), "{shown}");
 }
