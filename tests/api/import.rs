@@ -512,9 +512,12 @@ async fn a_restore_finds_taken_and_deleted_ids_in_small_and_large_databases() {
     std::fs::write(
         &file,
         concat!(
-            r#"{"_id":"Same1","url":"https://example.com/same","inactive":false}"#, "\n",
-            r#"{"_id":"Gone2","url":"https://example.com/gone"}"#, "\n",
-            r#"{"_id":"New01","url":"https://example.com/new","note":"kept as is"}"#, "\n",
+            r#"{"_id":"Same1","url":"https://example.com/same","inactive":false}"#,
+            "\n",
+            r#"{"_id":"Gone2","url":"https://example.com/gone"}"#,
+            "\n",
+            r#"{"_id":"New01","url":"https://example.com/new","note":"kept as is"}"#,
+            "\n",
         ),
     )
     .unwrap();
@@ -523,7 +526,8 @@ async fn a_restore_finds_taken_and_deleted_ids_in_small_and_large_databases() {
         db.put_link("Same1", json!({"url": "https://example.com/same", "inactive": false})).await;
         db.put_link("Gone2", json!({"url": "https://example.com/before"})).await;
         db.delete_link("Gone2").await;
-        let filler: Vec<Value> = (0..extra).map(|n| json!({"_id": format!("F{n:04}"), "url": "https://example.com/"})).collect();
+        let filler: Vec<Value> =
+            (0..extra).map(|n| json!({"_id": format!("F{n:04}"), "url": "https://example.com/"})).collect();
         let r = db.admin(Method::POST, "_bulk_docs", Some(&json!({ "docs": filler }))).await;
         assert!(r.status().is_success());
         let out = couchlink(&db, EDITOR, &["import", file.to_str().unwrap(), "--from", "jsonl", "--skip-invalid"]);
@@ -531,7 +535,10 @@ async fn a_restore_finds_taken_and_deleted_ids_in_small_and_large_databases() {
         let stderr = text(&out.stderr);
         assert!(stderr.contains(":2: Gone2 was deleted in this database"), "{extra}: {stderr}");
         let stdout = text(&out.stdout);
-        assert!(stdout.starts_with("imported 1 of 3 rows from 1 file; 1 already imported, skipped; 1 invalid"), "{extra}: {stdout}");
+        assert!(
+            stdout.starts_with("imported 1 of 3 rows from 1 file; 1 already imported, skipped; 1 invalid"),
+            "{extra}: {stdout}"
+        );
         let r = db.admin(Method::GET, "New01", None).await;
         let mut doc: Value = r.json().await.unwrap();
         doc.as_object_mut().unwrap().remove("_rev");
