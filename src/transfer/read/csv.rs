@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{Lines, Row};
-use crate::transfer::entry::{utc_time, Entry, Invalid, Place};
+use super::{records, Row};
+use crate::transfer::entry::{utc_time, Entry, Invalid};
 
 /// Which columns hold what (`--url-column` and the others); header names match without regard
 /// to case. A column named by a flag must exist; one left at its default may be absent.
@@ -57,12 +57,7 @@ pub(super) fn read(text: &str, file: &Arc<str>, columns: &Columns) -> Result<Vec
     let expires = find(&columns.expires_column, "expires")?;
     let named = [Some(url), code, title, tags, created, expires];
     let mut rows = Vec::new();
-    let mut lines = Lines::of(text);
-    for record in reader.records() {
-        let record = record.map_err(|e| e.to_string())?;
-        // The csv crate's line numbers drift on CRLF files: counted from the byte offset.
-        let place =
-            Place { file: file.clone(), line: lines.of_record(record.position().map_or(0, |p| p.byte() as usize)) };
+    for (place, record) in records(reader, text, file)? {
         let cell = |at: Option<usize>| at.and_then(|at| record.get(at)).map(str::trim).filter(|v| !v.is_empty());
         let row = (|| {
             let mut entry = Entry::new(place.clone(), cell(Some(url)).ok_or("the url is empty")?);

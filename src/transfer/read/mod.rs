@@ -127,6 +127,23 @@ impl<'a> Lines<'a> {
     }
 }
 
+/// Every record of a CSV reader over `text`, with where it starts (the csv crate's own line
+/// numbers drift on CRLF files: counted here from each record's byte offset).
+fn records(
+    mut reader: ::csv::Reader<&[u8]>,
+    text: &str,
+    file: &Arc<str>,
+) -> Result<Vec<(Place, ::csv::StringRecord)>, String> {
+    let mut lines = Lines::of(text);
+    let mut records = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| e.to_string())?;
+        let line = lines.of_record(record.position().map_or(0, |p| p.byte() as usize));
+        records.push((Place { file: file.clone(), line }, record));
+    }
+    Ok(records)
+}
+
 /// A string field of an API item, `None` when absent, null or empty.
 fn text<'a>(item: &'a Value, name: &str) -> Option<&'a str> {
     item.get(name).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())

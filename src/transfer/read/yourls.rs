@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Lines, Row};
-use crate::transfer::entry::{utc_time, Entry, Invalid, Place};
+use super::{records, Row};
+use crate::transfer::entry::{utc_time, Entry, Invalid};
 
 pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
     let tabs = text.lines().next().is_some_and(|h| h.contains('\t'));
@@ -26,11 +26,7 @@ pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
     };
     let (title, timestamp) = (column("title"), column("timestamp"));
     let mut rows = Vec::new();
-    let mut lines = Lines::of(text);
-    for record in reader.records() {
-        let record = record.map_err(|e| e.to_string())?;
-        let place =
-            Place { file: file.clone(), line: lines.of_record(record.position().map_or(0, |p| p.byte() as usize)) };
+    for (place, record) in records(reader, text, file)? {
         let cell = |at: Option<usize>| {
             let value =
                 at.and_then(|at| record.get(at)).map(str::trim).filter(|v| !(v.is_empty() || tabs && *v == "NULL"));
