@@ -106,6 +106,11 @@ impl ImportArgs {
                 list_invalid(&outcome, "");
                 return Err(ImportCommandError::Import(ImportError::Invalid(outcome)));
             }
+            Err(ImportError::RefusedWhileWriting(outcome)) => {
+                list_invalid(&outcome, "");
+                self.write_mapping(&outcome)?;
+                return Err(ImportCommandError::Import(ImportError::RefusedWhileWriting(outcome)));
+            }
             Err(ImportError::Interrupted { outcome, total, from, source }) => {
                 list_invalid(&outcome, "skipped ");
                 self.write_mapping(&outcome)?;

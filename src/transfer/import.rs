@@ -86,6 +86,10 @@ pub enum ImportError {
     /// Some rows are invalid and `--skip-invalid` was not given; nothing was written.
     #[error("{} of {} rows cannot be imported (each is listed above with its reason), so nothing was written; fix them, or give --skip-invalid to import the others", .0.invalid.len(), .0.read)]
     Invalid(Box<Outcome>),
+    /// CouchDB refused rows while writing that had passed the check before; the others are
+    /// written.
+    #[error("CouchDB refused rows that had passed its validation functions before writing (each is listed above; they may have changed meanwhile); the other {} were written", .0.written.len())]
+    RefusedWhileWriting(Box<Outcome>),
     /// CouchDB failed mid-way: `outcome.written` are stored, the rest are not.
     #[error("CouchDB failed after {written} of {total} links were written; the batch that failed (from the row at {from}) may be partly written, and no later batch was sent; run the same command again to write the rest (it skips what is there)", written = .outcome.written.len())]
     Interrupted {
@@ -183,7 +187,14 @@ pub async fn import(
     // In ID order: CouchDB 3 stores a batch of neighbouring IDs in fewer B-tree updates (a
     // third less time for 30,000 links than in random order).
     valid.sort_unstable_by_key(|(_, id, _, _)| *id);
-    write(editor, how.system, valid, &mut used, outcome, progress).await
+    let refused_before = outcome.invalid.len();
+    let outcome = write(editor, how.system, valid, &mut used, outcome, progress).await?;
+    // CouchDB refused rows its validation functions passed here (they changed meanwhile, say):
+    // the others are written, and the run must not look like a success.
+    if outcome.invalid.len() > refused_before && !how.skip_invalid {
+        return Err(ImportError::RefusedWhileWriting(Box::new(outcome)));
+    }
+    Ok(outcome)
 }
 
 fn stored(entry: &Entry, id: LinkId, kept: bool) -> Stored {

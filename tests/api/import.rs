@@ -579,3 +579,53 @@ async fn a_progress_bar_on_a_terminal_and_none_in_a_pipe() {
     assert!(shown.contains("/3000 links written"), "{shown}");
     assert!(shown.contains("imported 3000 of 3000 rows"), "{shown}");
 }
+
+/// Rows the validation functions passed before writing, refused by CouchDB while writing (an
+/// admin changed the function meanwhile): the others are written, the refused ones listed with
+/// CouchDB's reason, and the import is an error, not a success.
+#[tokio::test]
+async fn rows_couchdb_refuses_while_writing_make_the_import_fail() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("late.csv");
+    let mut csv = String::from("url,code\n");
+    for n in 0..2500 {
+        csv.push_str(&format!("https://example.com/late/{n},old-{n}\n"));
+    }
+    std::fs::write(&file, csv).unwrap();
+    let rows = read::read(System::Csv, &file, &Columns::default()).unwrap();
+    let editor = db.client_as(Some(EDITOR));
+    let how = Import { system: System::Csv, dry_run: false, skip_invalid: false };
+    let (url, name) = (db.couch.url.clone(), db.name.clone());
+    let (admin, password) = (db.couch.admin_user.clone(), db.couch.admin_password.clone());
+    // After the first wave, a stricter function: refused from then on.
+    let stricter = move |sent: u64, _: u64| {
+        if sent != 2000 {
+            return;
+        }
+        let (url, name, admin, password) = (url.clone(), name.clone(), admin.clone(), password.clone());
+        std::thread::spawn(move || {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                let http = reqwest::Client::new();
+                let design = format!("{url}/{name}/_design/couchlink");
+                let mut doc: Value = http.get(&design).basic_auth(&admin, Some(&password)).send().await.unwrap().json().await.unwrap();
+                let source = doc["validate_doc_update"].as_str().unwrap().replacen(
+                    '{',
+                    "{ if (newDoc.url && newDoc.url.indexOf('/late/') !== -1) { throw({forbidden: 'No more late links.'}); }",
+                    1,
+                );
+                doc["validate_doc_update"] = json!(source);
+                let r = http.put(&design).basic_auth(&admin, Some(&password)).json(&doc).send().await.unwrap();
+                assert!(r.status().is_success());
+            })
+        })
+        .join()
+        .unwrap();
+    };
+    let Err(ImportError::RefusedWhileWriting(outcome)) = import(&editor, how, rows, &stricter).await else {
+        panic!("the refusals went unnoticed");
+    };
+    assert_eq!((outcome.written.len(), outcome.invalid.len()), (2000, 500));
+    assert!(outcome.invalid.iter().all(|i| i.reason == "No more late links."), "{:?}", outcome.invalid[0]);
+    assert_eq!(documents(&db).await.len(), 2000);
+}
