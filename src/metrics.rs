@@ -112,7 +112,7 @@ const PLAIN: [Plain; 19] = [
     (
         "couchlink_unusable_documents_total",
         "counter",
-        "Link documents read that cannot be served (wrong types, a target not in canonical form): each answers 404.",
+        "Link documents read that cannot be served as written (wrong types: 404; a url not in canonical form: acts as inactive, its fallback or 404).",
         |m, _| m.unusable_documents.load(Relaxed),
     ),
     ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log.lines_written),

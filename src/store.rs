@@ -335,9 +335,14 @@ impl LinkStore {
     fn parse(&self, id: LinkId, doc: LinkDoc) -> Found {
         let rev: Option<Box<str>> = doc.revision().map(Into::into);
         match Link::from_doc(doc) {
-            Ok(link) => Some(Arc::new(link)),
+            Ok(link) => {
+                if let Some(reason) = link.unservable_url() {
+                    self.unusable(id, rev, &format!("{reason}; it acts as inactive (its fallback, or 404)"));
+                }
+                Some(Arc::new(link))
+            }
             Err(reason) => {
-                self.unusable(id, rev, &reason);
+                self.unusable(id, rev, &format!("{reason}; it answers 404"));
                 None
             }
         }
@@ -354,6 +359,7 @@ impl LinkStore {
         }
     }
 
+    /// Counts a document that cannot be served as written, and warns about it once per revision.
     fn unusable(&self, id: LinkId, rev: Option<Box<str>>, reason: &dyn std::fmt::Display) {
         self.metrics.unusable_document();
         let mut warned = self.warned.lock().expect("warned lock");
@@ -365,7 +371,7 @@ impl LinkStore {
         }
         let shown = rev.as_deref().unwrap_or("?").to_owned();
         warned.insert(id, rev);
-        tracing::warn!("link document {id} (revision {shown}) cannot be served, so it answers 404: {reason}");
+        tracing::warn!("link document {id} (revision {shown}) cannot be served as written: {reason}");
     }
 
     /// Entries held (links and known-missing IDs).

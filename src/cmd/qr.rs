@@ -223,16 +223,19 @@ async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<usize, QrError> {
             Some(doc) => match Link::from_doc(doc) {
                 Err(e) => (Some(format!("its document cannot be served ({e})")), None),
                 Ok(link) => {
-                    let problem = if link.inactive {
-                        Some("the link is inactive")
+                    let unservable = link.unservable_url().map(|e| format!("its url cannot be served ({e})"));
+                    let problem = if unservable.is_some() {
+                        unservable
+                    } else if link.inactive {
+                        Some("the link is inactive".to_owned())
                     } else if link.not_started(now) {
-                        Some("the link has not started yet (valid_from)")
+                        Some("the link has not started yet (valid_from)".to_owned())
                     } else if link.live_target(now).is_none() {
-                        Some("the link has expired")
+                        Some("the link has expired".to_owned())
                     } else {
                         None
                     };
-                    (problem.map(str::to_owned), link.fallback().map(str::to_owned))
+                    (problem, link.fallback().map(str::to_owned))
                 }
             },
         };

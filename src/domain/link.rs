@@ -281,6 +281,10 @@ enum Plain {
     Other,
     /// Not a direct redirect: an internal redirect.
     Resolve,
+    /// The stored `url` is not one the proxy sends (a document from before the validation
+    /// function, or replicated in): the link never works, and acts as inactive, its
+    /// `fallback` (or the server's) served instead of a 404 (contracts, "Redirect responses").
+    Unservable,
 }
 
 impl Link {
@@ -316,10 +320,11 @@ impl Link {
         let LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob } = parts;
         // Served only as written (see `target`): the `Location` is the stored text itself, but
         // for an empty path's `/`.
-        let (plain, plain_other) = match check_target(&url)? {
-            None => (Plain::Resolve, None),
-            Some(location) if *location == *url => (Plain::SameAsUrl, None),
-            Some(location) => (Plain::Other, Some(location.into_boxed_str())),
+        let (plain, plain_other) = match check_target(&url) {
+            Ok(None) => (Plain::Resolve, None),
+            Ok(Some(location)) if *location == *url => (Plain::SameAsUrl, None),
+            Ok(Some(location)) => (Plain::Other, Some(location.into_boxed_str())),
+            Err(_) => (Plain::Unservable, None),
         };
         if let Some(fallback) = &fallback {
             check_target(fallback).map_err(UnusableLink::BadFallback)?;
@@ -377,8 +382,13 @@ impl Link {
         match self.plain {
             Plain::SameAsUrl => Some(&self.url),
             Plain::Other => self.plain_other.as_deref(),
-            Plain::Resolve => None,
+            Plain::Resolve | Plain::Unservable => None,
         }
+    }
+
+    /// Why the stored `url` cannot be served, when it cannot: the link then acts as inactive.
+    pub fn unservable_url(&self) -> Option<NotCanonical> {
+        (self.plain == Plain::Unservable).then(|| check_target(&self.url).err()).flatten()
     }
 
     /// The out-of-band invitation the link's `url` carries, as JSON text, when the document
@@ -404,7 +414,7 @@ impl Link {
             let now = now.unix_timestamp_nanos();
             w.valid_from_ns as i128 <= now && now < w.expires_ns as i128
         });
-        (!self.inactive && in_window).then_some(&*self.url)
+        (!self.inactive && in_window && self.plain != Plain::Unservable).then_some(&*self.url)
     }
 }
 
@@ -452,11 +462,17 @@ mod tests {
         let bare = parse(r#"{"url":"https://example.com"}"#).unwrap();
         assert_eq!(bare.plain_location(), Some("https://example.com/"));
         assert_eq!(parse(r#"{"url":"/H83if"}"#).unwrap().plain_location(), None);
-        // Anything not already in the form sent is not served at all.
+        // Anything not already in the form sent is never sent: the link acts as inactive, so
+        // its fallback is served where it has one.
+        let now = OffsetDateTime::now_utc();
         for url in ["https://example.com/café", "javascript:alert(1)", "https:evil.com", "http://evil.com\tx/"] {
-            let doc = serde_json::json!({"url": url}).to_string();
-            assert!(matches!(parse(&doc), Err(UnusableLink::NotCanonical(_))), "{url:?}");
+            let link = parse(&serde_json::json!({"url": url, "fallback": "/H83if"}).to_string()).unwrap();
+            assert_eq!((link.plain_location(), link.live_target(now)), (None, None), "{url:?}");
+            assert!(link.unservable_url().is_some(), "{url:?}");
+            assert_eq!(link.fallback(), Some("/H83if"));
+            assert_eq!(Link::from_parts(link.parts()).unwrap(), link, "the same from a snapshot");
         }
+        assert_eq!(same.unservable_url(), None);
     }
 
     #[test]

@@ -80,3 +80,25 @@ async fn a_stored_target_not_in_canonical_form_is_a_404_counted() {
     assert!(app.metric("couchlink_unusable_documents_total").await >= docs.len() as f64);
     assert_redirects_to(&app.get("/Good1").await, "https://example.com/");
 }
+
+/// The contract's 404 row: such a link still exists, so its `fallback` (or the server's) is
+/// served instead, as for an inactive one; the stored `url` itself never is, not even with
+/// extra path.
+#[tokio::test]
+async fn a_stored_target_not_in_canonical_form_sends_people_to_the_fallback() {
+    let server_fallback = "https://example.com/gone";
+    let app = spawn_app_with(AppOptions {
+        bare_db: true,
+        configure: Some(Box::new(move |c| c.fallback_url = Some(server_fallback.into()))),
+    })
+    .await;
+    app.db.put_link("Own01", json!({"url": "https:evil.com", "fallback": "https://example.com/ended"})).await;
+    app.db.put_link("Srv01", json!({"url": "https://example.com/a b"})).await;
+    app.db.put_link("Int01", json!({"url": "http://evil.com\\@example.com/", "fallback": "/Good1"})).await;
+    app.db.put_link("Good1", json!({"url": "https://example.com/good"})).await;
+    assert_redirects_to(&app.get("/Own01").await, "https://example.com/ended");
+    assert_redirects_to(&app.get("/Own01/more?x=1").await, "https://example.com/ended/more?x=1");
+    assert_redirects_to(&app.get("/Srv01").await, server_fallback);
+    assert_redirects_to(&app.get("/Int01").await, "https://example.com/good");
+    assert!(app.metric("couchlink_unusable_documents_total").await >= 3.0);
+}
