@@ -20,8 +20,9 @@ pub const BATCH: usize = 1000;
 /// JavaScript process of its own, so a second request keeps a second core busy.
 pub const IN_FLIGHT: usize = 2;
 /// Reading the whole database is chosen over asking for each wanted ID while it holds at most
-/// this many documents per ID: a `_changes` row costs CouchDB far less than a key looked up.
-const SCAN_FACTOR: u64 = 4;
+/// this many documents per ID: a `_changes` row with its document costs CouchDB 3.5 less than
+/// half of a key looked up with `_all_docs` (docs/benchmarks.md).
+const SCAN_FACTOR: u64 = 2;
 /// Documents per `_changes` page when reading the whole database.
 const SCAN_PAGE: usize = 5000;
 /// Rounds of fresh IDs drawn for rows whose ID was taken meanwhile, before giving up on them.
@@ -122,23 +123,57 @@ pub async fn import(
         }
     }
     let entries = plan::without_duplicates(entries, &mut outcome.invalid);
-    let lookup = ImportError::Lookup;
+    let (to_write, mut used) = assign_ids(editor, how.system, entries, &mut outcome).await?;
+    let mut valid = check(editor, how.system, to_write, &mut outcome).await?;
+    outcome.invalid.sort_by(|a, b| (&a.place.file, a.place.line).cmp(&(&b.place.file, b.place.line)));
+    if !outcome.invalid.is_empty() && !how.skip_invalid {
+        return Err(ImportError::Invalid(Box::new(outcome)));
+    }
+    if how.dry_run {
+        outcome.written = valid.iter().map(|(entry, id, kept, _)| stored(entry, *id, *kept)).collect();
+        return Ok(outcome);
+    }
+    // In ID order: CouchDB 3 stores a batch of neighbouring IDs in fewer B-tree updates
+    // (docs/benchmarks.md).
+    valid.sort_unstable_by_key(|(_, id, _, _)| *id);
+    let refused_before = outcome.invalid.len();
+    let outcome = write(editor, how.system, valid, &mut used, outcome, progress).await?;
+    // CouchDB refused rows its validation functions passed here (they changed meanwhile, say):
+    // the others are written, and the run must not look like a success.
+    if outcome.invalid.len() > refused_before && !how.skip_invalid {
+        return Err(ImportError::RefusedWhileWriting(Box::new(outcome)));
+    }
+    Ok(outcome)
+}
 
+/// A row to write: its entry, its ID, and whether that is the source's own code.
+type ToWrite = (Entry, LinkId, bool);
+/// A row to write with its document, checked.
+type Checked = (Entry, LinkId, bool, Value);
+
+/// Each row's fate: an ID to write it under (the rows returned), already imported or invalid
+/// (into `outcome`); with every ID known to be used, fresh ones included.
+async fn assign_ids(
+    editor: &CouchClient,
+    system: System,
+    entries: Vec<Entry>,
+    outcome: &mut Outcome,
+) -> Result<(Vec<ToWrite>, HashSet<LinkId>), ImportError> {
     // What the database holds under each code that could be kept: read whole when that is
     // cheaper than asking for each, or when rows without a code of their own need the
     // documents of earlier runs anyway.
     let wanted: Vec<LinkId> = entries.iter().filter_map(plan::wanted_id).collect();
-    let size = database_size(editor).await.map_err(lookup)?;
+    let size = database_size(editor).await.map_err(ImportError::Lookup)?;
     let mut known = if wanted.len() < entries.len() || size <= SCAN_FACTOR * wanted.len() as u64 {
-        scan(editor, how.system, &wanted).await.map_err(lookup)?
+        scan(editor, system, &wanted).await.map_err(ImportError::Lookup)?
     } else {
-        Known { states: id_states(editor, &wanted).await.map_err(lookup)?, used: None, earlier: None }
+        Known { states: id_states(editor, &wanted).await.map_err(ImportError::Lookup)?, used: None, earlier: None }
     };
     let mut to_write = Vec::with_capacity(entries.len());
     let mut fresh = Vec::new();
     for entry in entries {
         let state = plan::wanted_id(&entry).map(|id| known.states.get(&id).unwrap_or(&IdState::Free));
-        match plan::fate(how.system, &entry, state) {
+        match plan::fate(system, &entry, state) {
             Ok(Fate::Keep(id)) => to_write.push((entry, id, true)),
             Ok(Fate::Already(id)) => outcome.already.push(stored(&entry, id, true)),
             Ok(Fate::Fresh) => fresh.push(entry),
@@ -148,7 +183,7 @@ pub async fn import(
     // Rows without an ID of their own may be in the database from an earlier run, under the
     // ID drawn then: found by their `imported_from`.
     if !fresh.is_empty() && known.earlier.is_none() {
-        known = scan(editor, how.system, &wanted).await.map_err(lookup)?;
+        known = scan(editor, system, &wanted).await.map_err(ImportError::Lookup)?;
     }
     let (earlier, mut used) = (known.earlier.unwrap_or_default(), known.used.unwrap_or_default());
     used.extend(&wanted);
@@ -164,37 +199,27 @@ pub async fn import(
     let ids = plan::draw(unseen.len(), &used);
     used.extend(&ids);
     to_write.extend(unseen.into_iter().zip(ids).map(|(entry, id)| (entry, id, false)));
+    Ok((to_write, used))
+}
 
-    // Every document through the database's own validation functions, as this account.
+/// The documents of `to_write` that the database's validation functions accept, as this
+/// account; the others into `outcome.invalid`.
+async fn check(
+    editor: &CouchClient,
+    system: System,
+    to_write: Vec<ToWrite>,
+    outcome: &mut Outcome,
+) -> Result<Vec<Checked>, ImportError> {
     let validator = validator(editor).await?;
     let mut valid = Vec::with_capacity(to_write.len());
     for (entry, id, kept) in to_write {
-        let doc = plan::document(how.system, &entry, &id);
+        let doc = plan::document(system, &entry, &id);
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, doc)),
             Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
         }
     }
-    drop(validator);
-    outcome.invalid.sort_by(|a, b| (&a.place.file, a.place.line).cmp(&(&b.place.file, b.place.line)));
-    if !outcome.invalid.is_empty() && !how.skip_invalid {
-        return Err(ImportError::Invalid(Box::new(outcome)));
-    }
-    if how.dry_run {
-        outcome.written = valid.iter().map(|(entry, id, kept, _)| stored(entry, *id, *kept)).collect();
-        return Ok(outcome);
-    }
-    // In ID order: CouchDB 3 stores a batch of neighbouring IDs in fewer B-tree updates (a
-    // third less time for 30,000 links than in random order).
-    valid.sort_unstable_by_key(|(_, id, _, _)| *id);
-    let refused_before = outcome.invalid.len();
-    let outcome = write(editor, how.system, valid, &mut used, outcome, progress).await?;
-    // CouchDB refused rows its validation functions passed here (they changed meanwhile, say):
-    // the others are written, and the run must not look like a success.
-    if outcome.invalid.len() > refused_before && !how.skip_invalid {
-        return Err(ImportError::RefusedWhileWriting(Box::new(outcome)));
-    }
-    Ok(outcome)
+    Ok(valid)
 }
 
 fn stored(entry: &Entry, id: LinkId, kept: bool) -> Stored {
@@ -206,7 +231,7 @@ fn stored(entry: &Entry, id: LinkId, kept: bool) -> Stored {
 async fn write(
     editor: &CouchClient,
     system: System,
-    mut pending: Vec<(Entry, LinkId, bool, Value)>,
+    mut pending: Vec<Checked>,
     used: &mut HashSet<LinkId>,
     mut outcome: Outcome,
     progress: &dyn Fn(u64, u64),

@@ -504,7 +504,7 @@ async fn a_couchdb_failure_midway_says_what_was_written_and_a_rerun_completes_it
 }
 
 /// A restore finds taken and deleted IDs both ways: reading a small database whole, and asking
-/// a large one (more than four documents per row) for each ID.
+/// a large one (more than two documents per row) for each ID.
 #[tokio::test]
 async fn a_restore_finds_taken_and_deleted_ids_in_small_and_large_databases() {
     let dir = tempfile::tempdir().unwrap();
