@@ -12,7 +12,7 @@ use super::{BadCredentials, CouchArgs};
 use crate::couch::{CouchClient, CouchError};
 use crate::domain::PublicUrl;
 use crate::transfer::entry::System;
-use crate::transfer::import::{import, Import, ImportError, Outcome};
+use crate::transfer::import::{import, Import, ImportError, Outcome, Progress};
 use crate::transfer::read::{self, Columns, ReadError};
 
 /// Flags of `couchlink import`.
@@ -91,9 +91,18 @@ impl ImportArgs {
         let editor = CouchClient::new(&self.couch.clone().into()).map_err(ImportCommandError::Couch)?;
         let how = Import { system: self.from, dry_run: self.dry_run, skip_invalid: self.skip_invalid };
         let bar = ProgressBar::new(0).with_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} links written, {eta} left").expect("a valid template"),
+            ProgressStyle::with_template("{bar:40} {pos}/{len} links {msg}, {eta} left").expect("a valid template"),
         );
-        let progress = |done: u64, total: u64| {
+        let progress = |progress: Progress| {
+            let (step, done, total) = match progress {
+                Progress::Checking { done, total } => ("checked", done, total),
+                Progress::Writing { done, total } => ("written", done, total),
+            };
+            if bar.message() != step {
+                bar.reset();
+                bar.set_length(total);
+                bar.set_message(step);
+            }
             bar.set_length(total);
             bar.set_position(done);
         };

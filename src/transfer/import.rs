@@ -39,6 +39,25 @@ pub struct Import {
     pub skip_invalid: bool,
 }
 
+/// How far an import is, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Documents checked by the validation functions, of how many.
+    Checking {
+        /// Checked so far.
+        done: u64,
+        /// To check.
+        total: u64,
+    },
+    /// Documents sent to CouchDB, of how many.
+    Writing {
+        /// Sent so far (in whole waves of batches).
+        done: u64,
+        /// To send.
+        total: u64,
+    },
+}
+
 /// A row that is (or would be, or already was) in the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
@@ -106,13 +125,12 @@ pub enum ImportError {
     },
 }
 
-/// Imports `rows` through `editor`; `progress` is told, after each batch, how many documents
-/// were sent of how many.
+/// Imports `rows` through `editor`; `progress` is told how far the check and the writing are.
 pub async fn import(
     editor: &CouchClient,
     how: Import,
     rows: Vec<Row>,
-    progress: &dyn Fn(u64, u64),
+    progress: &dyn Fn(Progress),
 ) -> Result<Outcome, ImportError> {
     let mut outcome = Outcome { read: rows.len(), ..Outcome::default() };
     let mut entries = Vec::with_capacity(rows.len());
@@ -124,7 +142,7 @@ pub async fn import(
     }
     let entries = plan::without_duplicates(entries, &mut outcome.invalid);
     let (to_write, mut used) = assign_ids(editor, how.system, entries, &mut outcome).await?;
-    let mut valid = check(editor, how.system, to_write, &mut outcome).await?;
+    let mut valid = check(editor, how.system, to_write, &mut outcome, progress).await?;
     outcome.invalid.sort_by(|a, b| (&a.place.file, a.place.line).cmp(&(&b.place.file, b.place.line)));
     if !outcome.invalid.is_empty() && !how.skip_invalid {
         return Err(ImportError::Invalid(Box::new(outcome)));
@@ -209,10 +227,15 @@ async fn check(
     system: System,
     to_write: Vec<ToWrite>,
     outcome: &mut Outcome,
+    progress: &dyn Fn(Progress),
 ) -> Result<Vec<Checked>, ImportError> {
     let validator = validator(editor).await?;
     let mut valid = Vec::with_capacity(to_write.len());
-    for (entry, id, kept) in to_write {
+    let total = to_write.len() as u64;
+    for (done, (entry, id, kept)) in to_write.into_iter().enumerate() {
+        if done % BATCH == 0 {
+            progress(Progress::Checking { done: done as u64, total });
+        }
         let doc = plan::document(system, &entry, &id);
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, doc)),
@@ -234,7 +257,7 @@ async fn write(
     mut pending: Vec<Checked>,
     used: &mut HashSet<LinkId>,
     mut outcome: Outcome,
-    progress: &dyn Fn(u64, u64),
+    progress: &dyn Fn(Progress),
 ) -> Result<Outcome, ImportError> {
     let total = pending.len();
     let mut sent = 0;
@@ -276,7 +299,7 @@ async fn write(
                 return Err(ImportError::Interrupted { outcome: Box::new(outcome), total, from, source });
             }
             sent += wave.len();
-            progress(sent.min(total) as u64, total as u64);
+            progress(Progress::Writing { done: sent.min(total) as u64, total: total as u64 });
         }
         if taken.is_empty() {
             return Ok(outcome);

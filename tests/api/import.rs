@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use couchlink::transfer::entry::System;
-use couchlink::transfer::import::{import, Import, ImportError};
+use couchlink::transfer::import::{import, Import, ImportError, Progress};
 use couchlink::transfer::read::{self, Columns};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -473,8 +473,8 @@ async fn a_couchdb_failure_midway_says_what_was_written_and_a_rerun_completes_it
     let editor = couchlink::couch::CouchClient::new(&config).unwrap().with_credentials(EDITOR.0, EDITOR.1);
     let how = Import { system: System::Csv, dry_run: false, skip_invalid: false };
 
-    let cut_after_first = |sent: u64, _total: u64| {
-        if sent >= 2000 {
+    let cut_after_first = |progress: Progress| {
+        if matches!(progress, Progress::Writing { done, .. } if done >= 2000) {
             relay.cut();
         }
     };
@@ -493,7 +493,7 @@ async fn a_couchdb_failure_midway_says_what_was_written_and_a_rerun_completes_it
     assert!(docs.iter().all(|(_, d)| d["imported_from"]["code"] != failed_code.as_str()), "{failed_code}");
 
     relay.restore();
-    let outcome = import(&editor, how, rows(), &|_, _| {}).await.unwrap();
+    let outcome = import(&editor, how, rows(), &|_| {}).await.unwrap();
     assert_eq!((outcome.written.len(), outcome.already.len()), (500, 2000));
     let docs = documents(&db).await;
     assert_eq!(docs.len(), 2500);
@@ -546,8 +546,8 @@ async fn a_restore_finds_taken_and_deleted_ids_in_small_and_large_databases() {
     }
 }
 
-/// On a terminal a long import shows a progress bar (indicatif's); into a pipe, only the
-/// summary line and nothing of the bar.
+/// On a terminal a long import shows a progress bar (indicatif's), while it checks and while it
+/// writes; into a pipe, only the summary line and nothing of the bar.
 #[tokio::test]
 async fn a_progress_bar_on_a_terminal_and_none_in_a_pipe() {
     let dir = tempfile::tempdir().unwrap();
@@ -576,7 +576,7 @@ async fn a_progress_bar_on_a_terminal_and_none_in_a_pipe() {
         .expect("this test needs python3");
     let shown = text(&out.stdout);
     assert!(out.status.success(), "{shown}");
-    assert!(shown.contains("/3000 links written"), "{shown}");
+    assert!(shown.contains("/3000 links checked") && shown.contains("/3000 links written"), "{shown}");
     assert!(shown.contains("imported 3000 of 3000 rows"), "{shown}");
 }
 
@@ -599,8 +599,8 @@ async fn rows_couchdb_refuses_while_writing_make_the_import_fail() {
     let (url, name) = (db.couch.url.clone(), db.name.clone());
     let (admin, password) = (db.couch.admin_user.clone(), db.couch.admin_password.clone());
     // After the first wave, a stricter function: refused from then on.
-    let stricter = move |sent: u64, _: u64| {
-        if sent != 2000 {
+    let stricter = move |progress: Progress| {
+        if progress != (Progress::Writing { done: 2000, total: 2500 }) {
             return;
         }
         let (url, name, admin, password) = (url.clone(), name.clone(), admin.clone(), password.clone());
