@@ -15,7 +15,7 @@ use crate::access_log::AccessLog;
 use crate::couch::CouchClient;
 use crate::errors::Causes;
 use crate::follower::FeedStatus;
-use crate::metrics::{Gauges, Metrics};
+use crate::metrics::{render, Gauges, Labelled, Metrics};
 use crate::snapshot::SnapshotStatus;
 use crate::store::LinkStore;
 
@@ -24,49 +24,50 @@ const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the admin endpoints report on.
 pub struct Admin {
-    /// CouchDB, pinged by `/healthz`.
+    /// Process-wide counters (connections by serving thread).
+    pub process: Arc<Metrics>,
+    /// Each short domain (one, unnamed, with one domain configured as before domains).
+    pub sites: Vec<AdminSite>,
+    /// With several domains and no default: the access log and counters of requests for no
+    /// configured domain.
+    pub unknown: Option<(AccessLog, Arc<Metrics>)>,
+}
+
+/// One short domain, as the admin endpoints see it.
+pub struct AdminSite {
+    /// Its host, the label of its samples; `None` with one domain (no labels).
+    pub host: Option<String>,
+    /// Its CouchDB database, pinged by `/healthz`.
     pub couch: CouchClient,
-    /// The link cache, for its size.
+    /// Its link cache, for its size.
     pub store: Arc<LinkStore>,
-    /// The counters `/metrics` renders.
+    /// Its counters.
     pub metrics: Arc<Metrics>,
-    /// The `_changes` feed's state.
+    /// Its `_changes` feed's state.
     pub feed: Arc<FeedStatus>,
-    /// The access log, for its line counts.
+    /// Its access log, for its line counts.
     pub log: AccessLog,
-    /// Where the cache came from, and the snapshots written since.
+    /// Where its cache came from, and the snapshots written since.
     pub snapshots: Arc<SnapshotStatus>,
 }
 
-impl crate::http::accept::Service for Admin {
-    async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
-        match (&request.method, request.uri.path()) {
-            (&Method::GET, "/healthz") => self.health().await,
-            (&Method::GET, "/metrics") => {
-                let (snapshots_written, snapshot_failures) = self.snapshots.counts();
-                let gauges = Gauges {
-                    cache_entries: self.store.len(),
-                    feed_up: self.feed.is_live(),
-                    log: self.log.health(),
-                    cache_from_snapshot: self.snapshots.from_snapshot(self.store.synced_epoch()),
-                    feed_behind: self.feed.behind(),
-                    snapshots_written,
-                    snapshot_failures,
-                    snapshot_written_at: self.snapshots.last_written_at(),
-                };
-                respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render(&gauges))
-            }
-            _ => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "try /healthz or /metrics\n".into()),
+impl AdminSite {
+    fn gauges(&self) -> Gauges {
+        let (snapshots_written, snapshot_failures) = self.snapshots.counts();
+        Gauges {
+            cache_entries: self.store.len(),
+            feed_up: self.feed.is_live(),
+            log: self.log.health(),
+            cache_from_snapshot: self.snapshots.from_snapshot(self.store.synced_epoch()),
+            feed_behind: self.feed.behind(),
+            snapshots_written,
+            snapshot_failures,
+            snapshot_written_at: self.snapshots.last_written_at(),
         }
     }
-}
 
-impl Admin {
-    /// A JSON body on CouchDB, the `_changes` feed, the cache and the access log, `"status":
-    /// "ok"` when all are well. The HTTP status says whether to send traffic here: 503 when
-    /// CouchDB does not answer or the feed is down (new links would not be served); a failing
-    /// access log alone leaves it 200, since redirects go on.
-    async fn health(&self) -> Response<Full<Bytes>> {
+    /// Its part of `/healthz`, and whether it serves (CouchDB answers, the feed is live).
+    async fn health(&self) -> (serde_json::Value, bool) {
         let couch = tokio::time::timeout(PING_TIMEOUT, self.couch.ping())
             .await
             .map_err(|_| "timed out".to_owned())
@@ -80,13 +81,72 @@ impl Admin {
             "cache_entries": self.store.len(),
             "cache": if self.store.is_warming() { "warming" } else { "ready" },
             "cache_source": self.snapshots.to_json(self.store.synced_epoch()),
-            "access_log": {
-                "status": if log.failing_since.is_some() { "degraded" } else { "ok" },
-                "failing_since": log.failing_since.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),
-                "lines_lost": log.lines_lost,
-                "queued_bytes": log.queued_bytes,
-            },
+            "access_log": log_json(&log),
         });
+        (body, serving)
+    }
+}
+
+fn log_json(log: &crate::access_log::LogHealth) -> serde_json::Value {
+    json!({
+        "status": if log.failing_since.is_some() { "degraded" } else { "ok" },
+        "failing_since": log.failing_since.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok()),
+        "lines_lost": log.lines_lost,
+        "queued_bytes": log.queued_bytes,
+    })
+}
+
+impl crate::http::accept::Service for Admin {
+    async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
+        match (&request.method, request.uri.path()) {
+            (&Method::GET, "/healthz") => self.health().await,
+            (&Method::GET, "/metrics") => {
+                let gauges: Vec<Gauges> = self.sites.iter().map(AdminSite::gauges).collect();
+                let mut labelled: Vec<Labelled<'_>> = self
+                    .sites
+                    .iter()
+                    .zip(&gauges)
+                    .map(|(site, gauges)| Labelled { domain: site.host.as_deref(), metrics: &site.metrics, gauges })
+                    .collect();
+                let unknown_gauges =
+                    self.unknown.as_ref().map(|(log, _)| Gauges { log: log.health(), ..Gauges::default() });
+                if let (Some((_, metrics)), Some(gauges)) = (&self.unknown, &unknown_gauges) {
+                    labelled.push(Labelled { domain: Some(crate::startup::UNKNOWN_HOSTS), metrics, gauges });
+                }
+                respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", render(&self.process, &labelled))
+            }
+            _ => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "try /healthz or /metrics\n".into()),
+        }
+    }
+}
+
+impl Admin {
+    /// A JSON body on CouchDB, the `_changes` feed, the cache and the access log, `"status":
+    /// "ok"` when all are well. The HTTP status says whether to send traffic here: 503 when
+    /// CouchDB does not answer or the feed is down (new links would not be served); a failing
+    /// access log alone leaves it 200, since redirects go on. With several domains, each is
+    /// reported under `domains`, and 503 means that none serves: one domain's database gone
+    /// is that domain's trouble ("degraded"), not the others'.
+    async fn health(&self) -> Response<Full<Bytes>> {
+        let mut reports = Vec::with_capacity(self.sites.len());
+        for site in &self.sites {
+            reports.push(site.health().await);
+        }
+        let (body, serving) = match (&self.sites[..], reports.as_slice()) {
+            ([site], [(body, serving)]) if site.host.is_none() => (body.clone(), *serving),
+            _ => {
+                let all_ok = reports.iter().all(|(body, _)| body["status"] == "ok");
+                let mut domains = serde_json::Map::new();
+                for (site, (body, _)) in self.sites.iter().zip(&reports) {
+                    domains.insert(site.host.clone().unwrap_or_default(), body.clone());
+                }
+                let mut body = json!({"status": if all_ok { "ok" } else { "degraded" }, "domains": domains});
+                if let Some((log, _)) = &self.unknown {
+                    body["unknown_hosts_access_log"] = log_json(&log.health());
+                }
+                (body, reports.iter().any(|(_, serving)| *serving))
+            }
+        };
         let status = if serving { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
         respond(status, "application/json", format!("{body}\n"))
     }

@@ -2,6 +2,7 @@
 //! line, and return the reply as a value; [`crate::http::write`] turns it into bytes. No socket
 //! and no bytes here.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use time::OffsetDateTime;
 
 use crate::access_log::{logged_target, AccessLog, Entry};
 use crate::client_ip::TrustedProxies;
-use crate::domain::{Link, LinkId, TrackingId};
+use crate::domain::{Host, Link, LinkId, TrackingId};
 use crate::message::{Body, Headers, Reply, Request, Status};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
@@ -20,14 +21,92 @@ use crate::visitor::Visitor;
 
 /// Everything a request needs, built once at start-up.
 pub struct App {
-    /// Where link documents are read.
-    pub store: Arc<LinkStore>,
-    /// Where every request is recorded.
-    pub log: AccessLog,
-    /// Shared counters.
+    /// The short domains served, one site each.
+    pub sites: Sites,
+    /// Process-wide counters (connections, serving threads); with one domain, its site's too.
     pub metrics: Arc<Metrics>,
     /// What the policy depends on.
     pub settings: Settings,
+}
+
+/// One short domain as requests meet it: its links, its access log, its counters.
+pub struct Site {
+    /// Where its link documents are read; `None` for the requests of no configured domain,
+    /// which all answer 404.
+    pub store: Option<Arc<LinkStore>>,
+    /// Where its requests are recorded.
+    pub log: AccessLog,
+    /// Its counters.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The sites a proxy serves, and which one a request is for: its host (the absolute-form
+/// target's, else the `Host` header's), compared without port or case, international names in
+/// their `xn--` form.
+pub struct Sites {
+    list: Vec<Site>,
+    by_host: HashMap<Box<str>, usize>,
+    /// Where a request for no configured host goes: the default domain, or the last site (the
+    /// one without links).
+    otherwise: usize,
+}
+
+impl Sites {
+    /// One site, whatever the host: couchlink with one domain, as configured before domains.
+    pub fn single(site: Site) -> Sites {
+        Sites { list: vec![site], by_host: HashMap::new(), otherwise: 0 }
+    }
+
+    /// A site per host, in order; a request for another host goes to `default` (an index into
+    /// `hosts`), else to `unknown`, a site without links.
+    pub fn new(hosts: Vec<(Host, Site)>, default: Option<usize>, unknown: Site) -> Sites {
+        let by_host = hosts.iter().enumerate().map(|(n, (host, _))| (host.as_str().into(), n)).collect();
+        let otherwise = default.unwrap_or(hosts.len());
+        let mut list: Vec<Site> = hosts.into_iter().map(|(_, site)| site).collect();
+        list.push(unknown);
+        Sites { list, by_host, otherwise }
+    }
+
+    /// The site `request` is for, by index.
+    pub fn pick(&self, request: &Request<'_>) -> usize {
+        if self.by_host.is_empty() {
+            return self.otherwise;
+        }
+        let named = match request.target.split_once("://") {
+            Some((_, rest)) => rest.split(['/', '?']).next().map(str::as_bytes),
+            None => request.headers.get("host"),
+        };
+        named.and_then(|host| self.find(host)).unwrap_or(self.otherwise)
+    }
+
+    /// The site of `host` as a request names it: looked up as sent when it is already in the
+    /// compared form (no allocation), else once normalised.
+    fn find(&self, host: &[u8]) -> Option<usize> {
+        let name = match host.iter().rposition(|&b| b == b':') {
+            Some(colon) if !host.starts_with(b"[") && host[colon + 1..].iter().all(u8::is_ascii_digit) => {
+                &host[..colon]
+            }
+            _ => host,
+        };
+        let plain = name.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if plain && !name.ends_with(b".") {
+            // ASCII only, so UTF-8.
+            let name = std::str::from_utf8(name).ok()?;
+            return self.by_host.get(name).copied();
+        }
+        let host = Host::parse(std::str::from_utf8(host).ok()?).ok()?;
+        self.by_host.get(host.as_str()).copied()
+    }
+
+    /// Site `index`.
+    pub fn get(&self, index: usize) -> &Site {
+        &self.list[index]
+    }
+
+    /// Every site, the one for unknown hosts last when there is one.
+    pub fn iter(&self) -> impl Iterator<Item = &Site> {
+        self.list.iter()
+    }
 }
 
 /// What the policy depends on besides the links.
@@ -98,20 +177,25 @@ enum Outcome {
 /// cookie.
 pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Reply<Location> {
     let now = OffsetDateTime::now_utc();
+    let index = app.sites.pick(request);
+    let site = app.sites.get(index);
     let headers = &request.headers;
     let outcome = if request.has_body {
         // Nothing here reads a body; the connection closes after this answer.
         Outcome::NotImplemented
     } else {
         match request.method {
-            "GET" | "HEAD" => {
-                let invited = if wants_json(headers) { invitation(&app.store, request.path, now).await } else { None };
-                let visitor = Visitor::new(headers.get("user-agent"), headers.get("accept-language"));
-                match invited {
-                    Some(outcome) => outcome,
-                    None => locate(app, request.path, request.query, now, &visitor).await,
+            "GET" | "HEAD" => match &site.store {
+                Some(store) => {
+                    let invited = if wants_json(headers) { invitation(store, request.path, now).await } else { None };
+                    let visitor = Visitor::new(headers.get("user-agent"), headers.get("accept-language"));
+                    match invited {
+                        Some(outcome) => outcome,
+                        None => locate(store, &app.settings, request.path, request.query, now, &visitor).await,
+                    }
                 }
-            }
+                None => Outcome::NotFound,
+            },
             _ => Outcome::NotImplemented,
         }
     };
@@ -126,16 +210,17 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
             cookie,
             vary,
             now,
+            site: index,
         },
         Outcome::Invitation(json) => {
-            Reply { status: Status::Ok, body: Body::Json(json), ..plain(Status::Ok, cookie, now) }
+            Reply { status: Status::Ok, body: Body::Json(json), ..plain(Status::Ok, cookie, now, index) }
         }
-        Outcome::NotFound => plain(Status::NotFound, cookie, now),
-        Outcome::NotImplemented => plain(Status::NotImplemented, cookie, now),
-        Outcome::Unavailable => plain(Status::Unavailable, cookie, now),
+        Outcome::NotFound => plain(Status::NotFound, cookie, now, index),
+        Outcome::NotImplemented => plain(Status::NotImplemented, cookie, now, index),
+        Outcome::Unavailable => plain(Status::Unavailable, cookie, now, index),
     };
     let client = app.settings.trusted_proxies.client_ip(peer.ip(), headers.all(app.settings.trusted_proxies.header()));
-    app.log.write(&Entry {
+    site.log.write(&Entry {
         time: now,
         client: app.settings.logged_ip(client),
         tracking: reply.cookie.as_ref(),
@@ -144,7 +229,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         status: reply.status.code(),
         location: reply.location.as_ref().map(Location::as_str),
     });
-    app.metrics.response(reply.status.code());
+    site.metrics.response(reply.status.code());
     reply
 }
 
@@ -155,9 +240,11 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
 /// [`crate::access_log::LOGGED_TARGET_BYTES`] of the target, and `-` for what was unreadable.
 pub fn refuse(app: &App, status: Status, request: Option<&Request<'_>>, peer: SocketAddr) -> Reply<Location> {
     let now = OffsetDateTime::now_utc();
-    let reply = plain(status, Some(TrackingId::generate(now)), now);
+    let index = request.map_or(app.sites.otherwise, |r| app.sites.pick(r));
+    let site = app.sites.get(index);
+    let reply = plain(status, Some(TrackingId::generate(now)), now, index);
     let target = request.map(|r| logged_target(r.target.as_bytes()));
-    app.log.write(&Entry {
+    site.log.write(&Entry {
         time: now,
         client: app.settings.logged_ip(peer.ip()),
         tracking: reply.cookie.as_ref(),
@@ -166,13 +253,13 @@ pub fn refuse(app: &App, status: Status, request: Option<&Request<'_>>, peer: So
         status: status.code(),
         location: None,
     });
-    app.metrics.response(status.code());
+    site.metrics.response(status.code());
     reply
 }
 
 /// A reply with the status's own page.
-fn plain(status: Status, cookie: Option<TrackingId>, now: OffsetDateTime) -> Reply<Location> {
-    Reply { status, body: Body::Page, location: None, shortlink: None, cookie, vary: false, now }
+fn plain(status: Status, cookie: Option<TrackingId>, now: OffsetDateTime, site: usize) -> Reply<Location> {
+    Reply { status, body: Body::Page, location: None, shortlink: None, cookie, vary: false, now, site }
 }
 
 /// A `Location` to send: borrowed from the cached link for a plain request, or built.
@@ -272,10 +359,15 @@ impl Ruleset for LiveLinks<'_> {
 
 /// Resolves a request path (the shortlink resolution draft, see [`crate::resolve`]) to a
 /// redirect, a 404, or a 503.
-async fn locate(app: &App, path: &str, query: Option<&str>, now: OffsetDateTime, visitor: &Visitor<'_>) -> Outcome {
-    let store = &*app.store;
-    let rules =
-        LiveLinks { store, fallback: app.settings.fallback.as_ref(), visitor, now, varied: AtomicBool::new(false) };
+async fn locate(
+    store: &LinkStore,
+    settings: &Settings,
+    path: &str,
+    query: Option<&str>,
+    now: OffsetDateTime,
+    visitor: &Visitor<'_>,
+) -> Outcome {
+    let rules = LiveLinks { store, fallback: settings.fallback.as_ref(), visitor, now, varied: AtomicBool::new(false) };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
     if query.is_none() {

@@ -127,4 +127,7 @@ pub struct Reply<L> {
     pub vary: bool,
     /// When it was decided (its `Date`).
     pub now: OffsetDateTime,
+    /// Which of the responder's sites (short domains) it answers for: its public URL and
+    /// cookie are written with that site's shape.
+    pub site: usize,
 }

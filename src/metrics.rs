@@ -197,41 +197,69 @@ impl Metrics {
         self.connections[worker.min(WORKER_SLOTS - 1)].fetch_add(1, Relaxed);
     }
 
-    /// The whole exposition.
+    /// The whole exposition, for one domain configured as before domains (no labels).
     pub fn render(&self, gauges: &Gauges) -> String {
-        let mut out = String::new();
-        let head = |out: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
-
-        head(&mut out, "couchlink_responses_total", "counter", "Responses sent, by status code.");
-        let labels = STATUSES.iter().map(|s| s.to_string()).chain(["other".to_owned()]);
-        for (label, count) in labels.zip(&self.responses) {
-            let _ = writeln!(out, "couchlink_responses_total{{status=\"{label}\"}} {}", count.load(Relaxed));
-        }
-
-        for (name, kind, help, value) in PLAIN {
-            head(&mut out, name, kind, help);
-            let _ = writeln!(out, "{name} {}", value(self, gauges));
-        }
-
-        let name = "couchlink_connections_accepted_total";
-        head(&mut out, name, "counter", "Connections accepted, by serving thread (the kernel spreads them).");
-        for (worker, count) in self.connections.iter().take(self.workers.load(Relaxed)).enumerate() {
-            let _ = writeln!(out, "{name}{{worker=\"{worker}\"}} {}", count.load(Relaxed));
-        }
-
-        let name = "couchlink_couchdb_request_duration_seconds";
-        head(&mut out, name, "histogram", "CouchDB document request latency.");
-        for (bound, count) in LATENCY_BUCKETS.iter().zip(&self.couch_latency_buckets) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {}", count.load(Relaxed));
-        }
-        let count = self.couch_latency_count.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{name}_sum {}", self.couch_latency_micros.load(Relaxed) as f64 / 1e6);
-        let _ = writeln!(out, "{name}_count {count}");
-        out
+        render(self, &[Labelled { domain: None, metrics: self, gauges }])
     }
+}
+
+/// One domain's counters and gauges, and the label they carry (`domain="0x1f.ie"`; `None`:
+/// none, with one domain).
+pub struct Labelled<'a> {
+    /// The configured domain (never a host a client named: the label values are bounded).
+    pub domain: Option<&'a str>,
+    /// Its counters.
+    pub metrics: &'a Metrics,
+    /// Its gauges.
+    pub gauges: &'a Gauges,
+}
+
+/// The whole exposition: each sample once per domain, labelled by it; connections by serving
+/// thread from `process`.
+pub fn render(process: &Metrics, sites: &[Labelled<'_>]) -> String {
+    let mut out = String::new();
+    let head = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    // `{domain="x",` and the rest of a sample's labels, or `{`.
+    let open = |site: &Labelled<'_>| site.domain.map_or("{".to_owned(), |d| format!("{{domain=\"{d}\","));
+    let alone = |site: &Labelled<'_>| site.domain.map_or(String::new(), |d| format!("{{domain=\"{d}\"}}"));
+
+    head(&mut out, "couchlink_responses_total", "counter", "Responses sent, by status code.");
+    for site in sites {
+        let labels = STATUSES.iter().map(|s| s.to_string()).chain(["other".to_owned()]);
+        for (label, count) in labels.zip(&site.metrics.responses) {
+            let _ =
+                writeln!(out, "couchlink_responses_total{}status=\"{label}\"}} {}", open(site), count.load(Relaxed));
+        }
+    }
+
+    for (name, kind, help, value) in PLAIN {
+        head(&mut out, name, kind, help);
+        for site in sites {
+            let _ = writeln!(out, "{name}{} {}", alone(site), value(site.metrics, site.gauges));
+        }
+    }
+
+    let name = "couchlink_connections_accepted_total";
+    head(&mut out, name, "counter", "Connections accepted, by serving thread (the kernel spreads them).");
+    for (worker, count) in process.connections.iter().take(process.workers.load(Relaxed)).enumerate() {
+        let _ = writeln!(out, "{name}{{worker=\"{worker}\"}} {}", count.load(Relaxed));
+    }
+
+    let name = "couchlink_couchdb_request_duration_seconds";
+    head(&mut out, name, "histogram", "CouchDB document request latency.");
+    for site in sites {
+        let m = site.metrics;
+        for (bound, count) in LATENCY_BUCKETS.iter().zip(&m.couch_latency_buckets) {
+            let _ = writeln!(out, "{name}_bucket{}le=\"{bound}\"}} {}", open(site), count.load(Relaxed));
+        }
+        let count = m.couch_latency_count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{}le=\"+Inf\"}} {count}", open(site));
+        let _ = writeln!(out, "{name}_sum{} {}", alone(site), m.couch_latency_micros.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count{} {count}", alone(site));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -16,13 +16,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::access_log::{AccessLog, Flusher, LogOptions, OpenError};
-use crate::admin::Admin;
+use crate::admin::{Admin, AdminSite};
 use crate::client_ip::TrustedProxies;
 use crate::couch::{CouchClient, CouchConfig, CouchError};
-use crate::domain::PublicUrl;
+use crate::domain::{Domain, Host, PublicUrl};
 use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
-use crate::handler::{App, Location, Settings};
+use crate::handler::{App, Location, Settings, Site, Sites};
 use crate::http::accept::{self, Limits};
 use crate::http::limits::Refusal;
 use crate::http::{Connections, Respond, Shape};
@@ -92,6 +92,12 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// How long a connection may take to send a request head.
     pub header_timeout: Duration,
+    /// Several short domains, each its own database, public URL, log folder (under `log_dir`)
+    /// and snapshot (under `state_dir`); empty: one domain, `couch.db` at `public_url`, as
+    /// before domains.
+    pub domains: Vec<Domain>,
+    /// With `domains`: where a request for another host goes (else a 404).
+    pub default_domain: Option<Host>,
 }
 
 impl ServerConfig {
@@ -138,6 +144,8 @@ impl ServerConfig {
             cold_reads: 32,
             max_connections: 8192,
             header_timeout: Duration::from_secs(10),
+            domains: Vec::new(),
+            default_domain: None,
         }
     }
 }
@@ -192,6 +200,9 @@ pub enum StartError {
         #[source]
         source: Box<CouchError>,
     },
+    /// The list of domains cannot be used.
+    #[error("bad domains: {0}")]
+    Domains(String),
     /// A serving thread could not start.
     #[error("cannot start serving thread {0}")]
     Worker(usize, #[source] std::io::Error),
@@ -200,7 +211,7 @@ pub enum StartError {
     Runtime(#[source] std::io::Error),
 }
 
-/// The proxy, built and ready to serve: its listeners bound, its access log open, CouchDB
+/// The proxy, built and ready to serve: its listeners bound, its access logs open, CouchDB
 /// checked.
 pub struct Application {
     config: ServerConfig,
@@ -208,20 +219,47 @@ pub struct Application {
     admin_listener: TcpListener,
     address: SocketAddr,
     admin_address: SocketAddr,
-    public_url: PublicUrl,
-    couch: CouchClient,
-    log: AccessLog,
-    flusher: Flusher,
+    /// One per short domain (one, unnamed, without `domains`).
+    sites: Vec<SitePlan>,
+    /// With `domains`: the access log of requests for no configured domain (and no default).
+    unknown: Option<(AccessLog, Flusher, PathBuf)>,
     /// Held while serving: see [`Application::build`].
     _file_size_limit: Option<tokio::signal::unix::Signal>,
     /// SIGHUP, caught from the start (its default is to end the process).
     hangups: Option<tokio::signal::unix::Signal>,
 }
 
+/// One short domain, checked and with its log open, before it serves.
+struct SitePlan {
+    /// Its host; `None` with one domain configured as before domains (every host).
+    host: Option<Host>,
+    couch: CouchClient,
+    public_url: PublicUrl,
+    log: AccessLog,
+    flusher: Flusher,
+    log_dir: PathBuf,
+    state_dir: Option<PathBuf>,
+}
+
+/// One short domain serving: what the handler, the admin listener and shutdown need of it.
+struct RunningSite {
+    host: Option<Host>,
+    public_url: PublicUrl,
+    couch: CouchClient,
+    store: Arc<LinkStore>,
+    metrics: Arc<Metrics>,
+    feed: Arc<FeedStatus>,
+    snapshot_status: Arc<SnapshotStatus>,
+    snapshots: Option<Arc<Snapshots>>,
+    log: AccessLog,
+    flusher: Flusher,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
 impl Application {
-    /// Binds both listeners, opens the access log and checks CouchDB. A CouchDB that does not
+    /// Binds both listeners, opens the access logs and checks CouchDB. A CouchDB that does not
     /// answer is not an error (the proxy serves what it can and catches up); one that refuses
-    /// the account or lacks the database is.
+    /// the account or lacks a database is.
     pub async fn build(config: ServerConfig) -> Result<Application, StartError> {
         let listener = accept::bind_shareable(config.listen).map_err(|source| StartError::Bind {
             addr: config.listen,
@@ -235,24 +273,50 @@ impl Application {
         })?;
         let address = listener.local_addr().map_err(StartError::Runtime)?;
         let admin_address = admin_listener.local_addr().map_err(StartError::Runtime)?;
-        let public_url = match &config.public_url {
-            Some(url) => url.clone(),
-            None => {
-                let local = PublicUrl::from_listen(address);
-                if address.ip().is_unspecified() {
-                    tracing::warn!(
-                        "COUCHLINK_PUBLIC_URL is not set: Link headers name {local}; set it to the address people reach"
-                    );
+        raise_fd_limit(config.max_connections);
+        // Each domain's CouchDB database first: a start refused for its account or database
+        // leaves no empty log folder.
+        let mut checked = Vec::new();
+        if config.domains.is_empty() {
+            let public_url = match &config.public_url {
+                Some(url) => url.clone(),
+                None => {
+                    let local = PublicUrl::from_listen(address);
+                    if address.ip().is_unspecified() {
+                        tracing::warn!(
+                            "COUCHLINK_PUBLIC_URL is not set: Link headers name {local}; set it to the address people reach"
+                        );
+                    }
+                    local
                 }
-                local
+            };
+            let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
+            check_database(&couch, &config.editor_role).await?;
+            checked.push((None, couch, public_url, config.log_dir.clone(), config.state_dir.clone()));
+        } else {
+            for domain in &config.domains {
+                let couch_config = CouchConfig { db: domain.db.clone(), ..config.couch.clone() };
+                let couch = CouchClient::new(&couch_config).map_err(|e| StartError::Client(Box::new(e)))?;
+                check_database(&couch, &format!("{}:editor", domain.db)).await?;
+                let (log_dir, state_dir) = (config.log_dir.join(domain.host.as_str()), config.state_dir.clone());
+                let state_dir = state_dir.map(|d| d.join(domain.host.as_str()));
+                checked.push((Some(domain.host.clone()), couch, domain.public_url.clone(), log_dir, state_dir));
+            }
+        }
+        let options = LogOptions { queue_bytes: config.log_queue_bytes, sync: config.log_sync };
+        let mut sites = Vec::with_capacity(checked.len());
+        for (host, couch, public_url, log_dir, state_dir) in checked {
+            let (log, flusher) = AccessLog::open(&log_dir, options)?;
+            sites.push(SitePlan { host, couch, public_url, log, flusher, log_dir, state_dir });
+        }
+        let unknown = match config.domains.is_empty() || config.default_domain.is_some() {
+            true => None,
+            false => {
+                let dir = config.log_dir.join(UNKNOWN_HOSTS);
+                let (log, flusher) = AccessLog::open(&dir, options)?;
+                Some((log, flusher, dir))
             }
         };
-        raise_fd_limit(config.max_connections);
-        // CouchDB first: a start refused for its account or database leaves no empty log folder.
-        let couch = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
-        check_database(&couch, &config.editor_role).await?;
-        let options = LogOptions { queue_bytes: config.log_queue_bytes, sync: config.log_sync };
-        let (log, flusher) = AccessLog::open(&config.log_dir, options)?;
         // A file-size limit (RLIMIT_FSIZE) that the access log reaches must be a write error
         // the log reports and recovers from, not SIGXFSZ ending the process.
         let file_size_limit =
@@ -264,10 +328,8 @@ impl Application {
             admin_listener,
             address,
             admin_address,
-            public_url,
-            couch,
-            log,
-            flusher,
+            sites,
+            unknown,
             _file_size_limit: file_size_limit,
             hangups,
         })
@@ -284,88 +346,41 @@ impl Application {
     }
 
     /// Serves until `shutdown` completes; then stops accepting, lets in-flight requests
-    /// finish, stops the admin listener and the feed, and writes every access log line before
+    /// finish, stops the admin listener and the feeds, and writes every access log line before
     /// returning.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
-        let Application {
-            config,
-            listener,
-            admin_listener,
-            address,
-            admin_address,
-            public_url,
-            couch,
-            log,
-            flusher,
-            hangups,
-            ..
-        } = self;
+        let Application { config, listener, admin_listener, address, admin_address, sites, unknown, hangups, .. } =
+            self;
         let metrics = Arc::new(Metrics::default());
-        let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), config.cache_capacity, config.cold_reads));
-        let feed = Arc::new(FeedStatus::default());
-        let snapshot_status = Arc::new(SnapshotStatus::default());
         let (stop, stopped) = watch::channel(false);
-        let mut follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
-        // Before anything is served: from a snapshot that passes its checks, the cache is
-        // whole at once; otherwise it fills from CouchDB while serving (a warm start).
-        let restored = match &config.state_dir {
-            Some(dir) => {
-                let identity = couch.database_identity().await.map_err(|e| Causes(&e).to_string());
-                let file = SnapshotFile::new(dir);
-                snapshot::restore(
-                    &file,
-                    identity.as_deref().map_err(Clone::clone),
-                    couch.database(),
-                    &store,
-                    &snapshot_status,
-                )
-                .await
-            }
-            None => None,
-        };
-        // A warm-up unless the snapshot held a whole one.
-        let warmed = restored.as_ref().is_some_and(|r| r.complete);
-        // "warming" in /healthz from the start, until the first warm-up is done.
-        store.set_warming(config.warm_start && !warmed);
-        if let Some(restored) = restored {
-            follower = follower.resume_from(restored.seq);
+        let one = sites.len() == 1 && sites[0].host.is_none();
+        let mut running = Vec::with_capacity(sites.len());
+        for plan in sites {
+            // With one domain its counters are the process's, unlabelled, as before domains.
+            let site_metrics = if one { metrics.clone() } else { Arc::new(Metrics::default()) };
+            running.push(start_site(plan, site_metrics, &config, stopped.clone()).await);
         }
-        let follower = tokio::spawn(follower.run(stopped.clone()));
-        let snapshots = config.state_dir.as_ref().map(|dir| {
-            Arc::new(Snapshots {
-                file: SnapshotFile::new(dir),
-                couch: couch.clone(),
-                store: store.clone(),
-                feed: feed.clone(),
-                warm_start: config.warm_start,
-                interval: config.snapshot_interval,
-                status: snapshot_status.clone(),
-                writing: Default::default(),
-            })
-        });
-        let snapshotting = snapshots.clone().map(|s| tokio::spawn(s.run(stopped.clone())));
-        let rereading = hangups.map(|h| {
-            tokio::spawn(reread_password(h, couch.clone(), config.couch.password_file.clone(), stopped.clone()))
-        });
-        let retention = Retention {
-            dir: config.log_dir.clone(),
-            keep_days: NonZeroU32::new(config.log_keep_days),
-            compress: config.log_compress,
-        };
-        let retention = tokio::spawn(retention.run(stopped.clone()));
-        let warmed_for = if warmed { store.synced_epoch() } else { None };
-        let warmer = config
-            .warm_start
-            .then(|| tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
+        let couches: Vec<CouchClient> = running.iter().map(|s| s.couch.clone()).collect();
+        let rereading = hangups
+            .map(|h| tokio::spawn(reread_password(h, couches, config.couch.password_file.clone(), stopped.clone())));
+        let unknown_metrics = Arc::new(Metrics::default());
         let admin = Arc::new(Admin {
-            couch,
-            store: store.clone(),
-            metrics: metrics.clone(),
-            feed,
-            log: log.clone(),
-            snapshots: snapshot_status,
+            process: metrics.clone(),
+            sites: running
+                .iter()
+                .map(|s| AdminSite {
+                    host: s.host.as_ref().map(|h| h.to_string()),
+                    couch: s.couch.clone(),
+                    store: s.store.clone(),
+                    metrics: s.metrics.clone(),
+                    feed: s.feed.clone(),
+                    log: s.log.clone(),
+                    snapshots: s.snapshot_status.clone(),
+                })
+                .collect(),
+            unknown: unknown.as_ref().map(|(log, _, _)| (log.clone(), unknown_metrics.clone())),
         });
-        let mut admin_stop = stopped;
+        let mut admin_stop = stopped.clone();
         let admin_server = tokio::spawn(accept::run(
             admin_listener,
             admin,
@@ -381,38 +396,61 @@ impl Application {
         settings.honor_privacy_signals = config.honor_privacy_signals;
         settings.anonymize_ip = config.anonymize_ip;
         settings.fallback = config.fallback_url.as_deref().map(Arc::from);
-        let app = Arc::new(App { store, log, metrics: metrics.clone(), settings });
-        let shape = Arc::new(Shape::new(public_url.clone(), &config.cookie_name));
+        let mut shapes: Vec<Shape> =
+            running.iter().map(|s| Shape::new(s.public_url.clone(), &config.cookie_name)).collect();
+        let handler_site =
+            |s: &RunningSite| Site { store: Some(s.store.clone()), log: s.log.clone(), metrics: s.metrics.clone() };
+        let sites = if one {
+            Sites::single(handler_site(&running[0]))
+        } else {
+            let default =
+                config.default_domain.as_ref().and_then(|d| running.iter().position(|s| s.host.as_ref() == Some(d)));
+            let hosts = running.iter().map(|s| (s.host.clone().expect("named domains"), handler_site(s))).collect();
+            // Requests for no configured host: a 404 logged apart, written as the first
+            // domain's (no shortlink is named; the cookie's Secure follows that domain).
+            let sink = match &unknown {
+                Some((log, _, _)) => Site { store: None, log: log.clone(), metrics: unknown_metrics.clone() },
+                None => Site { store: None, log: running[0].log.clone(), metrics: unknown_metrics.clone() },
+            };
+            shapes.push(Shape::new(running[default.unwrap_or(0)].public_url.clone(), &config.cookie_name));
+            Sites::new(hosts, default, sink)
+        };
+        let app = Arc::new(App { sites, metrics: metrics.clone(), settings });
+        let shapes = Arc::new(shapes);
         let limits = Limits::new(config.max_connections, config.header_timeout);
         let workers = config.workers.max(1);
-        // The last snapshot is written before the listeners close: a restart waiting for this
-        // process to exit then loses no time to it (the next process binds its port before it
-        // reads the snapshot, so connections wait in the kernel's queue meanwhile).
+        // The last snapshots are written before the listeners close: a restart waiting for this
+        // process to exit then loses no time to them (the next process binds its port before it
+        // reads them, so connections wait in the kernel's queue meanwhile).
+        let snapshots: Vec<Arc<Snapshots>> = running.iter().filter_map(|s| s.snapshots.clone()).collect();
         let shutdown = async move {
             shutdown.await;
-            if let Some(snapshots) = snapshots {
+            for snapshots in snapshots {
                 snapshots.write_once().await;
             }
         };
-        let result = serve_on_workers(listener, app, shape, limits, shutdown, config.drain, workers, || {
+        let public = running.iter().map(|s| s.public_url.to_string()).collect::<Vec<_>>().join(", ");
+        let result = serve_on_workers(listener, app, shapes, limits, shutdown, config.drain, workers, || {
             let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
             tracing::info!(
-                "serving redirects on http://{address} (public URL {public_url}, {threads}; health and metrics on http://{admin_address})"
+                "serving redirects on http://{address} (public URL {public}, {threads}; health and metrics on http://{admin_address})"
             );
         })
         .await;
         let _ = stop.send(true);
-        let _ = tokio::join!(follower, admin_server, retention);
+        let _ = admin_server.await;
         if let Some(rereading) = rereading {
             let _ = rereading.await;
         }
-        if let Some(warmer) = warmer {
-            let _ = warmer.await;
+        for site in running {
+            for task in site.tasks {
+                let _ = task.await;
+            }
+            site.flusher.finish(LOG_FLUSH_TIMEOUT).await;
         }
-        if let Some(snapshotting) = snapshotting {
-            let _ = snapshotting.await;
+        if let Some((_, flusher, _)) = unknown {
+            flusher.finish(LOG_FLUSH_TIMEOUT).await;
         }
-        flusher.finish(LOG_FLUSH_TIMEOUT).await;
         if result.is_ok() {
             tracing::info!(
                 "stopped: in-flight requests finished and the access log written; {} requests served since start",
@@ -421,6 +459,70 @@ impl Application {
         }
         result
     }
+}
+
+/// The folder, beside the domains' own, of the access log of requests for no configured domain.
+pub const UNKNOWN_HOSTS: &str = "_unknown";
+
+/// Starts one domain: its store, from its snapshot where one passes its checks, its `_changes`
+/// feed, its snapshots, its log retention and its warm-up.
+async fn start_site(
+    plan: SitePlan,
+    metrics: Arc<Metrics>,
+    config: &ServerConfig,
+    stopped: watch::Receiver<bool>,
+) -> RunningSite {
+    let SitePlan { host, couch, public_url, log, flusher, log_dir, state_dir } = plan;
+    let store = Arc::new(LinkStore::new(couch.clone(), metrics.clone(), config.cache_capacity, config.cold_reads));
+    let feed = Arc::new(FeedStatus::default());
+    let snapshot_status = Arc::new(SnapshotStatus::default());
+    let mut follower = Follower::new(couch.clone(), store.clone(), metrics.clone(), feed.clone());
+    // Before anything is served: from a snapshot that passes its checks, the cache is whole at
+    // once; otherwise it fills from CouchDB while serving (a warm start).
+    let restored = match &state_dir {
+        Some(dir) => {
+            let identity = couch.database_identity().await.map_err(|e| Causes(&e).to_string());
+            let file = SnapshotFile::new(dir);
+            snapshot::restore(
+                &file,
+                identity.as_deref().map_err(Clone::clone),
+                couch.database(),
+                &store,
+                &snapshot_status,
+            )
+            .await
+        }
+        None => None,
+    };
+    // A warm-up unless the snapshot held a whole one.
+    let warmed = restored.as_ref().is_some_and(|r| r.complete);
+    // "warming" in /healthz from the start, until the first warm-up is done.
+    store.set_warming(config.warm_start && !warmed);
+    if let Some(restored) = restored {
+        follower = follower.resume_from(restored.seq);
+    }
+    let mut tasks = vec![tokio::spawn(follower.run(stopped.clone()))];
+    let snapshots = state_dir.as_ref().map(|dir| {
+        Arc::new(Snapshots {
+            file: SnapshotFile::new(dir),
+            couch: couch.clone(),
+            store: store.clone(),
+            feed: feed.clone(),
+            warm_start: config.warm_start,
+            interval: config.snapshot_interval,
+            status: snapshot_status.clone(),
+            writing: Default::default(),
+        })
+    });
+    tasks.extend(snapshots.clone().map(|s| tokio::spawn(s.run(stopped.clone()))));
+    let retention =
+        Retention { dir: log_dir, keep_days: NonZeroU32::new(config.log_keep_days), compress: config.log_compress };
+    tasks.push(tokio::spawn(retention.run(stopped.clone())));
+    let warmed_for = if warmed { store.synced_epoch() } else { None };
+    if config.warm_start {
+        tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped)));
+    }
+    RunningSite { host, public_url, couch, store, metrics, feed, snapshot_status, snapshots, log, flusher, tasks }
 }
 
 /// Serves `app` on `listener` from `workers` threads until `shutdown` completes, calling
@@ -435,7 +537,7 @@ impl Application {
 async fn serve_on_workers(
     listener: std::net::TcpListener,
     app: Arc<App>,
-    shape: Arc<Shape>,
+    shapes: Arc<Vec<Shape>>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
@@ -448,7 +550,7 @@ async fn serve_on_workers(
     app.metrics.set_workers(workers);
     for n in 1..workers {
         let (app, mut closed, ready, limits) = (
-            Arc::new(Worker { app: app.clone(), shape: shape.clone(), index: n }),
+            Arc::new(Worker { app: app.clone(), shapes: shapes.clone(), index: n }),
             closed.clone(),
             ready_tx.clone(),
             limits.clone(),
@@ -505,7 +607,7 @@ async fn serve_on_workers(
         shutdown.await;
         let _ = close.send(true);
     };
-    serve_redirects(listener, Arc::new(Worker { app, shape, index: 0 }), limits, shutdown, drain).await;
+    serve_redirects(listener, Arc::new(Worker { app, shapes, index: 0 }), limits, shutdown, drain).await;
     join(threads).await;
     Ok(())
 }
@@ -527,7 +629,8 @@ async fn serve_redirects(
 /// spread shows in `/metrics`).
 struct Worker {
     app: Arc<App>,
-    shape: Arc<Shape>,
+    /// One per site, in the order of the app's sites.
+    shapes: Arc<Vec<Shape>>,
     index: usize,
 }
 
@@ -542,8 +645,8 @@ impl Respond for Worker {
         crate::handler::refuse(&self.app, refusal.status(), request, peer)
     }
 
-    fn shape(&self) -> &Shape {
-        &self.shape
+    fn shape(&self, site: usize) -> &Shape {
+        &self.shapes[site]
     }
 
     fn accepted(&self) {
@@ -608,7 +711,7 @@ async fn warn_if_writer(couch: &CouchClient, editor_role: &str) {
 /// so that an operator rotates it without a restart; the `_changes` feed then tries at once.
 async fn reread_password(
     mut hangups: tokio::signal::unix::Signal,
-    couch: CouchClient,
+    couches: Vec<CouchClient>,
     file: Option<PathBuf>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -623,7 +726,9 @@ async fn reread_password(
         };
         match crate::couch::read_secret_file(file) {
             Ok(password) => {
-                couch.set_password(password);
+                for couch in &couches {
+                    couch.set_password(password.clone());
+                }
                 tracing::info!("SIGHUP: read the CouchDB password again from {}", file.display());
             }
             Err(e) => tracing::warn!("SIGHUP: {e}; the password read before is still used"),

@@ -58,6 +58,9 @@ pub struct AgentArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
 }
 
 /// Why the agent did not start.

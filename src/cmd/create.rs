@@ -17,6 +17,9 @@ pub struct CreateArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
     /// The target: an http(s) URL, or an internal redirect such as /H83if/spring.
     pub url: String,
     /// When the link stops working: a UTC date (2026-12-31: it works through that day) or an

@@ -22,6 +22,9 @@ pub struct ExportArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
 }
 
 /// Why an export failed.

@@ -50,6 +50,9 @@ pub struct ImportArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
 }
 
 /// Why an import failed.

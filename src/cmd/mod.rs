@@ -64,16 +64,35 @@ pub type CommandError = Box<dyn Error + Send + Sync + 'static>;
 impl Command {
     /// Runs the command to its end.
     pub fn execute(self) -> Result<(), CommandError> {
+        let mut unused = None;
         match self {
             Command::Serve(args) => Ok(args.execute()?),
-            Command::Setup(args) => Ok(args.execute()?),
-            Command::Create(args) => Ok(args.execute()?),
-            Command::Import(args) => Ok(args.execute()?),
-            Command::Export(args) => Ok(args.execute()?),
-            Command::Qr(args) => Ok(args.execute()?),
+            Command::Setup(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
+            Command::Create(mut args) => {
+                args.on.apply(&mut args.couch, &mut args.public_url)?;
+                Ok(args.execute()?)
+            }
+            Command::Import(mut args) => {
+                args.on.apply(&mut args.couch, &mut args.public_url)?;
+                Ok(args.execute()?)
+            }
+            Command::Export(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
+            Command::Qr(mut args) => {
+                args.on.apply(&mut args.couch, &mut args.public_url)?;
+                Ok(args.execute()?)
+            }
             Command::Report(args) => Ok(args.execute()?),
             #[cfg(feature = "agent")]
-            Command::Agent(args) => Ok(args.execute()?),
+            Command::Agent(mut args) => {
+                args.on.apply(&mut args.couch, &mut args.public_url)?;
+                Ok(args.execute()?)
+            }
         }
     }
 
@@ -103,6 +122,84 @@ pub struct CouchArgs {
     /// The links database.
     #[arg(long, env = "COUCHLINK_DB", default_value = "links")]
     pub db: String,
+}
+
+/// Several short domains, each its own database and public URL (docs/reference.md, "Several
+/// domains"); none: one domain, `COUCHLINK_DB` at `COUCHLINK_PUBLIC_URL`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DomainArgs {
+    /// Several short domains, each its own links database: HOST=DB,HOST=DB (e.g.
+    /// 0x1f.ie=links,go.acme.example=acme_links); the Host of a request picks one.
+    #[arg(long, env = "COUCHLINK_DOMAINS")]
+    pub domains: Option<String>,
+    /// A file of domains for longer lists, a line each: HOST DATABASE [PUBLIC_URL] (# comments).
+    #[arg(long, env = "COUCHLINK_DOMAINS_FILE")]
+    pub domains_file: Option<std::path::PathBuf>,
+    /// The domains' public URLs, where not http://HOST: HOST=URL,HOST=URL.
+    #[arg(long, env = "COUCHLINK_PUBLIC_URLS")]
+    pub public_urls: Option<String>,
+}
+
+impl DomainArgs {
+    /// The domains named (empty: none).
+    pub fn list(&self) -> Result<Vec<crate::domain::Domain>, String> {
+        let file = match &self.domains_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read the domains file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        crate::domain::parse_domains(self.domains.as_deref(), file.as_deref(), self.public_urls.as_deref())
+    }
+
+    /// For a command on one domain (`--domain HOST`): its database and public URL, which
+    /// replace `couch.db` and `public_url`; without `--domain`, those as given.
+    pub fn pick(
+        &self,
+        domain: Option<&str>,
+        couch: &mut CouchArgs,
+        public_url: &mut Option<crate::domain::PublicUrl>,
+    ) -> Result<(), String> {
+        let Some(domain) = domain else { return Ok(()) };
+        let host = crate::domain::Host::parse(domain).map_err(|e| e.to_string())?;
+        let domains = self.list()?;
+        let found = domains
+            .into_iter()
+            .find(|d| d.host == host)
+            .ok_or_else(|| format!("{host} is not one of the domains (COUCHLINK_DOMAINS or COUCHLINK_DOMAINS_FILE)"))?;
+        couch.db = found.db;
+        *public_url = Some(found.public_url);
+        Ok(())
+    }
+}
+
+/// `--domain HOST`: a command on one of several short domains, with that domain's database and
+/// public URL.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DomainChoice {
+    /// With several domains (COUCHLINK_DOMAINS): the one to work on (its database and public URL).
+    #[arg(long = "domain", value_name = "HOST")]
+    pub domain: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub domains: DomainArgs,
+}
+
+/// A `--domain` that names no configured domain, or a list that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DomainError(String);
+
+impl DomainChoice {
+    /// Puts the chosen domain's database in `couch` and its public URL in `public_url`.
+    fn apply(
+        &self,
+        couch: &mut CouchArgs,
+        public_url: &mut Option<crate::domain::PublicUrl>,
+    ) -> Result<(), DomainError> {
+        self.domains.pick(self.domain.as_deref(), couch, public_url).map_err(DomainError)
+    }
 }
 
 /// The roles that read and edit the links database (docs/reference.md, "Who may do what").

@@ -50,6 +50,9 @@ pub struct QrArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
 }
 
 /// The picture formats.

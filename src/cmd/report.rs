@@ -47,6 +47,11 @@ pub struct ReportArgs {
     /// Write the report to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With several domains (COUCHLINK_DOMAINS): report this one's logs, in its folder under
+    /// --log-dir; repeat for several, reported apart (JSON: under "domains"; table: a section
+    /// each; CSV: a domain column first).
+    #[arg(long = "domain", value_name = "HOST", value_parser = parse_host, conflicts_with = "paths")]
+    pub domains: Vec<crate::domain::Host>,
     /// Print the bot list as one regular expression (for ClickHouse: docs/clickhouse.md) and exit.
     #[arg(long, conflicts_with_all = ["paths", "by", "geoip", "since", "until", "links", "out"])]
     pub bot_pattern: bool,
@@ -93,6 +98,9 @@ pub enum ReportCommandError {
     /// Breakdowns asked of the old schema.
     #[error("couchlink-report/1 has no breakdowns: leave out --schema 1, or --by and --geoip")]
     OldSchema,
+    /// An HTML page holds one domain.
+    #[error("an HTML page reports one domain: give one --domain at a time")]
+    HtmlOfDomains,
     /// An HTML page would go to the terminal.
     #[error("an HTML page would fill the terminal: write it with --out FILE, redirect stdout, or use --format table")]
     HtmlToTerminal,
@@ -149,28 +157,26 @@ impl ReportArgs {
         }
         let geoip = self.geoip.as_deref().map(GeoIp::open).transpose().map_err(ReportError::from)?;
         let breakdowns = Breakdowns::new(&dimensions, geoip).map_err(ReportError::from)?;
-        let paths = if self.paths.is_empty() { vec![self.log_dir] } else { self.paths };
+        if self.format == Format::Html && self.domains.len() > 1 {
+            return Err(ReportCommandError::HtmlOfDomains);
+        }
+        // Each domain's folder, reported apart; or the paths (the log directory) as one.
+        let sets: Vec<(Option<String>, Vec<PathBuf>)> = if self.domains.is_empty() {
+            vec![(None, if self.paths.is_empty() { vec![self.log_dir.clone()] } else { self.paths.clone() })]
+        } else {
+            self.domains.iter().map(|d| (Some(d.to_string()), vec![self.log_dir.join(d.as_str())])).collect()
+        };
+        let apart = sets.len() > 1;
         let options = Options {
             since: self.since,
             until: self.until,
-            links: self.links.into_iter().collect(),
+            links: self.links.iter().copied().collect(),
             breakdowns: breakdowns.into(),
             schema,
         };
         // On one of the pool's threads, not on this one: a step done in one thread (merging,
         // writing the JSON) would otherwise share a core with a pool thread spinning for work.
         rayon::scope(|_| {
-            let report = report::run(&paths, &options)?;
-            let malformed = &report.totals.malformed_lines;
-            if let Some(first) = malformed.first() {
-                tracing::warn!(
-                    "{} malformed lines, counted in the report (first: {}:{}: {})",
-                    report.totals.malformed,
-                    first.file,
-                    first.line,
-                    first.reason
-                );
-            }
             let where_ = self.out.as_ref().map_or("standard output".to_owned(), |p| p.display().to_string());
             let fail = |source| ReportCommandError::Write { where_: where_.clone(), source };
             let mut out: Box<dyn Write> = match &self.out {
@@ -182,23 +188,92 @@ impl ReportArgs {
                     Box::new(BufWriter::with_capacity(1 << 16, File::from(fd)))
                 }
             };
-            let printed = match self.format {
-                Format::Table => print::table(&report, &mut out),
-                Format::Csv => print::csv(&report, &mut out),
-                Format::Json => print::json(&report, &mut out),
-                Format::Html => print::html(&report, &mut out),
-            };
+            let mut printed = Ok(());
+            for (n, (domain, paths)) in sets.iter().enumerate() {
+                let report = report::run(paths, &options)?;
+                let malformed = &report.totals.malformed_lines;
+                if let Some(first) = malformed.first() {
+                    tracing::warn!(
+                        "{} malformed lines, counted in the report (first: {}:{}: {})",
+                        report.totals.malformed,
+                        first.file,
+                        first.line,
+                        first.reason
+                    );
+                }
+                printed = printed.and_then(|()| match (apart, domain) {
+                    (true, Some(domain)) => self.print_apart(&report, domain, n, sets.len(), &mut out),
+                    _ => self.print(&report, &mut out),
+                });
+                // The process ends next: freeing the report's hundreds of thousands of small
+                // pieces one by one would only make it end later.
+                std::mem::forget(report);
+            }
             match printed.and_then(|()| out.flush()) {
                 // A reader that has seen enough (`couchlink report | head`) is not a failure.
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe && self.out.is_none() => {}
                 done => done.map_err(fail)?,
             }
-            // The process ends next: freeing the report's hundreds of thousands of small pieces one
-            // by one would only make it end later.
-            std::mem::forget(report);
             Ok(())
         })
     }
+
+    fn print(&self, report: &report::Report, out: &mut dyn Write) -> io::Result<()> {
+        match self.format {
+            Format::Table => print::table(report, out),
+            Format::Csv => print::csv(report, out),
+            Format::Json => print::json(report, out),
+            Format::Html => print::html(report, out),
+        }
+    }
+
+    /// Domain `domain`'s report, the `n`th of `of`, printed apart from the others'.
+    fn print_apart(
+        &self,
+        report: &report::Report,
+        domain: &str,
+        n: usize,
+        of: usize,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let mut own = Vec::new();
+        self.print(report, &mut own)?;
+        match self.format {
+            Format::Json => {
+                let opening = if n == 0 { "{\"domains\":{" } else { "," };
+                write!(out, "{opening}{}:", serde_json::Value::from(domain))?;
+                out.write_all(own.trim_ascii_end())?;
+                if n + 1 == of {
+                    writeln!(out, "}}}}")?;
+                }
+            }
+            Format::Csv => {
+                let mut rows = csv::Reader::from_reader(own.as_slice());
+                let mut writer = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(out);
+                if n == 0 {
+                    let header = rows.headers().map_err(io::Error::other)?;
+                    writer.write_record(std::iter::once("domain").chain(header.iter()))?;
+                }
+                for row in rows.records() {
+                    let row = row.map_err(io::Error::other)?;
+                    writer.write_record(std::iter::once(domain).chain(row.iter()))?;
+                }
+                writer.flush()?;
+            }
+            Format::Table | Format::Html => {
+                if n > 0 {
+                    writeln!(out)?;
+                }
+                writeln!(out, "== {domain}")?;
+                out.write_all(&own)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_host(text: &str) -> Result<crate::domain::Host, String> {
+    crate::domain::Host::parse(text).map_err(|e| e.to_string())
 }
 
 fn since(text: &str) -> Result<Stamp, String> {

@@ -23,6 +23,12 @@ pub struct ServeArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub roles: super::RoleArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub domains: super::DomainArgs,
+    /// With several domains: the one a request for any other host is served as (default: a 404).
+    #[arg(long, env = "COUCHLINK_DEFAULT_DOMAIN")]
+    pub default_domain: Option<String>,
     /// Address redirects are served on.
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -116,17 +122,28 @@ impl ServeArgs {
     pub fn execute(self) -> Result<(), StartError> {
         let runtime = super::current_thread_runtime().map_err(StartError::Runtime)?;
         runtime.block_on(async {
-            Application::build(self.into_config()).await?.run_until_stopped(super::shutdown_signal()).await
+            Application::build(self.into_config()?).await?.run_until_stopped(super::shutdown_signal()).await
         })
     }
 
     /// The configuration these flags describe.
-    pub fn into_config(self) -> ServerConfig {
+    pub fn into_config(self) -> Result<ServerConfig, StartError> {
+        let domains = self.domains.list().map_err(StartError::Domains)?;
+        let default_domain = match &self.default_domain {
+            None => None,
+            Some(name) => {
+                let host = crate::domain::Host::parse(name).map_err(|e| StartError::Domains(e.to_string()))?;
+                if !domains.iter().any(|d| d.host == host) {
+                    return Err(StartError::Domains(format!("the default domain {host} is not one of the domains")));
+                }
+                Some(host)
+            }
+        };
         // Only for a warning: a role name CouchDB would refuse cannot be held either.
         let editor_role = self.roles.roles(&self.couch.db).map(|r| r.editor).unwrap_or_default();
         let workers = self.workers.map_or_else(ServerConfig::default_workers, NonZeroUsize::get);
         let state_dir = self.state_dir.unwrap_or_else(|| ServerConfig::state_dir_beside(&self.log_dir));
-        ServerConfig {
+        Ok(ServerConfig {
             listen: self.listen,
             admin_listen: self.admin_listen,
             couch: self.couch.into(),
@@ -151,7 +168,9 @@ impl ServeArgs {
             cold_reads: self.cold_reads.get(),
             max_connections: self.max_connections.get(),
             header_timeout: Duration::from_secs(self.header_timeout_secs.get().into()),
-        }
+            domains,
+            default_domain,
+        })
     }
 }
 

@@ -24,6 +24,9 @@ pub struct SetupArgs {
     pub couch: CouchArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
+    pub on: super::DomainChoice,
+    #[command(flatten)]
+    #[allow(missing_docs)]
     pub roles: RoleArgs,
     /// Name of the proxy's read-only account that setup creates or updates.
     #[arg(long, env = "COUCHLINK_READER_USER", default_value = "couchlink-reader")]

@@ -1,5 +1,6 @@
 //! Domain types: parsed, validated values that the rest of couchlink can trust.
 
+mod host;
 mod link;
 mod link_id;
 mod public_url;
@@ -7,6 +8,7 @@ mod roles;
 mod target;
 mod tracking_id;
 
+pub use host::{parse_domains, Domain, Host, InvalidHost};
 pub use link::{check_target, Link, LinkDoc, LinkParts, Rule, UnusableLink};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use public_url::{InvalidPublicUrl, PublicUrl};

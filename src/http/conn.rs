@@ -76,8 +76,9 @@ pub trait Respond: Send + Sync + 'static {
     /// could not be); the connection closes after it.
     fn refuse(&self, refusal: Refusal, request: Option<&Request<'_>>, peer: SocketAddr) -> Reply<Self::Location>;
 
-    /// The cookie's name and attributes and the public URL every reply is written with.
-    fn shape(&self) -> &Shape;
+    /// The cookie's name and attributes and the public URL the replies of site `site` (see
+    /// [`Reply::site`]) are written with.
+    fn shape(&self, site: usize) -> &Shape;
 
     /// Told about each connection accepted.
     fn accepted(&self) {}
@@ -296,7 +297,7 @@ where
                     }
                 };
                 if let Some((reply, framing)) = reply {
-                    write::write(&reply, self.responder.shape(), framing, &mut self.out);
+                    write::write(&reply, self.responder.shape(reply.site), framing, &mut self.out);
                     self.stats.replies += 1;
                 }
                 if self.out.len() >= MAX_PENDING_OUTPUT && !close && !self.flush(timer.as_mut(), &mut since).await {
@@ -321,7 +322,7 @@ where
                 let refusal = Refusal::for_unfinished_head(&self.buf);
                 let framing = Framing { version: 1, omit_body: false, persistence: Persistence::Close };
                 let reply = self.responder.refuse(refusal, None, self.peer);
-                write::write(&reply, self.responder.shape(), framing, &mut self.out);
+                write::write(&reply, self.responder.shape(reply.site), framing, &mut self.out);
                 self.stats.replies += 1;
                 if self.flush(timer.as_mut(), &mut since).await {
                     return self.close().await;
@@ -618,7 +619,7 @@ mod tests {
                 reply(refusal.status(), Body::Page)
             }
 
-            fn shape(&self) -> &Shape {
+            fn shape(&self, _site: usize) -> &Shape {
                 &self.0
             }
         }
@@ -632,6 +633,7 @@ mod tests {
                 cookie: None,
                 vary: false,
                 now: OffsetDateTime::UNIX_EPOCH,
+                site: 0,
             }
         }
 

@@ -46,7 +46,7 @@ impl Respond for Serves {
         reply(refusal.status())
     }
 
-    fn shape(&self) -> &Shape {
+    fn shape(&self, _site: usize) -> &Shape {
         &self.0
     }
 }
@@ -60,6 +60,7 @@ fn reply(status: Status) -> Reply<&'static str> {
         cookie: None,
         vary: false,
         now: OffsetDateTime::UNIX_EPOCH,
+        site: 0,
     }
 }
 

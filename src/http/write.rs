@@ -242,6 +242,7 @@ mod tests {
             vary: false,
             cookie: TrackingId::parse("20261122101733a3f9c1e2b7d4e601"),
             now: OffsetDateTime::from_unix_timestamp(1_795_436_780).unwrap(),
+            site: 0,
         }
     }
 

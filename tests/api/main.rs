@@ -8,6 +8,7 @@ mod admin_plane;
 #[cfg(feature = "agent")]
 mod agent;
 mod cookies;
+mod domains;
 mod edges;
 mod fallback;
 mod feed;

@@ -385,7 +385,7 @@ fn serve_flags_become_the_configuration() {
     let couchlink::cmd::Command::Serve(args) = couchlink::cmd::Cli::try_parse_from(argv).unwrap().command else {
         panic!("parsed as another command")
     };
-    let c = args.into_config();
+    let c = args.into_config().unwrap();
     assert_eq!((c.listen.port(), c.admin_listen.port()), (8081, 9091));
     assert_eq!((c.couch.url.as_str(), c.couch.db.as_str()), ("http://reader:pw@db.example:5984", "acme"));
     assert_eq!(c.editor_role, "acme:editor", "the database's own editor role by default");
@@ -405,11 +405,14 @@ fn serve_flags_become_the_configuration() {
     let beside =
         couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--log-dir", "/var/log/couchlink"]).unwrap();
     let couchlink::cmd::Command::Serve(beside) = beside.command else { panic!("parsed as another command") };
-    assert_eq!(beside.into_config().state_dir.as_deref(), Some(std::path::Path::new("/var/log/couchlink-state")));
+    assert_eq!(
+        beside.into_config().unwrap().state_dir.as_deref(),
+        Some(std::path::Path::new("/var/log/couchlink-state"))
+    );
     // 0: no snapshots at all, neither read nor written.
     let off = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--snapshot-secs", "0"]).unwrap();
     let couchlink::cmd::Command::Serve(off) = off.command else { panic!("parsed as another command") };
-    assert_eq!(off.into_config().state_dir, None);
+    assert_eq!(off.into_config().unwrap().state_dir, None);
 }
 
 #[tokio::test]
