@@ -292,3 +292,92 @@ async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchl
     );
     browser.client.clone().close().await.unwrap();
 }
+
+/// Two short domains, each its own database with its own editor (the per-database roles
+/// `setup` gives by default): each editor saves a link in Fauxton in their own database, which
+/// couchlink serves on that domain's host, and is refused in the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_other() {
+    let own = std::env::var_os("COUCHLINK_TEST_COUCHDB_URL").is_none().then(ApacheCouchDb::single);
+    let couch = match &own {
+        Some(couchdb) => couchdb.couch(0),
+        None => support::couch::couch().clone(),
+    };
+    let suffix = support::couch::random_lowercase(6);
+    let names = [format!("acme_{suffix}"), format!("beta_{suffix}")];
+    let editors = [("acme-editor", "acme-pw"), ("beta-editor", "beta-pw")];
+    let mut dbs = Vec::new();
+    for (name, editor) in names.iter().zip(editors) {
+        let db = TestDb { name: name.clone(), couch: couch.clone() };
+        let roles = couchlink::domain::Roles::of_database(name, None, None).unwrap();
+        let options = couchlink::cmd::setup::SetupOptions { roles: roles.clone(), drop_shared_roles: true, replace_security: false };
+        couchlink::cmd::setup::run(&db.client_as(None), None, &options).await.expect("setup works");
+        support::couch::ensure_user(&couch, editor, &roles.editor).await;
+        dbs.push(db);
+    }
+    // The proxy's one account reads both databases.
+    let reader = json!({"name": "domains-reader", "password": "reader-pw", "type": "user",
+        "roles": [format!("{}:reader", names[0]), format!("{}:reader", names[1])]});
+    let url = format!("{}/_users/org.couchdb.user:domains-reader", couch.url);
+    let r = http().put(&url).basic_auth(&couch.admin_user, Some(&couch.admin_password)).json(&reader).send().await.unwrap();
+    assert!(r.status().is_success() || r.status() == 409, "{}", r.text().await.unwrap());
+    let domains = format!("go.acme.test={},go.beta.test={}", names[0], names[1]);
+    let proxy = ServeProcess::start(
+        "couchlink",
+        &[
+            ("COUCHLINK_COUCHDB_URL", &couch.url),
+            ("COUCHLINK_COUCHDB_USER", "domains-reader"),
+            ("COUCHLINK_COUCHDB_PASSWORD", "reader-pw"),
+            ("COUCHLINK_DOMAINS", &domains),
+        ],
+    );
+    let fauxton = format!("{}/_utils/", couch.url);
+    for (k, editor) in editors.iter().enumerate() {
+        let (own_db, other_db) = (&names[k], &names[1 - k]);
+        let host = ["go.acme.test", "go.beta.test"][k];
+        let target = format!("https://{}.example/spring", ["acme", "beta"][k]);
+        let mut browser = Browser::start().await;
+        browser.client.goto(&format!("{fauxton}#login")).await.unwrap();
+        browser.find("#username").await.send_keys(editor.0).await.unwrap();
+        browser.find("#password").await.send_keys(editor.1).await.unwrap();
+        browser.click("#login-btn").await;
+        browser.notification("You have been logged in").await;
+        browser.dismiss_notifications().await;
+
+        // Their own database: saved, and served on their domain only.
+        browser.client.goto(&format!("{fauxton}#database/{own_db}/_new")).await.unwrap();
+        browser.editor_document().await;
+        browser.set_editor_document(&json!({"_id": "Dom01", "url": target})).await;
+        browser.click("#save-doc-btn").await;
+        let started = Instant::now();
+        loop {
+            let r = http().get(format!("http://{}/Dom01", proxy.addr)).header("Host", host).send().await.unwrap();
+            if r.headers().get("location").is_some_and(|l| *l == *target) {
+                break;
+            }
+            assert!(started.elapsed() < FRESH * 5, "{host}/Dom01 not served: {}", r.status());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        browser.shot(&format!("domain-{host}-saved")).await;
+
+        // The other's database: refused, nothing stored.
+        browser.dismiss_notifications().await;
+        browser.client.goto(&format!("{fauxton}#database/{other_db}/_new")).await.unwrap();
+        let id = format!("Xx{k}00");
+        // Fauxton does not even open the form: the account is no member of that database.
+        let said = browser.notification("You are not allowed to access this db").await;
+        assert!(said.contains("Failed to fetch database info"), "{said}");
+        browser.shot(&format!("domain-{host}-refused-in-the-other")).await;
+        assert_eq!(dbs[1 - k].rev(&id).await, None, "{} wrote to {other_db}", editor.0);
+        // And directly through CouchDB's API, as Fauxton would send it.
+        let r = http()
+            .put(format!("{}/{other_db}/{id}", couch.url))
+            .basic_auth(editor.0, Some(editor.1))
+            .json(&json!({"url": "https://intruder.example/"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(matches!(r.status().as_u16(), 401 | 403), "{}: {}", editor.0, r.status());
+        browser.client.clone().close().await.unwrap();
+    }
+}
