@@ -456,6 +456,57 @@ fn tracking_cookie(headers: &Headers<'_>, name: &str, now: OffsetDateTime) -> Op
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_host_picks_the_site_without_port_case_or_trailing_dot() {
+        let dir = tempfile::tempdir().unwrap();
+        let site = |name: &str| {
+            let (log, _flusher) = AccessLog::open(
+                &dir.path().join(name),
+                crate::access_log::LogOptions { queue_bytes: 1 << 20, sync: false },
+            )
+            .unwrap();
+            Site { store: None, log, metrics: Arc::default() }
+        };
+        let hosts = vec![
+            (Host::parse("0x1f.ie").unwrap(), site("a")),
+            (Host::parse("xn--bcher-kva.example").unwrap(), site("b")),
+        ];
+        let sites = Sites::new(hosts, None, site("unknown"));
+        let pick = |target: &str, host: Option<&str>| {
+            let headers: Vec<httparse::Header<'_>> =
+                host.iter().map(|h| httparse::Header { name: "Host", value: h.as_bytes() }).collect();
+            let request = Request {
+                method: "GET",
+                target,
+                path: "/H83if",
+                query: None,
+                headers: Headers(&headers),
+                has_body: false,
+                version: 1,
+            };
+            sites.pick(&request)
+        };
+        for host in ["0x1f.ie", "0x1f.ie:8080", "0X1F.IE", "0x1f.ie."] {
+            assert_eq!(pick("/H83if", Some(host)), 0, "{host}");
+        }
+        assert_eq!(pick("/H83if", Some("Bücher.example")), 1);
+        assert_eq!(pick("/H83if", Some("xn--bcher-kva.example:80")), 1);
+        assert_eq!(pick("/H83if", Some("other.example")), 2, "the site without links");
+        assert_eq!(pick("/H83if", None), 2);
+        assert_eq!(pick("http://0x1f.ie/H83if", Some("other.example")), 0, "the absolute form's host wins");
+        let one = Sites::single(site("single"));
+        let request = Request {
+            method: "GET",
+            target: "/",
+            path: "/",
+            query: None,
+            headers: Headers(&[]),
+            has_body: false,
+            version: 1,
+        };
+        assert_eq!(one.pick(&request), 0);
+    }
+
     fn tracking_in(cookie: &'static str) -> Option<TrackingId> {
         let now = time::macros::datetime!(2026-11-23 12:00:00 UTC);
         tracking_cookie(&Headers(&[httparse::Header { name: "Cookie", value: cookie.as_bytes() }]), "tid", now)

@@ -310,7 +310,11 @@ async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_ot
     for (name, editor) in names.iter().zip(editors) {
         let db = TestDb { name: name.clone(), couch: couch.clone() };
         let roles = couchlink::domain::Roles::of_database(name, None, None).unwrap();
-        let options = couchlink::cmd::setup::SetupOptions { roles: roles.clone(), drop_shared_roles: true, replace_security: false };
+        let options = couchlink::cmd::setup::SetupOptions {
+            roles: roles.clone(),
+            drop_shared_roles: true,
+            replace_security: false,
+        };
         couchlink::cmd::setup::run(&db.client_as(None), None, &options).await.expect("setup works");
         support::couch::ensure_user(&couch, editor, &roles.editor).await;
         dbs.push(db);
@@ -319,7 +323,8 @@ async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_ot
     let reader = json!({"name": "domains-reader", "password": "reader-pw", "type": "user",
         "roles": [format!("{}:reader", names[0]), format!("{}:reader", names[1])]});
     let url = format!("{}/_users/org.couchdb.user:domains-reader", couch.url);
-    let r = http().put(&url).basic_auth(&couch.admin_user, Some(&couch.admin_password)).json(&reader).send().await.unwrap();
+    let r =
+        http().put(&url).basic_auth(&couch.admin_user, Some(&couch.admin_password)).json(&reader).send().await.unwrap();
     assert!(r.status().is_success() || r.status() == 409, "{}", r.text().await.unwrap());
     let domains = format!("go.acme.test={},go.beta.test={}", names[0], names[1]);
     let proxy = ServeProcess::start(
