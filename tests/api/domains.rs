@@ -246,3 +246,45 @@ async fn the_tools_work_on_the_domain_named() {
     assert!(!ok);
     assert!(stderr.contains("nowhere.test is not one of the domains"), "{stderr}");
 }
+
+/// `setup --domain` prepares that domain's database, with its own roles.
+#[tokio::test]
+async fn setup_prepares_the_domain_named() {
+    let couch = crate::support::couch::couch();
+    let name = format!("test_{}", crate::support::couch::random_lowercase(12));
+    let out = crate::support::process::couchlink_command()
+        .args(["setup", "--domain", "new.test"])
+        .env("COUCHLINK_COUCHDB_URL", &couch.url)
+        .env("COUCHLINK_COUCHDB_USER", &couch.admin_user)
+        .env("COUCHLINK_COUCHDB_PASSWORD", &couch.admin_password)
+        .env("COUCHLINK_DOMAINS", format!("old.test=elsewhere,new.test={name}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let db = TestDb { name: name.clone(), couch: couch.clone() };
+    let security: serde_json::Value = db.admin(Method::GET, "_security", None).await.json().await.unwrap();
+    assert!(security["members"]["roles"].as_array().unwrap().contains(&json!(format!("{name}:editor"))), "{security}");
+    assert_eq!(db.admin(Method::GET, "_design/couchlink", None).await.status(), 200);
+    assert_eq!(
+        TestDb { name: "elsewhere".into(), couch: couch.clone() }.admin(Method::GET, "", None).await.status(),
+        404
+    );
+}
+
+/// Each domain's cache snapshot in a folder of its own under the state directory, written at
+/// shutdown.
+#[tokio::test]
+async fn each_domain_keeps_its_own_snapshot() {
+    let (mut app, dbs) = spawn_domains(2, None).await;
+    for db in &dbs {
+        db.put_link("Snap1", json!({"url": "https://snap.example/"})).await;
+    }
+    for host in ["d0.test", "d1.test"] {
+        assert_redirects_to(&get_on(&app, host, "/Snap1").await, "https://snap.example/");
+    }
+    app.stop().await.unwrap();
+    for host in ["d0.test", "d1.test"] {
+        let file = app.state_dir.path().join(host).join("links.snapshot");
+        assert!(file.metadata().is_ok_and(|m| m.len() > 0), "{} missing", file.display());
+    }
+}
