@@ -451,6 +451,12 @@ impl CouchClient {
         })
     }
 
+    /// The same server, account and connections, for database `db` (one short domain of
+    /// several): one pool of connections and one password for all of them.
+    pub fn for_database(&self, db: &str) -> Self {
+        CouchClient { db: db.to_owned(), ..self.clone() }
+    }
+
     /// The same server and database as another account.
     pub fn with_credentials(&self, user: &str, password: &str) -> Self {
         CouchClient { account: Account::new(Some(user.to_owned()), Some(password.to_owned())), ..self.clone() }

@@ -294,9 +294,11 @@ impl Application {
             check_database(&couch, &config.editor_role).await?;
             checked.push((None, couch, public_url, config.log_dir.clone(), config.state_dir.clone()));
         } else {
+            // One client for all: one pool of connections, one account whose password SIGHUP
+            // reads again for every domain.
+            let server = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
             for domain in &config.domains {
-                let couch_config = CouchConfig { db: domain.db.clone(), ..config.couch.clone() };
-                let couch = CouchClient::new(&couch_config).map_err(|e| StartError::Client(Box::new(e)))?;
+                let couch = server.for_database(&domain.db);
                 check_database(&couch, &format!("{}:editor", domain.db)).await?;
                 let (log_dir, state_dir) = (config.log_dir.join(domain.host.as_str()), config.state_dir.clone());
                 let state_dir = state_dir.map(|d| d.join(domain.host.as_str()));
@@ -360,9 +362,10 @@ impl Application {
             let site_metrics = if one { metrics.clone() } else { Arc::new(Metrics::default()) };
             running.push(start_site(plan, site_metrics, &config, stopped.clone()).await);
         }
-        let couches: Vec<CouchClient> = running.iter().map(|s| s.couch.clone()).collect();
+        // Every domain's client shares the first one's account.
+        let couch = running[0].couch.clone();
         let rereading = hangups
-            .map(|h| tokio::spawn(reread_password(h, couches, config.couch.password_file.clone(), stopped.clone())));
+            .map(|h| tokio::spawn(reread_password(h, couch, config.couch.password_file.clone(), stopped.clone())));
         let unknown_metrics = Arc::new(Metrics::default());
         let admin = Arc::new(Admin {
             process: metrics.clone(),
@@ -711,7 +714,7 @@ async fn warn_if_writer(couch: &CouchClient, editor_role: &str) {
 /// so that an operator rotates it without a restart; the `_changes` feed then tries at once.
 async fn reread_password(
     mut hangups: tokio::signal::unix::Signal,
-    couches: Vec<CouchClient>,
+    couch: CouchClient,
     file: Option<PathBuf>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -726,9 +729,7 @@ async fn reread_password(
         };
         match crate::couch::read_secret_file(file) {
             Ok(password) => {
-                for couch in &couches {
-                    couch.set_password(password.clone());
-                }
+                couch.set_password(password);
                 tracing::info!("SIGHUP: read the CouchDB password again from {}", file.display());
             }
             Err(e) => tracing::warn!("SIGHUP: {e}; the password read before is still used"),
