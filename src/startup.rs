@@ -441,6 +441,11 @@ impl Application {
         })
         .await;
         let _ = stop.send(true);
+        // Each domain counts its own responses (with one domain, the process's counters).
+        let mut served: u64 = running.iter().map(|s| s.metrics.responses_total()).sum();
+        if !one {
+            served += unknown_metrics.responses_total();
+        }
         let _ = admin_server.await;
         if let Some(rereading) = rereading {
             let _ = rereading.await;
@@ -456,8 +461,7 @@ impl Application {
         }
         if result.is_ok() {
             tracing::info!(
-                "stopped: in-flight requests finished and the access log written; {} requests served since start",
-                metrics.responses_total()
+                "stopped: in-flight requests finished and the access log written; {served} requests served since start"
             );
         }
         result
