@@ -95,9 +95,6 @@ pub enum UnusableLink {
     /// `expires` or `valid_from` is not an RFC 3339 timestamp.
     #[error("\"{0}\" is not an RFC 3339 timestamp: {1:?}")]
     BadTime(&'static str, String),
-    /// The `url` is not in the form the proxy sends.
-    #[error(transparent)]
-    NotCanonical(#[from] NotCanonical),
     /// The `fallback` is not in the form the proxy sends.
     #[error("\"fallback\": {0}")]
     BadFallback(NotCanonical),
