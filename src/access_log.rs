@@ -12,27 +12,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use percent_encoding::{percent_encode, AsciiSet, CONTROLS, NON_ALPHANUMERIC};
 use time::OffsetDateTime;
 
 use crate::domain::TrackingId;
 
 /// What the User-Agent keeps unescaped: JavaScript's `encodeURIComponent` set, so the
 /// documented example `Mozilla%2F5.0%20(X11%3B%20Linux)` comes out exactly.
-const USER_AGENT_SET: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'!')
-    .remove(b'~')
-    .remove(b'*')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')');
+const USER_AGENT_KEEPS: [bool; 256] = byte_table!(
+    |b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'!' | b'~' | b'*' | b'\'' | b'(' | b')')
+);
 
 /// The request target and `Location` keep visible ASCII; everything else (space, controls,
 /// bytes above 0x7E) becomes `%HH`.
-const VISIBLE_ASCII_SET: &AsciiSet = &CONTROLS.add(b' ');
+const VISIBLE_ASCII_KEEPS: [bool; 256] = byte_table!(|b| matches!(b, 0x21..=0x7E));
 
 /// How much of a refused request's target its log line keeps: an attacker's long targets must
 /// not grow the log one to one.
@@ -72,20 +64,16 @@ pub struct Entry<'a> {
 /// Appends `entry` as one log line (with its `\n`) to `out`: 6 fields, or 7 when the status is
 /// 302, each non-empty and free of spaces, whatever the client sent.
 pub fn format_line(entry: &Entry<'_>, out: &mut Vec<u8>) {
-    let mut stamp = [0u8; 14];
-    crate::domain::write_compact_timestamp(entry.time, &mut stamp);
-    out.extend_from_slice(&stamp);
-    out.push(b'.');
-    out.push(b'0' + (entry.time.nanosecond() / 100_000_000) as u8);
-    out.push(b' ');
+    out.extend_from_slice(&crate::domain::clock::compact_stamp(entry.time));
+    out.extend_from_slice(&[b'.', b'0' + (entry.time.nanosecond() / 100_000_000) as u8, b' ']);
     // IPv4 clients on a dual-stack socket show up as ::ffff:a.b.c.d; log them as a.b.c.d.
     match entry.client.to_canonical() {
         IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
-                }
-                push_decimal(out, octet.into());
+            let [a, b, c, d] = v4.octets();
+            push_octet(out, a);
+            for octet in [b, c, d] {
+                out.push(b'.');
+                push_octet(out, octet);
             }
         }
         v6 => {
@@ -93,25 +81,77 @@ pub fn format_line(entry: &Entry<'_>, out: &mut Vec<u8>) {
         }
     }
     out.push(b' ');
-    out.extend_from_slice(entry.tracking.map_or(b"-".as_slice(), |t| t.as_str().as_bytes()));
+    out.extend_from_slice(entry.tracking.map_or(b"-".as_slice(), |t| t.as_bytes()));
     out.push(b' ');
     match entry.user_agent {
-        Some(ua) if !ua.is_empty() => extend_encoded(out, ua, USER_AGENT_SET),
+        Some(ua) if !ua.is_empty() => extend_user_agent(out, ua),
         _ => out.push(b'-'),
     }
     out.push(b' ');
     if entry.target.is_empty() {
         out.push(b'-');
     } else {
-        extend_encoded(out, entry.target, VISIBLE_ASCII_SET);
+        extend_visible(out, entry.target);
     }
     out.push(b' ');
-    push_decimal(out, entry.status.into());
+    match entry.status {
+        // Every status answered is three digits: written without a loop.
+        status @ 100..=999 => {
+            let digits = [status / 100, status / 10 % 10, status % 10];
+            out.extend_from_slice(&digits.map(|d| b'0' + d as u8));
+        }
+        status => push_decimal(out, status.into()),
+    }
     if let (302, Some(location)) = (entry.status, entry.location) {
         out.push(b' ');
-        extend_encoded(out, location.as_bytes(), VISIBLE_ASCII_SET);
+        extend_visible(out, location.as_bytes());
     }
     out.push(b'\n');
+}
+
+/// User-Agents kept encoded per thread, at most: real traffic repeats a few hundred, and a
+/// browser's is a hundred bytes or more with a third of them escaped (a few thousand
+/// instructions to encode, against a lookup).
+const AGENTS_KEPT: usize = 512;
+/// Longer User-Agents are encoded each time, not kept (they are rare, and the memory is bounded
+/// by this times [`AGENTS_KEPT`]).
+const AGENT_KEPT_BYTES: usize = 512;
+
+/// User-Agents as received, and as logged.
+type Agents = std::collections::HashMap<Box<[u8]>, Box<[u8]>, foldhash::fast::RandomState>;
+
+thread_local! {
+    /// This thread's [`Agents`]; emptied when full (simple, and rare).
+    static AGENTS: std::cell::RefCell<Agents> = std::cell::RefCell::default();
+}
+
+/// Appends a User-Agent, percent-encoded: from this thread's memory of those it saw.
+fn extend_user_agent(out: &mut Vec<u8>, ua: &[u8]) {
+    if ua.len() > AGENT_KEPT_BYTES {
+        return extend_encoded(out, ua, &USER_AGENT_KEEPS);
+    }
+    AGENTS.with_borrow_mut(|agents| {
+        if let Some(encoded) = agents.get(ua) {
+            return out.extend_from_slice(encoded);
+        }
+        let start = out.len();
+        extend_encoded(out, ua, &USER_AGENT_KEEPS);
+        if agents.len() >= AGENTS_KEPT {
+            agents.clear();
+        }
+        agents.insert(ua.into(), out[start..].into());
+    })
+}
+
+/// Appends `bytes` with everything but visible ASCII as `%HH`. A `Location` always is visible
+/// ASCII (canonical, or checked by `safe_location`) and most targets are: that is checked in one
+/// pass that compiles to vector instructions (no early exit), then copied at once.
+fn extend_visible(out: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.iter().fold(true, |visible, &b| visible & (b.wrapping_sub(0x21) < 0x5E)) {
+        out.extend_from_slice(bytes);
+    } else {
+        extend_encoded(out, bytes, &VISIBLE_ASCII_KEEPS);
+    }
 }
 
 /// Appends `n` in decimal.
@@ -129,9 +169,47 @@ pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
     out.extend_from_slice(&digits[i..]);
 }
 
-fn extend_encoded(out: &mut Vec<u8>, bytes: &[u8], set: &'static AsciiSet) {
-    for piece in percent_encode(bytes, set) {
-        out.extend_from_slice(piece.as_bytes());
+/// Appends an address's octet in decimal, from a table (four per IPv4 line).
+fn push_octet(out: &mut Vec<u8>, octet: u8) {
+    const OCTETS: [([u8; 3], u8); 256] = {
+        let mut table = [([0u8; 3], 0u8); 256];
+        let mut n = 0;
+        while n < 256 {
+            let digits = [b'0' + (n / 100) as u8, b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
+            let len = if n >= 100 {
+                3
+            } else if n >= 10 {
+                2
+            } else {
+                1
+            };
+            let mut text = [0u8; 3];
+            let mut i = 0;
+            while i < len {
+                text[i] = digits[3 - len + i];
+                i += 1;
+            }
+            table[n] = (text, len as u8);
+            n += 1;
+        }
+        table
+    };
+    let (text, len) = &OCTETS[usize::from(octet)];
+    out.extend_from_slice(&text[..usize::from(*len)]);
+}
+
+/// Appends `bytes` with every byte `keeps` does not keep as `%HH` (upper-case hex, as the
+/// percent-encoding crate writes it, which the tests hold this to): what is kept is copied a
+/// run at a time, so a target with nothing to escape is one scan and one copy.
+fn extend_encoded(out: &mut Vec<u8>, bytes: &[u8], keeps: &[bool; 256]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut rest = bytes;
+    loop {
+        let run = rest.iter().position(|&b| !keeps[usize::from(b)]).unwrap_or(rest.len());
+        out.extend_from_slice(&rest[..run]);
+        let Some(&b) = rest.get(run) else { return };
+        out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+        rest = &rest[run + 1..];
     }
 }
 
@@ -146,7 +224,7 @@ pub struct OpenError {
 
 /// Lines are gathered into a batch for at most this long before going to the writer thread:
 /// one hand-off (and one `write(2)`) per batch instead of per request.
-const FLUSH_INTERVAL: Duration = Duration::from_millis(5);
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(5);
 /// A batch this large is handed off at once, by the request that filled it.
 const MAX_BATCH: usize = 256 * 1024;
 /// How much of the log may wait in memory for the disk by default
@@ -167,6 +245,9 @@ struct Shared {
     dir: PathBuf,
     /// Lines not yet handed to the writer thread.
     batch: Mutex<Batch>,
+    /// Buffers of batches written, kept for the next batches: a serving thread appending a
+    /// line never grows a fresh buffer (nothing allocated per line, or per batch, on its way).
+    spare: Mutex<Vec<Vec<u8>>>,
     /// Batches handed over, waiting for the disk.
     queue: Mutex<Queue>,
     /// Signalled when a batch is queued, or the log closes.
@@ -235,6 +316,16 @@ pub struct LogOptions {
     /// Each line written to its file before the response is sent, not in batches: no line is
     /// lost when the process is killed, at the cost of a `write(2)` per request.
     pub sync: bool,
+    /// How long lines gather before going to the writer thread (a batch that fills first goes
+    /// at once): [`FLUSH_INTERVAL`] in a running proxy; `bench/budget.sh` sets it past its run, so
+    /// that batches are handed over by size alone and the counts do not depend on timing.
+    pub flush_interval: Duration,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions { queue_bytes: DEFAULT_QUEUE_BYTES, sync: false, flush_interval: FLUSH_INTERVAL }
+    }
 }
 
 /// Held by whoever shuts down: writes every line before letting the process exit.
@@ -255,6 +346,7 @@ impl AccessLog {
             shared: Arc::new(Shared {
                 dir: dir.to_owned(),
                 batch: Mutex::default(),
+                spare: Mutex::default(),
                 queue: Mutex::default(),
                 ready: Condvar::new(),
                 limit: options.queue_bytes,
@@ -270,12 +362,19 @@ impl AccessLog {
             .spawn(move || writing.write_queued())
             .map_err(err)?;
         let ticking = log.clone();
+        let interval = options.flush_interval;
         let ticker = std::thread::Builder::new()
             .name("couchlink-log-flush".into())
             .spawn(move || {
+                // Slept in steps of at most FLUSH_INTERVAL, so that a stop is seen as soon.
+                let mut slept = Duration::ZERO;
                 while !ticking.shared.stop.load(Ordering::Acquire) {
-                    std::thread::sleep(FLUSH_INTERVAL);
-                    ticking.flush();
+                    std::thread::sleep(FLUSH_INTERVAL.min(interval));
+                    slept += FLUSH_INTERVAL.min(interval);
+                    if slept >= interval {
+                        ticking.flush();
+                        slept = Duration::ZERO;
+                    }
                 }
             })
             .map_err(err)?;
@@ -322,10 +421,10 @@ impl AccessLog {
             // A batch holds one UTC day (the first 8 bytes of a line), so each line lands in
             // its own day's file even when it is written just after midnight.
             let new_day = batch.bytes.get(..8).is_some_and(|day| day != &line[..8]);
-            let earlier = if new_day { Some(std::mem::take(&mut *batch)) } else { None };
+            let earlier = if new_day { Some(std::mem::replace(&mut *batch, self.shared.fresh())) } else { None };
             batch.bytes.extend_from_slice(line);
             batch.lines += 1;
-            let full = (batch.bytes.len() >= MAX_BATCH).then(|| std::mem::take(&mut *batch));
+            let full = (batch.bytes.len() >= MAX_BATCH).then(|| std::mem::replace(&mut *batch, self.shared.fresh()));
             [earlier, full]
         };
         for batch in full.into_iter().flatten() {
@@ -333,10 +432,18 @@ impl AccessLog {
         }
     }
 
-    /// Hands the current batch to the writer thread.
+    /// Hands the current batch to the writer thread, putting a fresh one in its place.
     fn flush(&self) {
-        let batch = std::mem::take(&mut *self.shared.batch.lock().expect("log batch lock"));
-        if batch.lines > 0 {
+        // Taken before the batch's lock, so that serving threads never wait on the allocator.
+        let mut fresh = Some(self.shared.fresh());
+        let taken = {
+            let mut batch = self.shared.batch.lock().expect("log batch lock");
+            (batch.lines > 0).then(|| std::mem::replace(&mut *batch, fresh.take().expect("not used yet")))
+        };
+        if let Some(unused) = fresh {
+            self.shared.recycle(unused.bytes);
+        }
+        if let Some(batch) = taken {
             self.send(batch);
         }
     }
@@ -381,6 +488,7 @@ impl AccessLog {
                     drop(queue);
                     shared.counts.written.fetch_add(batch.lines, Ordering::AcqRel);
                     alarm.written(shared);
+                    shared.recycle(batch.bytes);
                 }
                 Err(e) => {
                     queue.batches.push_front(batch);
@@ -409,7 +517,30 @@ impl AccessLog {
     }
 }
 
+/// A fresh batch's buffer, when no spare one is left: room for a full batch and its last line,
+/// so that a batch never grows (a copy of all of it) on a serving thread. Pages not written are
+/// never touched, so an idle log's buffers cost address space, not memory.
+const FRESH_BATCH_BYTES: usize = MAX_BATCH + 64 * 1024;
+/// Spare buffers kept, at most.
+const SPARE_BATCHES: usize = 4;
+
 impl Shared {
+    /// An empty batch, in a spare buffer when there is one.
+    fn fresh(&self) -> Batch {
+        let bytes = self.spare.lock().expect("log spare lock").pop();
+        Batch { bytes: bytes.unwrap_or_else(|| Vec::with_capacity(FRESH_BATCH_BYTES)), lines: 0, done: 0 }
+    }
+
+    /// Keeps a written (or unused) batch's buffer, emptied, for a later batch, while few are
+    /// kept and it is not one a burst grew large.
+    fn recycle(&self, mut bytes: Vec<u8>) {
+        bytes.clear();
+        let mut spare = self.spare.lock().expect("log spare lock");
+        if spare.len() < SPARE_BATCHES && bytes.capacity() > 0 && bytes.capacity() <= 2 * MAX_BATCH {
+            spare.push(bytes);
+        }
+    }
+
     /// Puts `batch` at the end of `queue` (this log's, locked), or counts its lines lost when
     /// it does not fit.
     fn enqueue(&self, queue: &mut Queue, batch: Batch) {
@@ -681,7 +812,71 @@ mod tests {
         assert_eq!(line(&entry), "20261122101733.0 203.0.113.7 - - /Nopee 404\n");
     }
 
+    /// The sets the percent-encoding crate is given, the oracle of the tables above.
+    const USER_AGENT_SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'!')
+        .remove(b'~')
+        .remove(b'*')
+        .remove(b'\'')
+        .remove(b'(')
+        .remove(b')');
+    const VISIBLE_ASCII_SET: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b' ');
+
+    fn encoded(bytes: &[u8], keeps: &[bool; 256]) -> String {
+        let mut out = Vec::new();
+        extend_encoded(&mut out, bytes, keeps);
+        String::from_utf8(out).expect("ASCII")
+    }
+
+    #[test]
+    fn user_agents_remembered_are_logged_as_encoded_whatever_the_bound() {
+        let agents: Vec<Vec<u8>> =
+            (0..AGENTS_KEPT * 2 + 7).map(|n| format!("Mozilla/5.0 (agent {n}; x) é").into_bytes()).collect();
+        for round in 0..3 {
+            for ua in agents.iter().chain([&vec![b'x'; AGENT_KEPT_BYTES + 1]]) {
+                let mut out = Vec::new();
+                extend_user_agent(&mut out, ua);
+                assert_eq!(out, encoded(ua, &USER_AGENT_KEEPS).into_bytes(), "round {round}");
+            }
+        }
+        assert!(AGENTS.with_borrow(|agents| agents.len()) <= AGENTS_KEPT);
+    }
+
+    #[test]
+    fn every_octet_is_written_as_decimal() {
+        for octet in 0..=255u8 {
+            let mut out = Vec::new();
+            push_octet(&mut out, octet);
+            assert_eq!(out, octet.to_string().as_bytes());
+        }
+    }
+
     proptest::proptest! {
+        /// The table-driven encoding writes what the percent-encoding crate writes, byte for
+        /// byte, for any input and both sets.
+        #[test]
+        fn encoding_agrees_with_the_percent_encoding_crate(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            text in ".{0,100}",
+        ) {
+            for input in [&bytes[..], text.as_bytes()] {
+                proptest::prop_assert_eq!(
+                    encoded(input, &USER_AGENT_KEEPS),
+                    percent_encoding::percent_encode(input, USER_AGENT_SET).to_string()
+                );
+                proptest::prop_assert_eq!(
+                    encoded(input, &VISIBLE_ASCII_KEEPS),
+                    percent_encoding::percent_encode(input, VISIBLE_ASCII_SET).to_string()
+                );
+                let mut visible = Vec::new();
+                extend_visible(&mut visible, input);
+                proptest::prop_assert_eq!(visible, encoded(input, &VISIBLE_ASCII_KEEPS).into_bytes());
+            }
+        }
+
         /// Whatever a client sends as User-Agent and target, and whatever the Location, a
         /// request is exactly one line of 6 (or 7, for a 302) non-empty, space-free fields of
         /// visible ASCII.
@@ -759,8 +954,7 @@ mod tests {
     fn a_removed_log_folder_is_created_again_and_no_line_is_lost() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("logs");
-        let (log, _flusher) =
-            AccessLog::open(&dir, LogOptions { queue_bytes: DEFAULT_QUEUE_BYTES, sync: false }).unwrap();
+        let (log, _flusher) = AccessLog::open(&dir, LogOptions::default()).unwrap();
         (0..10).for_each(|i| log.write(&entry(i)));
         assert_eq!(wait_for(&log, |h| h.lines_written == 10).lines_written, 10);
         // An operator's cleanup, while serving.
@@ -775,7 +969,7 @@ mod tests {
     fn a_refused_log_waits_in_a_bounded_queue_counts_what_it_loses_and_recovers() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("logs");
-        let (log, _flusher) = AccessLog::open(&dir, LogOptions { queue_bytes: 4096, sync: false }).unwrap();
+        let (log, _flusher) = AccessLog::open(&dir, LogOptions { queue_bytes: 4096, ..LogOptions::default() }).unwrap();
         log.write(&entry(0));
         wait_for(&log, |h| h.lines_written == 1);
         // The folder replaced by a file: every write fails (as on a full or failing disk).
@@ -804,8 +998,7 @@ mod tests {
     async fn lines_the_disk_refuses_until_shutdown_gives_up_are_counted_lost() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("logs");
-        let (log, flusher) =
-            AccessLog::open(&dir, LogOptions { queue_bytes: DEFAULT_QUEUE_BYTES, sync: false }).unwrap();
+        let (log, flusher) = AccessLog::open(&dir, LogOptions::default()).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::write(&dir, "not a folder").unwrap();
         (0..30).for_each(|i| log.write(&entry(i)));

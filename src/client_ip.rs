@@ -90,16 +90,20 @@ impl TrustedProxies {
     /// chain is then read right to left, skipping trusted hops, so that what a client wrote in
     /// it itself (on the left, before the proxy's own entry) is never reached while a trusted
     /// proxy names the hop before it.
-    pub fn client_ip<'a>(&self, peer: IpAddr, forwarded: impl Iterator<Item = &'a [u8]>) -> IpAddr {
+    pub fn client_ip<'a>(&self, peer: IpAddr, forwarded: impl DoubleEndedIterator<Item = &'a [u8]>) -> IpAddr {
         if !self.trusts(peer) {
             return peer;
         }
-        let hops: Vec<Option<IpAddr>> = match self.header {
-            ForwardedHeader::Forwarded => header_items(forwarded).map(|el| forwarded_for(&el)).collect(),
-            ForwardedHeader::XForwardedFor => header_items(forwarded).map(|item| parse_node(&item)).collect(),
-        };
+        // Right to left: the last instance's last item first. Each item is read in place (no
+        // copy: this runs for every request behind the operator's proxy).
+        let items = forwarded.rev().flat_map(|value| value.rsplit(|&b| b == b','));
         let mut client = peer;
-        for hop in hops.into_iter().rev() {
+        for item in items {
+            let item = std::str::from_utf8(item).ok().map(str::trim);
+            let hop = item.and_then(|item| match self.header {
+                ForwardedHeader::Forwarded => forwarded_for(item),
+                ForwardedHeader::XForwardedFor => parse_node(item),
+            });
             match hop {
                 Some(ip) if self.trusts(ip) => client = ip,
                 Some(ip) => return ip,
@@ -109,11 +113,6 @@ impl TrustedProxies {
         }
         client
     }
-}
-
-/// Every comma-separated item of every instance of the header, in order.
-fn header_items<'a, I: Iterator<Item = &'a [u8]>>(values: I) -> impl Iterator<Item = String> + use<'a, I> {
-    values.flat_map(|v| String::from_utf8_lossy(v).split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
 }
 
 /// The `for=` node of one `Forwarded` element, e.g. `for="[2001:db8::1]:4711";proto=https`.
@@ -148,6 +147,7 @@ pub fn anonymize(ip: IpAddr) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Strategy;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> Vec<httparse::Header<'static>> {
         pairs.iter().map(|(name, value)| httparse::Header { name, value: value.as_bytes() }).collect()
@@ -202,6 +202,61 @@ mod tests {
         let proxies = proxies.reading(ForwardedHeader::XForwardedFor);
         let h = headers(&[("x-forwarded-for", "garbage")]);
         assert_eq!(client(&proxies, ip("127.0.0.1"), &h), ip("127.0.0.1"));
+    }
+
+    /// The plain reading, the oracle of `client_ip`: every item of every instance copied out
+    /// in order, then walked right to left.
+    fn client_model(proxies: &TrustedProxies, peer: IpAddr, values: &[&[u8]]) -> IpAddr {
+        if !proxies.trusts(peer) {
+            return peer;
+        }
+        let items: Vec<String> = values
+            .iter()
+            .flat_map(|v| String::from_utf8_lossy(v).split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
+            .collect();
+        let mut client = peer;
+        for item in items.iter().rev() {
+            let hop = match proxies.header {
+                ForwardedHeader::Forwarded => forwarded_for(item),
+                ForwardedHeader::XForwardedFor => parse_node(item),
+            };
+            match hop {
+                Some(ip) if proxies.trusts(ip) => client = ip,
+                Some(ip) => return ip,
+                None => return client,
+            }
+        }
+        client
+    }
+
+    proptest::proptest! {
+        /// Any chain of hops, trusted or not, readable or not, in either header: read in place,
+        /// the client is the one the plain reading finds.
+        #[test]
+        fn the_client_is_found_as_the_plain_reading_finds_it(
+            values in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        "10.0.0.1", "10.9.9.9", "203.0.113.7", "2001:db8::1", "[2001:db8::2]:80", "198.51.100.1:4711",
+                        "unknown", "garbage", "for=10.0.0.2", "for=\"[2001:db8::7]:4711\";proto=https",
+                        "for=192.0.2.60", ",", ", ", " ", "\u{a0}", "\u{fffd}",
+                    ]),
+                    0..8,
+                ).prop_map(|parts| parts.concat().into_bytes()),
+                0..3,
+            ),
+            forwarded in proptest::bool::ANY,
+        ) {
+            let header = if forwarded { ForwardedHeader::Forwarded } else { ForwardedHeader::XForwardedFor };
+            let proxies = "10.0.0.0/8".parse::<TrustedProxies>().unwrap().reading(header);
+            let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            for peer in [ip("10.0.0.9"), ip("198.51.100.9")] {
+                proptest::prop_assert_eq!(
+                    proxies.client_ip(peer, values.iter().copied()),
+                    client_model(&proxies, peer, &values)
+                );
+            }
+        }
     }
 
     #[test]

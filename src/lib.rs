@@ -42,6 +42,22 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// A class of bytes as a table of 256 `bool`s, built at compile time from a predicate on `b`:
+/// one load per byte where the redirect path checks or escapes every byte of a string. Defined
+/// before the modules, so every module below can use it.
+macro_rules! byte_table {
+    (|$b:ident| $member:expr) => {{
+        let mut table = [false; 256];
+        let mut i = 0;
+        while i < 256 {
+            let $b = i as u8;
+            table[i] = $member;
+            i += 1;
+        }
+        table
+    }};
+}
+
 pub mod access_log;
 pub mod admin;
 #[cfg(feature = "agent")]

@@ -33,29 +33,138 @@ impl Request<'_> {
     }
 }
 
-/// A request's header fields, in the order received.
+/// A header field the proxy reads on the redirect path, found once when the head is parsed
+/// ([`Headers::new`]) rather than searched for by name each time it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// `Host`.
+    Host,
+    /// `Content-Length`.
+    ContentLength,
+    /// `Transfer-Encoding`.
+    TransferEncoding,
+    /// `Connection`.
+    Connection,
+    /// `User-Agent`.
+    UserAgent,
+    /// `Accept-Language`.
+    AcceptLanguage,
+    /// `Accept`.
+    Accept,
+    /// `Cookie`.
+    Cookie,
+    /// `Sec-GPC`.
+    SecGpc,
+    /// `DNT`.
+    Dnt,
+}
+
+impl Field {
+    const COUNT: usize = 10;
+
+    /// The field a header name is, if it is one of these (ASCII case-insensitive): by length
+    /// first, so most names are told apart without a comparison.
+    fn of(name: &str) -> Option<Field> {
+        let is = |field: &str| name.eq_ignore_ascii_case(field);
+        match name.len() {
+            3 if is("dnt") => Some(Field::Dnt),
+            4 if is("host") => Some(Field::Host),
+            6 if is("accept") => Some(Field::Accept),
+            6 if is("cookie") => Some(Field::Cookie),
+            7 if is("sec-gpc") => Some(Field::SecGpc),
+            10 if is("user-agent") => Some(Field::UserAgent),
+            10 if is("connection") => Some(Field::Connection),
+            14 if is("content-length") => Some(Field::ContentLength),
+            15 if is("accept-language") => Some(Field::AcceptLanguage),
+            17 if is("transfer-encoding") => Some(Field::TransferEncoding),
+            _ => None,
+        }
+    }
+
+    /// Its name, lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Host => "host",
+            Field::ContentLength => "content-length",
+            Field::TransferEncoding => "transfer-encoding",
+            Field::Connection => "connection",
+            Field::UserAgent => "user-agent",
+            Field::AcceptLanguage => "accept-language",
+            Field::Accept => "accept",
+            Field::Cookie => "cookie",
+            Field::SecGpc => "sec-gpc",
+            Field::Dnt => "dnt",
+        }
+    }
+}
+
+/// A request's header fields, in the order received, with where each [`Field`] is.
 #[derive(Debug, Clone, Copy)]
-pub struct Headers<'a>(pub &'a [httparse::Header<'a>]);
+pub struct Headers<'a> {
+    list: &'a [httparse::Header<'a>],
+    /// For each [`Field`], the index of its first occurrence plus one (0: absent). A head has
+    /// at most [`crate::http::limits::MAX_HEADERS`] fields, so a `u8` holds it.
+    first: [u8; Field::COUNT],
+    /// Bit `f` set: [`Field`] `f` occurs more than once (its values are then searched for).
+    repeated: u16,
+}
 
 impl<'a> Headers<'a> {
+    /// The fields of `list`, each [`Field`] found in one pass.
+    pub fn new(list: &'a [httparse::Header<'a>]) -> Self {
+        let mut first = [0u8; Field::COUNT];
+        let mut repeated = 0u16;
+        for (i, header) in list.iter().enumerate().take(usize::from(u8::MAX - 1)) {
+            if let Some(field) = Field::of(header.name) {
+                let slot = &mut first[field as usize];
+                if *slot == 0 {
+                    *slot = i as u8 + 1;
+                } else {
+                    repeated |= 1 << field as u16;
+                }
+            }
+        }
+        Headers { list, first, repeated }
+    }
+
+    /// Every field, in order.
+    pub fn list(&self) -> &'a [httparse::Header<'a>] {
+        self.list
+    }
+
+    /// The first value of `field`.
+    pub fn field(&self, field: Field) -> Option<&'a [u8]> {
+        match self.first[field as usize] {
+            0 => None,
+            i => Some(self.list[usize::from(i) - 1].value),
+        }
+    }
+
+    /// Every value of `field`, in order.
+    pub fn fields(&self, field: Field) -> impl Iterator<Item = &'a [u8]> + use<'a> {
+        let repeated = self.repeated & (1 << field as u16) != 0;
+        let (once, all) = if repeated { (None, Some(self.all(field.name()))) } else { (self.field(field), None) };
+        once.into_iter().chain(all.into_iter().flatten())
+    }
+
     /// The first value of header `name` (ASCII case-insensitive).
     pub fn get(&self, name: &str) -> Option<&'a [u8]> {
         self.all(name).next()
     }
 
     /// Every value of header `name`, in order.
-    pub fn all<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
-        self.0.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value)
+    pub fn all<'n>(&self, name: &'n str) -> impl DoubleEndedIterator<Item = &'a [u8]> + use<'a, 'n> {
+        self.list.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value)
     }
 
     /// The bytes of every name and value together.
     pub fn total_bytes(&self) -> usize {
-        self.0.iter().map(|h| h.name.len() + h.value.len()).sum()
+        self.list.iter().map(|h| h.name.len() + h.value.len()).sum()
     }
 
     /// Whether any `Connection` header lists `token`.
     pub fn connection_has(&self, token: &str) -> bool {
-        self.all("connection")
+        self.fields(Field::Connection)
             .any(|v| v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes())))
     }
 }

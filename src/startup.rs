@@ -305,7 +305,8 @@ impl Application {
                 checked.push((Some(domain.host.clone()), couch, domain.public_url.clone(), log_dir, state_dir));
             }
         }
-        let options = LogOptions { queue_bytes: config.log_queue_bytes, sync: config.log_sync };
+        let options =
+            LogOptions { queue_bytes: config.log_queue_bytes, sync: config.log_sync, ..LogOptions::default() };
         let mut sites = Vec::with_capacity(checked.len());
         for (host, couch, public_url, log_dir, state_dir) in checked {
             let (log, flusher) = AccessLog::open(&log_dir, options)?;
@@ -557,7 +558,7 @@ async fn serve_on_workers(
     app.metrics.set_workers(workers);
     for n in 1..workers {
         let (app, mut closed, ready, limits) = (
-            Arc::new(Worker { app: app.clone(), shapes: shapes.clone(), index: n }),
+            Arc::new(RedirectService::new(app.clone(), shapes.clone(), n)),
             closed.clone(),
             ready_tx.clone(),
             limits.clone(),
@@ -614,7 +615,7 @@ async fn serve_on_workers(
         shutdown.await;
         let _ = close.send(true);
     };
-    serve_redirects(listener, Arc::new(Worker { app, shapes, index: 0 }), limits, shutdown, drain).await;
+    serve_redirects(listener, Arc::new(RedirectService::new(app, shapes, 0)), limits, shutdown, drain).await;
     join(threads).await;
     Ok(())
 }
@@ -622,7 +623,7 @@ async fn serve_on_workers(
 /// One serving thread's accept loop, with couchlink's own HTTP/1 connections.
 async fn serve_redirects(
     listener: TcpListener,
-    worker: Arc<Worker>,
+    worker: Arc<RedirectService>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
@@ -633,15 +634,24 @@ async fn serve_redirects(
 
 /// The redirect service as one serving thread runs it: the handler's policy over the
 /// protocol's connections, with the thread's connections counted apart (so that an uneven
-/// spread shows in `/metrics`).
-struct Worker {
+/// spread shows in `/metrics`). Public so that the redirect path's instruction budget
+/// (`benches/budget.rs`) drives exactly what a serving thread runs.
+pub struct RedirectService {
     app: Arc<App>,
     /// One per site, in the order of the app's sites.
     shapes: Arc<Vec<Shape>>,
     index: usize,
 }
 
-impl Respond for Worker {
+impl RedirectService {
+    /// Serving thread `index`'s service of `app`, whose sites' responses are written with
+    /// `shapes` (one per site, in the same order).
+    pub fn new(app: Arc<App>, shapes: Arc<Vec<Shape>>, index: usize) -> RedirectService {
+        RedirectService { app, shapes, index }
+    }
+}
+
+impl Respond for RedirectService {
     type Location = Location;
 
     async fn respond(&self, request: &Request<'_>, peer: SocketAddr) -> Reply<Location> {

@@ -244,7 +244,7 @@ impl LinkStore {
     /// deleted) replaces a cached or loading entry. IDs not in the cache are ignored: the next
     /// request reads them fresh. Idempotent, so replayed changes are harmless.
     pub fn apply_change(&self, id: &str, doc: Option<Value>) {
-        let Ok(id) = LinkId::parse(id) else { return }; // design documents and the like
+        let Some(id) = LinkId::parse_bytes(id.as_bytes()) else { return }; // design documents and the like
         let found = doc.and_then(|doc| self.parse_value(id, doc));
         let mut shard = self.shard(&id).write().expect("cache lock");
         let known = shard.loading.remove(&id).is_some() || shard.ready.contains_key(&id);

@@ -59,6 +59,11 @@ impl LinkId {
         LinkId(id)
     }
 
+    /// Its 5 ASCII bytes (no UTF-8 check, unlike [`LinkId::as_str`]: what writers of bytes use).
+    pub fn as_bytes(&self) -> &[u8; 5] {
+        &self.0
+    }
+
     /// The ID as text.
     pub fn as_str(&self) -> &str {
         // Only ASCII alphanumerics ever get in (see `parse` and `random`).

@@ -1,5 +1,6 @@
 //! Domain types: parsed, validated values that the rest of couchlink can trust.
 
+pub mod clock;
 mod host;
 mod link;
 mod link_id;
@@ -14,5 +15,4 @@ pub use link_id::{InvalidLinkId, LinkId};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub use roles::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 pub use target::{canonical_location, check_internal, NotCanonical};
-pub(crate) use tracking_id::write_compact_timestamp;
 pub use tracking_id::TrackingId;

@@ -100,7 +100,7 @@ impl PublicUrl {
     pub fn write_short_url(&self, id: &LinkId, out: &mut Vec<u8>) {
         out.extend_from_slice(self.base.as_bytes());
         out.push(b'/');
-        out.extend_from_slice(id.as_str().as_bytes());
+        out.extend_from_slice(id.as_bytes());
     }
 }
 

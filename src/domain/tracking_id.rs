@@ -5,6 +5,8 @@ use std::fmt;
 use rand::Rng;
 use time::OffsetDateTime;
 
+use super::clock;
+
 /// A client's tracking ID: the UTC issue time as `yyyymmddhhmmss` followed by 16 lowercase hex
 /// digits from a CSPRNG, 30 characters in all. Only that form is accepted: couchlink never
 /// issued another (an 18-digit form once accepted, from a misprinted example, served nobody).
@@ -72,20 +74,38 @@ impl TrackingId {
     /// ```
     pub fn parse_received(s: &str, now: OffsetDateTime) -> Option<Self> {
         let id = Self::parse(s)?;
-        let mut latest = [0u8; STAMP_LEN];
-        write_compact_timestamp(now + CLOCK_SKEW, &mut latest);
+        Self::received(id, now)
+    }
+
+    /// [`TrackingId::parse_received`] of bytes (a `Cookie` header's value, as received).
+    pub fn parse_received_bytes(raw: &[u8], now: OffsetDateTime) -> Option<Self> {
+        Self::received(Self::parse_bytes(raw)?, now)
+    }
+
+    fn received(id: TrackingId, now: OffsetDateTime) -> Option<Self> {
+        let latest = clock::compact_stamp(now + CLOCK_SKEW);
         // Equal-length digit strings: byte order is time order.
-        (is_real_utc_second(id.issued()) && id.issued() <= &latest[..]).then_some(id)
+        (id.issued() <= &latest[..] && is_real_utc_second(id.issued())).then_some(id)
     }
 
     /// A new ID issued at `now` (converted to UTC).
     pub fn generate(now: OffsetDateTime) -> Self {
         let mut bytes = [0u8; LEN];
-        write_compact_timestamp(now, &mut bytes[..STAMP_LEN]);
-        let random: u64 = rand::rng().random();
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (i, b) in bytes[STAMP_LEN..].iter_mut().enumerate() {
-            *b = HEX[((random >> (60 - 4 * i)) & 0xf) as usize];
+        bytes[..STAMP_LEN].copy_from_slice(&clock::compact_stamp(now));
+        let random: [u8; ISSUED_HEX / 2] = rand::rng().random();
+        // Two hex digits per random byte, from a table.
+        const PAIRS: [[u8; 2]; 256] = {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let mut pairs = [[0u8; 2]; 256];
+            let mut b = 0;
+            while b < 256 {
+                pairs[b] = [HEX[b >> 4], HEX[b & 0xf]];
+                b += 1;
+            }
+            pairs
+        };
+        for (pair, byte) in bytes[STAMP_LEN..].chunks_exact_mut(2).zip(random) {
+            pair.copy_from_slice(&PAIRS[usize::from(byte)]);
         }
         TrackingId { bytes }
     }
@@ -103,29 +123,6 @@ impl TrackingId {
     /// The UTC second it was issued, as the 14 digits `yyyymmddhhmmss`.
     pub fn issued(&self) -> &[u8] {
         &self.bytes[..STAMP_LEN]
-    }
-}
-
-/// Writes `now` in UTC as the 14 digits `yyyymmddhhmmss` into `out` (which must be 14 bytes).
-/// Shared with the access log's timestamp so both read the same clock the same way.
-pub(crate) fn write_compact_timestamp(now: OffsetDateTime, out: &mut [u8]) {
-    let t = now.to_offset(time::UtcOffset::UTC);
-    let fields = [
-        (t.year().clamp(0, 9999) as u32, 4),
-        (u8::from(t.month()) as u32, 2),
-        (t.day() as u32, 2),
-        (t.hour() as u32, 2),
-        (t.minute() as u32, 2),
-        (t.second() as u32, 2),
-    ];
-    let mut pos = 0;
-    for (value, width) in fields {
-        let mut v = value;
-        for i in (0..width).rev() {
-            out[pos + i] = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-        pos += width;
     }
 }
 
@@ -165,6 +162,16 @@ mod tests {
     fn random_part_differs_between_ids() {
         let now = OffsetDateTime::now_utc();
         assert_ne!(TrackingId::generate(now), TrackingId::generate(now));
+    }
+
+    #[test]
+    fn every_random_digit_takes_every_hex_value() {
+        let now = OffsetDateTime::now_utc();
+        let ids: Vec<TrackingId> = (0..2000).map(|_| TrackingId::generate(now)).collect();
+        for position in STAMP_LEN..LEN {
+            let seen: std::collections::HashSet<u8> = ids.iter().map(|id| id.as_bytes()[position]).collect();
+            assert_eq!(seen.len(), 16, "digit {position} took {seen:?}");
+        }
     }
 
     #[test]

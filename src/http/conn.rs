@@ -26,7 +26,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::limits::{self, Refusal, MAX_HEADERS, MAX_HEAD_BYTES};
 use super::write::{self, Framing, Shape};
-use crate::message::{Headers, Reply, Request};
+use crate::message::{Field, Headers, Reply, Request};
 
 /// The read buffer a connection starts with (most request heads fit); it doubles, up to
 /// `MAX_HEAD_BYTES`, only for a larger head. Idle connections hold little else.
@@ -453,7 +453,7 @@ where
                 return Next::Refused(Refusal::BadRequest);
             };
             let headers: &'b [httparse::Header<'b>] = request.headers;
-            let headers = Headers(headers);
+            let headers = Headers::new(headers);
             let Some(has_body) = announces_body(&headers) else {
                 return Next::Refused(Refusal::BadRequest);
             };
@@ -469,7 +469,7 @@ where
 /// or several that disagree (RFC 9112 §6.3: unanswerable).
 fn announces_body(headers: &Headers<'_>) -> Option<bool> {
     let mut length: Option<&[u8]> = None;
-    for value in headers.all("content-length") {
+    for value in headers.fields(Field::ContentLength) {
         let value = value.trim_ascii();
         if value.is_empty() || !value.iter().all(u8::is_ascii_digit) || length.is_some_and(|seen| seen != value) {
             return None;
@@ -477,13 +477,16 @@ fn announces_body(headers: &Headers<'_>) -> Option<bool> {
         length = Some(value);
     }
     let nonzero = length.is_some_and(|value| value.iter().any(|&b| b != b'0'));
-    Some(nonzero || headers.get("transfer-encoding").is_some())
+    Some(nonzero || headers.field(Field::TransferEncoding).is_some())
 }
 
 /// Splits a request target into (target without fragment, path, query), checking its bytes as
 /// the `http` crate does (what hyper accepted is accepted); `None` for one it refuses.
 fn split_target(raw: &str) -> Option<(&str, &str, Option<&str>)> {
-    let target = raw.split_once('#').map_or(raw, |(before, _)| before);
+    let target = match memchr::memchr(b'#', raw.as_bytes()) {
+        Some(hash) => &raw[..hash],
+        None => raw,
+    };
     if target == "*" {
         return Some((target, "*", None));
     }
@@ -503,20 +506,26 @@ fn split_target(raw: &str) -> Option<(&str, &str, Option<&str>)> {
         }
         scheme.len() + 3 + authority_len
     };
-    let (path, query) = match target[path_start..].split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (&target[path_start..], None),
+    let rest = &target[path_start..];
+    let (path, query) = match memchr::memchr(b'?', rest.as_bytes()) {
+        Some(mark) => (&rest[..mark], Some(&rest[mark + 1..])),
+        None => (rest, None),
     };
-    let path_ok = path.bytes().all(|b| {
-        matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E | b'"' | b'{' | b'}' | 0x80..)
-    });
-    let query_ok =
-        query.is_none_or(|q| q.bytes().all(|b| matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E | 0x80..)));
+    let path_ok = path.bytes().all(|b| PATH_BYTES[usize::from(b)]);
+    let query_ok = query.is_none_or(|q| q.bytes().all(|b| QUERY_BYTES[usize::from(b)]));
     if !path_ok || !query_ok {
         return None;
     }
     Some((target, if path.is_empty() { "/" } else { path }, query))
 }
+
+/// The bytes the `http` crate takes in a target's path, and in its query, as tables: one load
+/// per byte.
+const PATH_BYTES: [bool; 256] = byte_table!(|b| matches!(
+    b,
+    0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E | b'"' | b'{' | b'}' | 0x80..
+));
+const QUERY_BYTES: [bool; 256] = byte_table!(|b| matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E | 0x80..));
 
 #[cfg(test)]
 mod tests {

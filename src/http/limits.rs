@@ -4,7 +4,7 @@
 
 #[cfg(test)]
 use crate::message::Headers;
-use crate::message::{Request, Status};
+use crate::message::{Field, Request, Status};
 
 /// The most bytes read while a request head is incomplete: past it, 414 while the request line
 /// is not complete, else 431.
@@ -64,15 +64,14 @@ pub fn check(request: &Request<'_>) -> Result<(), Refusal> {
         return Err(Refusal::BadRequest);
     }
     // An absolute-form target names no user (RFC 9110 §4.2.4: "http" URIs with userinfo are
-    // invalid in a request).
-    if let Some(authority) = absolute_authority(request.target) {
-        if authority.contains('@') {
-            return Err(Refusal::BadRequest);
-        }
+    // invalid in a request). The origin form, almost every request, has no authority to look
+    // for.
+    if !request.target.starts_with('/') && absolute_authority(request.target).is_some_and(|a| a.contains('@')) {
+        return Err(Refusal::BadRequest);
     }
     // HTTP/1.1: exactly one Host, and a valid one (RFC 9112 §3.2: "MUST respond with a 400").
     // HTTP/1.0 may leave it out, but one it sends must still be a single valid one.
-    let mut hosts = request.headers.all("host");
+    let mut hosts = request.headers.fields(Field::Host);
     match (hosts.next(), hosts.next()) {
         (None, _) if request.version == 0 => {}
         (Some(host), None) if is_valid_host(host) => {}
@@ -103,7 +102,7 @@ fn is_valid_host(value: &[u8]) -> bool {
         let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
         let host = &value[..end];
         // reg-name or IPv4address: unreserved, pct-encoded and sub-delims characters.
-        if !host.iter().all(|b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(b)) {
+        if !host.iter().all(|&b| REG_NAME_BYTES[usize::from(b)]) {
             return false;
         }
         &value[end..]
@@ -114,16 +113,30 @@ fn is_valid_host(value: &[u8]) -> bool {
     }
 }
 
+/// The bytes of a reg-name or IPv4address: unreserved, pct-encoded and sub-delims characters.
+const REG_NAME_BYTES: [bool; 256] = byte_table!(|b| b.is_ascii_alphanumeric()
+    || matches!(
+        b,
+        b'-' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    ));
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn request<'a>(method: &'a str, target: &'a str, version: u8, headers: &'a [httparse::Header<'a>]) -> Request<'a> {
-        Request { method, target, path: target, query: None, headers: Headers(headers), has_body: false, version }
+        Request { method, target, path: target, query: None, headers: Headers::new(headers), has_body: false, version }
     }
 
     fn host(value: &'static str) -> httparse::Header<'static> {
         httparse::Header { name: "Host", value: value.as_bytes() }
+    }
+
+    #[test]
+    fn reg_name_bytes_are_the_rfc_3986_set() {
+        for b in 0..=255u8 {
+            assert_eq!(REG_NAME_BYTES[usize::from(b)], b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b));
+        }
     }
 
     #[test]

@@ -10,17 +10,29 @@ use crate::domain::PublicUrl;
 use crate::domain::{LinkId, TrackingId};
 use crate::message::{Body, Reply, Status};
 
-/// The status line after `HTTP/1.x `.
-fn status_line(status: Status) -> &'static str {
+/// The start of a response after `HTTP/1.x `: its status line, and the headers every response
+/// has up to the value of `Content-Length`, as one string per status (one copy).
+fn head(status: Status, json: bool) -> &'static str {
+    macro_rules! head {
+        ($line:literal) => {
+            head!($line, "text/html; charset=utf-8")
+        };
+        ($line:literal, $type:literal) => {
+            // Every answer depends on the live database: a reprinted QR code must reach its new
+            // target at once, and every scan must reach the proxy to be logged.
+            concat!($line, "\r\ncontent-type: ", $type, "\r\ncache-control: no-store\r\ncontent-length: ")
+        };
+    }
     match status {
-        Status::Ok => "200 OK",
-        Status::Found => "302 Found",
-        Status::BadRequest => "400 Bad Request",
-        Status::NotFound => "404 Not Found",
-        Status::UriTooLong => "414 URI Too Long",
-        Status::HeadersTooLarge => "431 Request Header Fields Too Large",
-        Status::NotImplemented => "501 Not Implemented",
-        Status::Unavailable => "503 Service Unavailable",
+        Status::Ok if json => head!("200 OK", "application/json; charset=utf-8"),
+        Status::Ok => head!("200 OK"),
+        Status::Found => head!("302 Found"),
+        Status::BadRequest => head!("400 Bad Request"),
+        Status::NotFound => head!("404 Not Found"),
+        Status::UriTooLong => head!("414 URI Too Long"),
+        Status::HeadersTooLarge => head!("431 Request Header Fields Too Large"),
+        Status::NotImplemented => head!("501 Not Implemented"),
+        Status::Unavailable => head!("503 Service Unavailable"),
     }
 }
 
@@ -59,15 +71,20 @@ fn page(status: Status) -> &'static str {
 const RETRY_AFTER_SECS: &str = "5";
 
 /// What shapes every response of one listener: the cookie's name and attributes, the public
-/// URL of short links.
+/// URL of short links, each written as the text around the values of a response (worked out
+/// once, copied per response).
 #[derive(Debug, Clone)]
 pub struct Shape {
     /// The short links' base URL.
     pub public_url: PublicUrl,
     /// The tracking cookie's name.
     pub cookie_name: String,
-    /// `; Path=/; Max-Age=...` and the rest, computed once.
+    /// `\r\nset-cookie: tid=`.
+    cookie_start: String,
+    /// `; Path=/; Max-Age=...` and the rest.
     cookie_attributes: String,
+    /// `\r\nlink: <https://0x1f.ie/`, before a short link's ID.
+    link_start: String,
 }
 
 impl Shape {
@@ -75,7 +92,9 @@ impl Shape {
     pub fn new(public_url: PublicUrl, cookie_name: &str) -> Shape {
         let secure = if public_url.is_https() { "; Secure" } else { "" };
         Shape {
+            cookie_start: format!("\r\nset-cookie: {cookie_name}="),
             cookie_attributes: format!("; Path=/; Max-Age=63072000; HttpOnly; SameSite=Lax{secure}"),
+            link_start: format!("\r\nlink: <{public_url}/"),
             public_url,
             cookie_name: cookie_name.to_owned(),
         }
@@ -96,26 +115,19 @@ pub struct Framing {
 /// Appends `reply` to `out`.
 pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, out: &mut Vec<u8>) {
     let location = reply.location.as_ref().map(AsRef::as_ref);
+    // How long the location is once HTML-escaped (for the redirect page), worked out once.
+    let escaped = location.map_or(0, escaped_len);
     out.extend_from_slice(if framing.version == 0 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
-    out.extend_from_slice(status_line(reply.status).as_bytes());
-    out.extend_from_slice(match reply.body {
-        Body::Json(_) => b"\r\ncontent-type: application/json; charset=utf-8",
-        _ => b"\r\ncontent-type: text/html; charset=utf-8",
-    });
-    // Every answer depends on the live database: a reprinted QR code must reach its new
-    // target at once, and every scan must reach the proxy to be logged.
-    out.extend_from_slice(b"\r\ncache-control: no-store\r\ncontent-length: ");
+    out.extend_from_slice(head(reply.status, matches!(reply.body, Body::Json(_))).as_bytes());
     let length = match &reply.body {
         Body::Page => page(reply.status).len(),
         Body::Json(json) => json.len(),
-        Body::Redirect => redirect_body_len(location.unwrap_or_default()),
+        Body::Redirect => REDIRECT_BODY.iter().map(|part| part.len()).sum::<usize>() + 2 * escaped,
     };
     crate::access_log::push_decimal(out, length as u32);
     if let Some(tracking) = &reply.cookie {
-        out.extend_from_slice(b"\r\nset-cookie: ");
-        out.extend_from_slice(shape.cookie_name.as_bytes());
-        out.push(b'=');
-        out.extend_from_slice(tracking.as_str().as_bytes());
+        out.extend_from_slice(shape.cookie_start.as_bytes());
+        out.extend_from_slice(tracking.as_bytes());
         out.extend_from_slice(shape.cookie_attributes.as_bytes());
     }
     // The `Location` is a canonical target or checked by `safe_location`, the public URL and
@@ -128,8 +140,8 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         out.extend_from_slice(b"\r\nvary: User-Agent, Accept-Language");
     }
     if let Some(id) = &reply.shortlink {
-        out.extend_from_slice(b"\r\nlink: <");
-        shape.public_url.write_short_url(id, out);
+        out.extend_from_slice(shape.link_start.as_bytes());
+        out.extend_from_slice(id.as_bytes());
         out.extend_from_slice(b">; rel=\"shortlink\"");
     }
     match reply.status {
@@ -140,41 +152,40 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         }
         _ => {}
     }
-    out.extend_from_slice(b"\r\ndate: ");
     write_http_date(reply.now, out);
-    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(framing.persistence.header());
     out.extend_from_slice(b"\r\n");
     if !framing.omit_body {
         match &reply.body {
             Body::Page => out.extend_from_slice(page(reply.status).as_bytes()),
             Body::Json(json) => out.extend_from_slice(json),
-            Body::Redirect => write_redirect_body(location.unwrap_or_default(), out),
+            Body::Redirect => write_redirect_body(location.unwrap_or_default(), escaped, out),
         }
     }
 }
 
-/// `Date`'s value (RFC 9110's IMF-fixdate, `Mon, 23 Nov 2026 12:13:00 GMT`), formatted once
-/// per second and thread.
+/// The `Date` header line, with the line ends around it (RFC 9110's IMF-fixdate,
+/// `\r\ndate: Mon, 23 Nov 2026 12:13:00 GMT\r\n`), formatted once per second and thread.
 fn write_http_date(now: OffsetDateTime, out: &mut Vec<u8>) {
+    const LINE: usize = 8 + 29 + 2;
     thread_local! {
-        static CACHED: std::cell::Cell<(i64, [u8; 29])> = const { std::cell::Cell::new((i64::MIN, [0; 29])) };
+        static CACHED: std::cell::Cell<(i64, [u8; LINE])> = const { std::cell::Cell::new((i64::MIN, [0; LINE])) };
     }
     let second = now.unix_timestamp();
-    let (cached_second, mut text) = CACHED.get();
+    let (cached_second, mut line) = CACHED.get();
     if cached_second != second {
         let format = time::macros::format_description!(
-            "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+            "\r\ndate: [weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT\r\n"
         );
         let formatted = now.to_offset(time::UtcOffset::UTC).format(format).unwrap_or_default();
         match formatted.as_bytes().try_into() {
-            Ok(bytes) => text = bytes,
+            Ok(bytes) => line = bytes,
             // Years past 9999 or before 1000: not cached.
             Err(_) => return out.extend_from_slice(formatted.as_bytes()),
         }
-        CACHED.set((second, text));
+        CACHED.set((second, line));
     }
-    out.extend_from_slice(&text);
+    out.extend_from_slice(&line);
 }
 
 /// The redirect page's parts around the escaped target, which comes twice.
@@ -184,20 +195,25 @@ const REDIRECT_BODY: [&str; 3] = [
     "</a></p></body></html>\n",
 ];
 
-fn write_redirect_body(location: &str, out: &mut Vec<u8>) {
+/// The redirect page for `location`, whose escaped length is `escaped`: when that is its own
+/// length (most targets), nothing needs escaping and it is copied as it is.
+fn write_redirect_body(location: &str, escaped: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(REDIRECT_BODY[0].as_bytes());
-    html_escape_into(location, out);
+    let start = out.len();
+    if escaped == location.len() {
+        out.extend_from_slice(location.as_bytes());
+    } else {
+        html_escape_into(location, out);
+    }
+    let end = out.len();
     out.extend_from_slice(REDIRECT_BODY[1].as_bytes());
-    html_escape_into(location, out);
+    // The second time, a copy of the first.
+    out.extend_from_within(start..end);
     out.extend_from_slice(REDIRECT_BODY[2].as_bytes());
 }
 
-fn redirect_body_len(location: &str) -> usize {
-    REDIRECT_BODY.iter().map(|part| part.len()).sum::<usize>() + 2 * escaped_len(location)
-}
-
 /// What each character HTML escapes to, if it does.
-fn html_escape(b: u8) -> Option<&'static str> {
+const fn html_escape(b: u8) -> Option<&'static str> {
     match b {
         b'&' => Some("&amp;"),
         b'<' => Some("&lt;"),
@@ -208,9 +224,23 @@ fn html_escape(b: u8) -> Option<&'static str> {
     }
 }
 
+/// How many bytes each byte grows by when escaped, as a table (one load per byte).
+const ESCAPE_GROWTH: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match html_escape(b as u8) {
+            Some(escaped) => escaped.len() as u8 - 1,
+            None => 0,
+        };
+        b += 1;
+    }
+    table
+};
+
 fn html_escape_into(s: &str, out: &mut Vec<u8>) {
     let mut rest = s.as_bytes();
-    while let Some(i) = rest.iter().position(|&b| html_escape(b).is_some()) {
+    while let Some(i) = rest.iter().position(|&b| ESCAPE_GROWTH[usize::from(b)] != 0) {
         out.extend_from_slice(&rest[..i]);
         out.extend_from_slice(html_escape(rest[i]).unwrap_or_default().as_bytes());
         rest = &rest[i + 1..];
@@ -218,8 +248,20 @@ fn html_escape_into(s: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(rest);
 }
 
+/// `s`'s length once escaped: each special byte's growth counted by comparisons alone (no
+/// table, no branch), in byte lanes over chunks short enough not to overflow one (32 bytes grow
+/// by at most 160), which compiles to vector instructions.
 fn escaped_len(s: &str) -> usize {
-    s.bytes().map(|b| html_escape(b).map_or(1, str::len)).sum()
+    let growth = |sum: u8, &b: &u8| {
+        sum.wrapping_add(
+            4 * u8::from(b == b'&')
+                + 3 * u8::from(b == b'<')
+                + 3 * u8::from(b == b'>')
+                + 5 * u8::from(b == b'"')
+                + 4 * u8::from(b == b'\''),
+        )
+    };
+    s.len() + s.as_bytes().chunks(32).map(|chunk| usize::from(chunk.iter().fold(0u8, growth))).sum::<usize>()
 }
 
 #[cfg(test)]
@@ -292,7 +334,25 @@ mod tests {
             let text = written(&reply(status, Body::Page), &shape, false);
             let (head, body) = text.split_once("\r\n\r\n").unwrap();
             assert!(head.contains(&format!("content-length: {}\r\n", body.len())), "{head}");
-            assert!(body.contains(&status_line(status)[4..]), "{status:?}: {body}");
+            let reason = &super::head(status, false).split("\r\n").next().unwrap()[4..];
+            assert!(body.contains(reason), "{status:?}: {body}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The redirect page is the same whether its target needed escaping or not: each
+        /// character escaped as a plain per-character model escapes it, its length as counted.
+        #[test]
+        fn the_redirect_page_escapes_as_the_plain_model_does(location in "[a-z&<>\"'/?=:.]{0,40}|.{0,40}") {
+            let model: String = location
+                .chars()
+                .map(|c| u8::try_from(c).ok().and_then(html_escape).map_or(c.to_string(), str::to_owned))
+                .collect();
+            let mut out = Vec::new();
+            write_redirect_body(&location, escaped_len(&location), &mut out);
+            let expected = format!("{}{model}{}{model}{}", REDIRECT_BODY[0], REDIRECT_BODY[1], REDIRECT_BODY[2]);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected);
+            proptest::prop_assert_eq!(escaped_len(&location), model.len());
         }
     }
 }
