@@ -119,7 +119,7 @@ impl ReportArgs {
     /// Counts the logs and writes the report.
     pub fn execute(self) -> Result<(), ReportCommandError> {
         if self.bot_pattern {
-            return match writeln!(io::stdout(), "{}", report::line::bot_pattern()) {
+            return match writeln!(io::stdout(), "{}", crate::visitor::bot::bot_pattern()) {
                 Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
                     Err(ReportCommandError::Write { where_: "standard output".into(), source: e })
                 }

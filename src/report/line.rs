@@ -337,26 +337,14 @@ impl Line<'_> {
     }
 }
 
-/// The maintained bot list: the `isbot` crate's patterns (isbot 0.1.3, MIT licence in
-/// `bots-LICENSE`), one regular expression per line, matched against the User-Agent in lower
-/// case. A copy here rather than the crate's own, so that `couchlink report --bot-pattern` gives
-/// other engines exactly the list the report uses (docs/clickhouse.md).
-pub const BOT_PATTERNS: &str = include_str!("bots.txt");
-
-/// The list compiled once for all threads.
-static BOTS: std::sync::LazyLock<isbot::Bots> = std::sync::LazyLock::new(|| isbot::Bots::new(BOT_PATTERNS));
-
-/// The bot list as one regular expression, as `isbot` joins it: for RE2 (ClickHouse's
-/// `match`) as for Rust's `regex`, against the percent-decoded User-Agent in lower case.
-pub fn bot_pattern() -> String {
-    let lines: Vec<&str> = BOT_PATTERNS.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines.join("|").to_ascii_lowercase()
-}
-
 /// Whether a logged (percent-encoded) User-Agent is a bot's, by the maintained list. No
 /// User-Agent at all (`-`) counts as a bot: every browser sends one.
 pub fn bot_agent(encoded: &[u8]) -> bool {
-    encoded == b"-" || BOTS.is_bot(&percent_encoding::percent_decode(encoded).decode_utf8_lossy())
+    if encoded == b"-" {
+        return true;
+    }
+    let decoded: std::borrow::Cow<'_, [u8]> = percent_encoding::percent_decode(encoded).into();
+    crate::visitor::bot::is_bot(Some(&decoded))
 }
 
 /// Whether each of a word's 8 bytes is an ASCII digit: `0x30` to `0x39`, whose high half is 3
@@ -377,7 +365,7 @@ mod tests {
 
     #[test]
     fn the_bot_pattern_is_the_list_the_report_uses() {
-        let pattern = regex::Regex::new(&bot_pattern()).unwrap();
+        let pattern = regex::Regex::new(&crate::visitor::bot::bot_pattern()).unwrap();
         for ua in [
             "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
             "curl/8.5.0",

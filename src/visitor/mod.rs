@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
+pub mod bot;
 pub mod language;
 
 /// An operating system a rule can name.
