@@ -258,7 +258,9 @@ fn site(dir: &Path, flushers: &mut Vec<Flusher>) -> Site {
     let options = LogOptions { flush_interval: Duration::from_secs(3600), ..LogOptions::default() };
     let (log, flusher) = AccessLog::open(dir, options).expect("an access log");
     flushers.push(flusher);
-    Site { store: Some(Arc::new(store)), log, metrics }
+    // Counting on, as a proxy runs by default (the tally is never taken here: its writer is
+    // not on the redirect path).
+    Site { store: Some(Arc::new(store)), log, metrics, clicks: Some(Arc::default()) }
 }
 
 /// The proxy as one serving thread runs it, with one domain or [`DOMAINS`].

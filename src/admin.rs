@@ -12,6 +12,7 @@ use hyper::{Method, Response, StatusCode};
 use serde_json::json;
 
 use crate::access_log::AccessLog;
+use crate::clicks::writer::ClicksStatus;
 use crate::couch::CouchClient;
 use crate::errors::Causes;
 use crate::follower::FeedStatus;
@@ -49,6 +50,8 @@ pub struct AdminSite {
     pub log: AccessLog,
     /// Where its cache came from, and the snapshots written since.
     pub snapshots: Arc<SnapshotStatus>,
+    /// Its live counts' state, when counting is on.
+    pub clicks: Option<Arc<ClicksStatus>>,
 }
 
 impl AdminSite {
@@ -63,6 +66,16 @@ impl AdminSite {
             snapshots_written,
             snapshot_failures,
             snapshot_written_at: self.snapshots.last_written_at(),
+            clicks: self.clicks.as_ref().map_or_else(Default::default, |c| {
+                let (pending, pending_bytes) = c.pending();
+                crate::metrics::ClicksGauges {
+                    written: c.written(),
+                    pending,
+                    pending_bytes,
+                    lost: c.lost(),
+                    failing: c.failing().is_some(),
+                }
+            }),
         }
     }
 
@@ -74,8 +87,11 @@ impl AdminSite {
             .and_then(|r| r.map_err(|e| Causes(&e).to_string()));
         let serving = couch.is_ok() && self.feed.is_live();
         let log = self.log.health();
-        let body = json!({
-            "status": if serving && log.failing_since.is_none() { "ok" } else { "degraded" },
+        // Counts waiting for CouchDB are not yet a fault (the feed says CouchDB is away); counts
+        // lost are.
+        let clicks_well = self.clicks.as_ref().is_none_or(|c| c.lost() == 0);
+        let mut body = json!({
+            "status": if serving && log.failing_since.is_none() && clicks_well { "ok" } else { "degraded" },
             "couchdb": match &couch { Ok(_) => "reachable".to_owned(), Err(e) => e.clone() },
             "feed": self.feed.to_json(),
             "cache_entries": self.store.len(),
@@ -83,6 +99,17 @@ impl AdminSite {
             "cache_source": self.snapshots.to_json(self.store.synced_epoch()),
             "access_log": log_json(&log),
         });
+        if let Some(clicks) = &self.clicks {
+            let (pending, pending_bytes) = clicks.pending();
+            body["clicks"] = json!({
+                "status": if clicks.lost() > 0 { "degraded" } else if clicks.failing().is_some() { "waiting" } else { "ok" },
+                "documents_written": clicks.written(),
+                "pending_documents": pending,
+                "pending_bytes": pending_bytes,
+                "lost": clicks.lost(),
+                "error": clicks.failing(),
+            });
+        }
         (body, serving)
     }
 }

@@ -313,6 +313,30 @@ struct AllDocs {
     rows: Vec<AllDocsRow>,
 }
 
+/// A view's rows (`GET /{db}/_design/{d}/_view/{v}`).
+#[derive(Deserialize)]
+struct ViewRows {
+    rows: Vec<ViewRow>,
+}
+
+#[derive(Deserialize)]
+struct ViewRow {
+    key: Value,
+    value: Value,
+}
+
+/// What a view is asked for: reduced, grouped to `group_level` (all of each key without one),
+/// between two keys (`Value::Null`: from the first, to the last).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ViewQuery {
+    /// How many elements of an array key rows are grouped by.
+    pub group_level: Option<usize>,
+    /// The first key (inclusive).
+    pub start_key: Value,
+    /// The last key (inclusive).
+    pub end_key: Value,
+}
+
 /// `_all_docs` with `include_docs`: each row's ID and document.
 #[derive(Deserialize)]
 struct AllDocsWithDocs {
@@ -845,6 +869,39 @@ impl CouchClient {
             Ok(rev) => Ok(Created::Stored(rev)),
             Err(CouchError::Refused { status: 409, .. }) => Ok(Created::Conflict),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The rows of view `view` of design document `design`, reduced and grouped as `query`
+    /// says: each row's key and value. A design document or view that does not exist is a 404
+    /// [`CouchError::Refused`].
+    pub async fn view(&self, design: &str, view: &str, query: &ViewQuery) -> Result<Vec<(Value, Value)>, CouchError> {
+        let mut url = format!("{}/_view/{}?reduce=true", self.design_doc_url(design), segment(view));
+        match query.group_level {
+            Some(level) => url.push_str(&format!("&group_level={level}")),
+            None => url.push_str("&group=true"),
+        }
+        for (name, key) in [("startkey", &query.start_key), ("endkey", &query.end_key)] {
+            if !key.is_null() {
+                url.push_str(&format!("&{name}={}", utf8_percent_encode(&key.to_string(), NON_ALPHANUMERIC)));
+            }
+        }
+        // A view's index is brought up to date by the query that finds it behind: after days of
+        // counts, or a roll-up's thousands of deletions, that can take minutes, and CouchDB 3
+        // answers `500 timeout` after its own request timeout (60 s, `fabric.request_timeout`)
+        // while the indexer goes on; so the query is asked again, up to BULK_TIMEOUT in all.
+        let began = std::time::Instant::now();
+        loop {
+            let req = self.request(&self.feed_http, Method::GET, &url).timeout(BULK_TIMEOUT);
+            let response = self.send(req).await?;
+            if response.status().is_success() {
+                let rows: ViewRows = Self::json(response, &url).await?;
+                return Ok(rows.rows.into_iter().map(|row| (row.key, row.value)).collect());
+            }
+            match self.refused(response).await {
+                CouchError::Refused { error, .. } if error == "timeout" && began.elapsed() < BULK_TIMEOUT => continue,
+                refused => return Err(refused),
+            }
         }
     }
 

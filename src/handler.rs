@@ -11,6 +11,7 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 
 use crate::access_log::{logged_target, AccessLog, Entry};
+use crate::clicks::{Click, Tally};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{clock, Host, Link, LinkId, TrackingId};
 use crate::message::{Body, Field, Headers, Reply, Request, Status};
@@ -38,6 +39,8 @@ pub struct Site {
     pub log: AccessLog,
     /// Its counters.
     pub metrics: Arc<Metrics>,
+    /// Its live counts per link, when counting is on.
+    pub clicks: Option<Arc<Tally>>,
 }
 
 /// The sites a proxy serves, and which one a request is for: its host (the absolute-form
@@ -167,7 +170,9 @@ enum Outcome {
     /// 200 with the out-of-band invitation a link's URL carries, as JSON (RFC 0434's URL
     /// shortening, for a client that asks for `application/json`).
     Invitation(Bytes),
-    NotFound,
+    /// 404, naming the link the path begins with when the database has it (inactive, expired,
+    /// not started): the live counts count those per link, everything else in one total.
+    NotFound(Option<LinkId>),
     NotImplemented,
     Unavailable,
 }
@@ -194,13 +199,20 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
                         None => locate(store, &app.settings, request.path, request.query, now, &visitor).await,
                     }
                 }
-                None => Outcome::NotFound,
+                None => Outcome::NotFound(None),
             },
             _ => Outcome::NotImplemented,
         }
     };
-    let cookie = (!app.settings.untracked(headers))
-        .then(|| tracking_cookie(headers, &app.settings.cookie_name, now).unwrap_or_else(|| TrackingId::generate(now)));
+    let tracked = !app.settings.untracked(headers);
+    let received = if tracked { tracking_cookie(headers, &app.settings.cookie_name, now) } else { None };
+    let cookie = tracked.then(|| received.unwrap_or_else(|| TrackingId::generate(now)));
+    let counted = match &outcome {
+        Outcome::Redirect { id: Some(id), .. } => Counted::Redirect(*id),
+        Outcome::NotFound(Some(id)) => Counted::NotFound(*id),
+        Outcome::NotFound(None) => Counted::Unknown,
+        _ => Counted::Nothing,
+    };
     let reply = match outcome {
         Outcome::Redirect { location, id, vary } => Reply {
             status: Status::Found,
@@ -215,7 +227,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         Outcome::Invitation(json) => {
             Reply { status: Status::Ok, body: Body::Json(json), ..plain(Status::Ok, cookie, now, index) }
         }
-        Outcome::NotFound => plain(Status::NotFound, cookie, now, index),
+        Outcome::NotFound(_) => plain(Status::NotFound, cookie, now, index),
         Outcome::NotImplemented => plain(Status::NotImplemented, cookie, now, index),
         Outcome::Unavailable => plain(Status::Unavailable, cookie, now, index),
     };
@@ -230,7 +242,28 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         location: reply.location.as_ref().map(Location::as_str),
     });
     site.metrics.response(reply.status.code());
+    if let Some(tally) = &site.clicks {
+        tally.record(match counted {
+            Counted::Redirect(id) => Click::Redirect {
+                id,
+                location: reply.location.as_ref().map_or("", Location::as_str),
+                bot: crate::visitor::bot::is_bot_cached(headers.field(Field::UserAgent)),
+                new_visitor: tracked && received.is_none(),
+            },
+            Counted::NotFound(id) => Click::NotFound(id),
+            Counted::Unknown => Click::Unknown,
+            Counted::Nothing => return reply,
+        });
+    }
     reply
+}
+
+/// What a response counts as in the live counts, decided before the reply takes the outcome.
+enum Counted {
+    Redirect(LinkId),
+    NotFound(LinkId),
+    Unknown,
+    Nothing,
 }
 
 /// Decides the reply to a request the protocol refused with `status` (400, 414 or 431), as
@@ -299,6 +332,9 @@ struct LiveLinks<'a> {
     now: OffsetDateTime,
     /// A link's `targets` were consulted: the answer varies with the visitor.
     varied: AtomicBool,
+    /// The link the path begins with, and whether the database has it (working or not).
+    first: Option<LinkId>,
+    first_known: AtomicBool,
 }
 
 /// Where a link sends people now, borrowed from the shared document or the settings.
@@ -353,7 +389,11 @@ impl Ruleset for LiveLinks<'_> {
         let Some(id) = LinkId::parse_bytes(key.as_bytes()) else {
             return Ok(None);
         };
-        Ok(self.store.get(id).await?.and_then(|link| self.target(&link)))
+        let found = self.store.get(id).await?;
+        if found.is_some() && self.first == Some(id) {
+            self.first_known.store(true, Relaxed);
+        }
+        Ok(found.and_then(|link| self.target(&link)))
     }
 }
 
@@ -367,14 +407,29 @@ async fn locate(
     now: OffsetDateTime,
     visitor: &Visitor<'_>,
 ) -> Outcome {
-    let rules = LiveLinks { store, fallback: settings.fallback.as_ref(), visitor, now, varied: AtomicBool::new(false) };
+    // The resolution looks up the path and each of its prefixes, and only an ID (five letters
+    // and digits, no `/`) is ever found: a path whose first segment is none is a 404 without
+    // one.
+    let first_segment = path.strip_prefix('/').and_then(|p| p.split('/').next()).unwrap_or_default();
+    let Some(first) = LinkId::parse_bytes(first_segment.as_bytes()) else {
+        return Outcome::NotFound(None);
+    };
+    let rules = LiveLinks {
+        store,
+        fallback: settings.fallback.as_ref(),
+        visitor,
+        now,
+        varied: AtomicBool::new(false),
+        first: Some(first),
+        first_known: AtomicBool::new(false),
+    };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
     if query.is_none() {
         if let Some(id) = path.strip_prefix('/').and_then(|p| LinkId::parse_bytes(p.as_bytes())) {
             let link = match store.get(id).await {
                 Ok(Some(link)) => link,
-                Ok(None) => return Outcome::NotFound,
+                Ok(None) => return Outcome::NotFound(None),
                 // Counted in the metrics; the feed's state change is what gets a warning.
                 Err(_) => return Outcome::Unavailable,
             };
@@ -394,37 +449,29 @@ async fn locate(
             // An internal redirect, a target to refuse, or a fallback: the full resolution
             // decides.
             if rules.target(&link).is_none() {
-                return Outcome::NotFound;
+                return Outcome::NotFound(Some(id));
             }
         }
-    }
-    // The resolution looks up the path and each of its prefixes, and only an ID (five letters
-    // and digits, no `/`) is ever found: a path whose first segment is none is a 404 without
-    // one.
-    let first_segment = path.strip_prefix('/').and_then(|p| p.split('/').next()).unwrap_or_default();
-    if LinkId::parse_bytes(first_segment.as_bytes()).is_none() {
-        return Outcome::NotFound;
     }
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let resolved = resolve(path, &query, "", &rules).await;
     let vary = rules.varied.load(Relaxed);
+    // A 404 names the link the path begins with when the database has it.
+    let not_found = Outcome::NotFound(rules.first.filter(|_| rules.first_known.load(Relaxed)));
     match resolved {
         Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
-            Some(location) => {
-                let id = path.trim_start_matches('/').split('/').next().and_then(|s| LinkId::parse_bytes(s.as_bytes()));
-                Outcome::Redirect { location: Location::Resolved(location), id, vary }
-            }
+            Some(location) => Outcome::Redirect { location: Location::Resolved(location), id: Some(first), vary },
             None => {
                 tracing::debug!(path, "refusing to redirect to an unsafe target {url:?}");
-                Outcome::NotFound
+                not_found
             }
         },
-        Ok(_) => Outcome::NotFound,
+        Ok(_) => not_found,
         Err(ResolveError::Lookup(_)) => Outcome::Unavailable,
-        Err(ResolveError::TooManyRedirects) => Outcome::NotFound,
+        Err(ResolveError::TooManyRedirects) => not_found,
         Err(ResolveError::BadValue(value)) => {
             tracing::debug!(path, "a link document holds an unusable url {value:?}");
-            Outcome::NotFound
+            not_found
         }
     }
 }
@@ -487,7 +534,7 @@ mod tests {
                 crate::access_log::LogOptions { queue_bytes: 1 << 20, ..Default::default() },
             )
             .unwrap();
-            Site { store: None, log, metrics: Arc::default() }
+            Site { store: None, log, metrics: Arc::default(), clicks: None }
         };
         let hosts = vec![
             (Host::parse("0x1f.ie").unwrap(), site("a")),

@@ -4,7 +4,7 @@
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
 //! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`http`] →
-//! [`handler`] → [`resolve`], [`store`], [`access_log`], [`client_ip`] → [`message`], [`domain`]
+//! [`handler`] → [`resolve`], [`store`], [`access_log`], [`clicks`], [`client_ip`] → [`message`], [`domain`]
 //! → [`visitor`].
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `import`, `export`, `qr`, `report`,
@@ -26,6 +26,8 @@
 //! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
+//! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
+//!   database once per interval, where a view sums every proxy.
 //! - [`log_retention`]: finished days of the access log gzipped, old ones deleted.
 //! - [`client_ip`]: the client address, believing only trusted proxies.
 //! - [`metrics`]: counters in Prometheus text format.
@@ -62,6 +64,7 @@ pub mod access_log;
 pub mod admin;
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod clicks;
 pub mod client_ip;
 pub mod cmd;
 pub mod couch;

@@ -49,13 +49,31 @@ pub struct Gauges {
     pub snapshot_failures: u64,
     /// When the last snapshot was written (Unix seconds).
     pub snapshot_written_at: Option<i64>,
+    /// Live counts: documents written, documents and bytes waiting, responses whose counts were
+    /// lost, whether writes fail (all 0 with counting off).
+    pub clicks: ClicksGauges,
+}
+
+/// The live counts' state, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClicksGauges {
+    /// Documents written to the clicks database.
+    pub written: u64,
+    /// Documents waiting for CouchDB.
+    pub pending: u64,
+    /// Their bytes.
+    pub pending_bytes: u64,
+    /// Responses whose counts were lost.
+    pub lost: u64,
+    /// Whether writing fails now.
+    pub failing: bool,
 }
 
 /// One plain (unlabelled) sample: name, type, help, and where its value comes from.
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 19] = [
+const PLAIN: [Plain; 24] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -116,6 +134,24 @@ const PLAIN: [Plain; 19] = [
         |m, _| m.unusable_documents.load(Relaxed),
     ),
     ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log.lines_written),
+    ("couchlink_clicks_documents_written_total", "counter", "Live counts documents written to the clicks database.", |_, g| {
+        g.clicks.written
+    }),
+    ("couchlink_clicks_pending_documents", "gauge", "Live counts documents waiting in memory for CouchDB.", |_, g| {
+        g.clicks.pending
+    }),
+    ("couchlink_clicks_pending_bytes", "gauge", "Bytes of live counts waiting in memory for CouchDB.", |_, g| {
+        g.clicks.pending_bytes
+    }),
+    (
+        "couchlink_clicks_lost_total",
+        "counter",
+        "Responses whose live counts were lost: waiting past COUCHLINK_CLICKS_QUEUE_BYTES, or at a stop CouchDB did not answer.",
+        |_, g| g.clicks.lost,
+    ),
+    ("couchlink_clicks_failing", "gauge", "1 while CouchDB does not take the live counts.", |_, g| {
+        g.clicks.failing.into()
+    }),
     (
         "couchlink_access_log_lines_lost_total",
         "counter",
@@ -285,6 +321,7 @@ mod tests {
             snapshots_written: 4,
             snapshot_failures: 1,
             snapshot_written_at: Some(1_795_000_000),
+            clicks: ClicksGauges { written: 5, pending: 2, pending_bytes: 900, lost: 3, failing: true },
         });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
@@ -305,6 +342,11 @@ mod tests {
         assert!(text.contains("couchlink_snapshots_written_total 4\n"));
         assert!(text.contains("couchlink_snapshot_failures_total 1\n"));
         assert!(text.contains("couchlink_snapshot_written_timestamp_seconds 1795000000\n"));
+        assert!(text.contains("couchlink_clicks_documents_written_total 5\n"));
+        assert!(text.contains("couchlink_clicks_pending_documents 2\n"));
+        assert!(text.contains("couchlink_clicks_pending_bytes 900\n"));
+        assert!(text.contains("couchlink_clicks_lost_total 3\n"));
+        assert!(text.contains("couchlink_clicks_failing 1\n"));
     }
 
     #[test]
@@ -319,6 +361,7 @@ mod tests {
             snapshots_written: 0,
             snapshot_failures: 0,
             snapshot_written_at: None,
+            clicks: ClicksGauges::default(),
         });
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let family = line.split(['{', ' ']).next().unwrap();

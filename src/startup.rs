@@ -17,6 +17,9 @@ use tokio::sync::watch;
 
 use crate::access_log::{AccessLog, Flusher, LogOptions, OpenError};
 use crate::admin::{Admin, AdminSite};
+use crate::clicks::doc::Writer as ClicksIdentity;
+use crate::clicks::writer::{ClicksStatus, ClicksWriter};
+use crate::clicks::Tally;
 use crate::client_ip::TrustedProxies;
 use crate::couch::{CouchClient, CouchConfig, CouchError};
 use crate::domain::{Domain, Host, PublicUrl};
@@ -98,6 +101,49 @@ pub struct ServerConfig {
     pub domains: Vec<Domain>,
     /// With `domains`: where a request for another host goes (else a 404).
     pub default_domain: Option<Host>,
+    /// Live counts (`None`: off).
+    pub clicks: Option<ClicksConfig>,
+}
+
+/// Where and how often a proxy writes its live counts (docs/reference.md, "Live counts").
+#[derive(Debug, Clone)]
+pub struct ClicksConfig {
+    /// The clicks database; `None`: each links database's `<db>_clicks`.
+    pub db: Option<String>,
+    /// Seconds per interval (1 to 3600).
+    pub interval_secs: u32,
+    /// Bytes of counts that may wait for CouchDB.
+    pub queue_bytes: usize,
+    /// The proxy's name in the documents (the host's name by default).
+    pub proxy_name: String,
+}
+
+impl ClicksConfig {
+    /// The documented defaults: `<db>_clicks`, a minute, 64 MiB, the host's name.
+    pub fn new() -> ClicksConfig {
+        ClicksConfig {
+            db: None,
+            interval_secs: 60,
+            queue_bytes: crate::clicks::writer::DEFAULT_QUEUE_BYTES,
+            proxy_name: host_name(),
+        }
+    }
+}
+
+impl Default for ClicksConfig {
+    fn default() -> Self {
+        ClicksConfig::new()
+    }
+}
+
+/// This machine's name, as the kernel knows it (`couchlink` where it cannot be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "couchlink".to_owned())
 }
 
 impl ServerConfig {
@@ -146,6 +192,7 @@ impl ServerConfig {
             header_timeout: Duration::from_secs(10),
             domains: Vec::new(),
             default_domain: None,
+            clicks: Some(ClicksConfig::new()),
         }
     }
 }
@@ -247,6 +294,8 @@ struct RunningSite {
     public_url: PublicUrl,
     couch: CouchClient,
     store: Arc<LinkStore>,
+    /// Its live counts, and their state, when counting is on.
+    clicks: Option<(Arc<Tally>, Arc<ClicksStatus>)>,
     metrics: Arc<Metrics>,
     feed: Arc<FeedStatus>,
     snapshot_status: Arc<SnapshotStatus>,
@@ -358,10 +407,12 @@ impl Application {
         let (stop, stopped) = watch::channel(false);
         let one = sites.len() == 1 && sites[0].host.is_none();
         let mut running = Vec::with_capacity(sites.len());
+        // One identity for every domain's counts: this process.
+        let writer = config.clicks.as_ref().map(|c| ClicksIdentity::new(&c.proxy_name));
         for plan in sites {
             // With one domain its counters are the process's, unlabelled, as before domains.
             let site_metrics = if one { metrics.clone() } else { Arc::new(Metrics::default()) };
-            running.push(start_site(plan, site_metrics, &config, stopped.clone()).await);
+            running.push(start_site(plan, site_metrics, &config, writer.as_ref(), stopped.clone()).await);
         }
         // Every domain's client shares the first one's account.
         let couch = running[0].couch.clone();
@@ -380,6 +431,7 @@ impl Application {
                     feed: s.feed.clone(),
                     log: s.log.clone(),
                     snapshots: s.snapshot_status.clone(),
+                    clicks: s.clicks.as_ref().map(|(_, status)| status.clone()),
                 })
                 .collect(),
             unknown: unknown.as_ref().map(|(log, _, _)| (log.clone(), unknown_metrics.clone())),
@@ -402,8 +454,12 @@ impl Application {
         settings.fallback = config.fallback_url.as_deref().map(Arc::from);
         let mut shapes: Vec<Shape> =
             running.iter().map(|s| Shape::new(s.public_url.clone(), &config.cookie_name)).collect();
-        let handler_site =
-            |s: &RunningSite| Site { store: Some(s.store.clone()), log: s.log.clone(), metrics: s.metrics.clone() };
+        let handler_site = |s: &RunningSite| Site {
+            store: Some(s.store.clone()),
+            log: s.log.clone(),
+            metrics: s.metrics.clone(),
+            clicks: s.clicks.as_ref().map(|(tally, _)| tally.clone()),
+        };
         let sites = if one {
             Sites::single(handler_site(&running[0]))
         } else {
@@ -413,8 +469,12 @@ impl Application {
             // Requests for no configured host: a 404 logged apart, written as the first
             // domain's (no shortlink is named; the cookie's Secure follows that domain).
             let sink = match &unknown {
-                Some((log, _, _)) => Site { store: None, log: log.clone(), metrics: unknown_metrics.clone() },
-                None => Site { store: None, log: running[0].log.clone(), metrics: unknown_metrics.clone() },
+                Some((log, _, _)) => {
+                    Site { store: None, log: log.clone(), metrics: unknown_metrics.clone(), clicks: None }
+                }
+                None => {
+                    Site { store: None, log: running[0].log.clone(), metrics: unknown_metrics.clone(), clicks: None }
+                }
             };
             shapes.push(Shape::new(running[default.unwrap_or(0)].public_url.clone(), &config.cookie_name));
             Sites::new(hosts, default, sink)
@@ -478,6 +538,7 @@ async fn start_site(
     plan: SitePlan,
     metrics: Arc<Metrics>,
     config: &ServerConfig,
+    writer: Option<&ClicksIdentity>,
     stopped: watch::Receiver<bool>,
 ) -> RunningSite {
     let SitePlan { host, couch, public_url, log, flusher, log_dir, state_dir } = plan;
@@ -528,9 +589,39 @@ async fn start_site(
     tasks.push(tokio::spawn(retention.run(stopped.clone())));
     let warmed_for = if warmed { store.synced_epoch() } else { None };
     if config.warm_start {
-        tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped)));
+        tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
     }
-    RunningSite { host, public_url, couch, store, metrics, feed, snapshot_status, snapshots, log, flusher, tasks }
+    let clicks = match (&config.clicks, writer) {
+        (Some(settings), Some(writer)) => {
+            let db = settings.db.clone().unwrap_or_else(|| format!("{}_clicks", couch.database()));
+            let clicks = ClicksWriter {
+                couch: couch.for_database(&db),
+                tally: Arc::default(),
+                writer: writer.clone(),
+                interval_secs: settings.interval_secs,
+                queue_bytes: settings.queue_bytes,
+                status: Arc::default(),
+            };
+            let handles = (clicks.tally.clone(), clicks.status.clone());
+            tasks.push(tokio::spawn(clicks.run(stopped)));
+            Some(handles)
+        }
+        _ => None,
+    };
+    RunningSite {
+        host,
+        public_url,
+        couch,
+        store,
+        clicks,
+        metrics,
+        feed,
+        snapshot_status,
+        snapshots,
+        log,
+        flusher,
+        tasks,
+    }
 }
 
 /// Serves `app` on `listener` from `workers` threads until `shutdown` completes, calling

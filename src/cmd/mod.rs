@@ -9,6 +9,7 @@ use crate::couch::{CouchClient, CouchConfig};
 
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod clicks;
 pub mod create;
 pub mod export;
 pub mod import;
@@ -47,6 +48,9 @@ pub enum Command {
     Qr(qr::QrArgs),
     /// Link analytics from the access log files: redirects, visitors, target versions, bots.
     Report(report::ReportArgs),
+    /// Live counts per link, as every proxy wrote them to the clicks database (with any account
+    /// that may read links).
+    Clicks(clicks::ClicksArgs),
     /// The DIDComm v2 url-shortener agent ("Shorten URL" protocol) on a listener of its own.
     #[cfg(feature = "agent")]
     Agent(agent::AgentArgs),
@@ -88,6 +92,10 @@ impl Command {
                 Ok(args.execute()?)
             }
             Command::Report(args) => Ok(args.execute()?),
+            Command::Clicks(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
             #[cfg(feature = "agent")]
             Command::Agent(mut args) => {
                 args.on.apply(&mut args.couch, &mut args.public_url)?;
@@ -211,12 +219,16 @@ pub struct RoleArgs {
     /// The role that may create and edit links [default: <db>:editor].
     #[arg(long, env = "COUCHLINK_EDITOR_ROLE")]
     pub editor_role: Option<String>,
+    /// The proxies' role, that alone may write counts to the clicks database [default: <db>:proxy].
+    #[arg(long, env = "COUCHLINK_PROXY_ROLE")]
+    pub proxy_role: Option<String>,
 }
 
 impl RoleArgs {
     /// The roles of database `db`.
     pub fn roles(&self, db: &str) -> Result<crate::domain::Roles, crate::domain::InvalidRole> {
-        crate::domain::Roles::of_database(db, self.reader_role.as_deref(), self.editor_role.as_deref())
+        crate::domain::Roles::of_database(db, self.reader_role.as_deref(), self.editor_role.as_deref())?
+            .with_proxy(self.proxy_role.as_deref())
     }
 }
 
@@ -286,9 +298,14 @@ mod tests {
     #[test]
     fn each_command_names_the_account_it_needs() {
         let mut cli = Cli::command();
-        for (command, account) in
-            [("serve", "read-only"), ("setup", "admin"), ("create", "editor"), ("import", "editor"), ("export", "read")]
-        {
+        for (command, account) in [
+            ("serve", "read-only"),
+            ("setup", "admin"),
+            ("create", "editor"),
+            ("import", "editor"),
+            ("export", "read"),
+            ("clicks", "read"),
+        ] {
             let help = cli.find_subcommand_mut(command).unwrap().render_long_help().to_string();
             let line = help.lines().skip_while(|l| !l.contains("--couchdb-user")).nth(1).unwrap_or_default();
             assert!(line.contains(account), "{command}: {line:?}");

@@ -11,7 +11,7 @@ use super::CouchArgs;
 use crate::client_ip::{ForwardedHeader, TrustedProxies};
 use crate::domain::PublicUrl;
 pub use crate::startup::StartError;
-use crate::startup::{Application, ServerConfig};
+use crate::startup::{Application, ClicksConfig, ServerConfig};
 
 /// Flags of `couchlink serve`.
 #[derive(Debug, Clone, Args)]
@@ -108,6 +108,22 @@ pub struct ServeArgs {
     /// previous response (the idle keep-alive timeout and the slow-header timeout at once).
     #[arg(long, env = "COUCHLINK_HEADER_TIMEOUT_SECS", default_value_t = NonZeroU32::new(10).expect("non-zero"))]
     pub header_timeout_secs: NonZeroU32,
+    /// The clicks database, where live counts are written [default: <db>_clicks, each domain
+    /// its own]; `off`: no counting.
+    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
+    pub clicks_db: Option<String>,
+    /// Seconds per interval of live counts: one document (or a few, for many links) per
+    /// interval, none while idle.
+    #[arg(long, env = "COUCHLINK_CLICKS_INTERVAL_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub clicks_interval_secs: u32,
+    /// Bytes of live counts that may wait in memory while CouchDB does not take them; past it,
+    /// counts are lost and counted.
+    #[arg(long, env = "COUCHLINK_CLICKS_QUEUE_BYTES", default_value_t = crate::clicks::writer::DEFAULT_QUEUE_BYTES)]
+    pub clicks_queue_bytes: usize,
+    /// This proxy's name in its live counts [default: the host's name].
+    #[arg(long, env = "COUCHLINK_PROXY_NAME")]
+    pub proxy_name: Option<String>,
 }
 
 /// A cookie name is an RFC 6265 token.
@@ -143,6 +159,21 @@ impl ServeArgs {
         let editor_role = self.roles.roles(&self.couch.db).map(|r| r.editor).unwrap_or_default();
         let workers = self.workers.map_or_else(ServerConfig::default_workers, NonZeroUsize::get);
         let state_dir = self.state_dir.unwrap_or_else(|| ServerConfig::state_dir_beside(&self.log_dir));
+        let clicks =
+            match self.clicks_db.as_deref() {
+                Some("off") => None,
+                Some(_) if !domains.is_empty() => return Err(StartError::Domains(
+                    "COUCHLINK_CLICKS_DB names one clicks database; with several domains each has its own <db>_clicks \
+                     (or set it to off)"
+                        .into(),
+                )),
+                db => Some(ClicksConfig {
+                    db: db.map(str::to_owned),
+                    interval_secs: self.clicks_interval_secs,
+                    queue_bytes: self.clicks_queue_bytes,
+                    proxy_name: self.proxy_name.clone().unwrap_or_else(crate::startup::host_name),
+                }),
+            };
         Ok(ServerConfig {
             listen: self.listen,
             admin_listen: self.admin_listen,
@@ -170,6 +201,7 @@ impl ServeArgs {
             header_timeout: Duration::from_secs(self.header_timeout_secs.get().into()),
             domains,
             default_domain,
+            clicks,
         })
     }
 }

@@ -46,17 +46,30 @@ pub struct SetupArgs {
     /// admins other tools or people added).
     #[arg(long)]
     pub replace_security: bool,
+    /// The clicks database, where proxies write live counts [default: <db>_clicks]; `off`: none.
+    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
+    pub clicks_db: Option<String>,
 }
 
 impl SetupArgs {
     /// Runs setup and prints what it did, one line per step.
     pub fn execute(self) -> Result<(), SetupError> {
         let roles = self.roles.roles(&self.couch.db)?;
+        let db = self.couch.db.clone();
         let admin = CouchClient::new(&self.couch.into())?;
         let password = self.reader_password.or(self.reader_password_file.map(|f| f.secret));
         let reader = password.map(|password| Reader { name: self.reader_user, password });
-        let options =
-            SetupOptions { roles, drop_shared_roles: self.drop_shared_roles, replace_security: self.replace_security };
+        let clicks_db = match self.clicks_db.as_deref() {
+            Some("off") => None,
+            Some(name) => Some(name.to_owned()),
+            None => Some(clicks_db_of(&db)),
+        };
+        let options = SetupOptions {
+            roles,
+            clicks_db,
+            drop_shared_roles: self.drop_shared_roles,
+            replace_security: self.replace_security,
+        };
         let report = super::current_thread_runtime()
             .map_err(SetupError::Runtime)?
             .block_on(run(&admin, reader.as_ref(), &options))
@@ -77,8 +90,10 @@ impl SetupArgs {
 /// How setup prepares a database.
 #[derive(Debug, Clone)]
 pub struct SetupOptions {
-    /// The database's reader and editor roles.
+    /// The database's reader, editor and proxy roles.
     pub roles: Roles,
+    /// The clicks database that goes with it (`None`: counting is off, none is made).
+    pub clicks_db: Option<String>,
     /// Remove the shared `reader`/`editor` roles from `_security` and the validation.
     pub drop_shared_roles: bool,
     /// Write `_security` as couchlink wants it, dropping everything else.
@@ -89,8 +104,13 @@ impl SetupOptions {
     /// The default roles of `db`, nothing dropped or replaced.
     pub fn for_database(db: &str) -> SetupOptions {
         let roles = Roles::of_database(db, None, None).expect("derived roles are valid");
-        SetupOptions { roles, drop_shared_roles: false, replace_security: false }
+        SetupOptions { roles, clicks_db: Some(clicks_db_of(db)), drop_shared_roles: false, replace_security: false }
     }
+}
+
+/// The clicks database of links database `db` by default: `<db>_clicks`.
+pub fn clicks_db_of(db: &str) -> String {
+    format!("{db}_clicks")
 }
 
 /// What one setup step did.
@@ -130,6 +150,9 @@ pub struct Report {
     pub shared_roles: Vec<String>,
     /// The design document holding the validation function.
     pub design: Step,
+    /// The clicks database, its `_security` and its design document (validation and views),
+    /// by name; `None` when counting is off.
+    pub clicks: Option<(String, Step, Step, Step)>,
     /// The proxy's read-only account.
     pub reader: Step,
 }
@@ -152,7 +175,11 @@ impl fmt::Display for Report {
         if !self.security_changes.is_empty() {
             write!(f, " ({})", self.security_changes.join(", "))?;
         }
-        write!(f, "\ndesign document: {}\nreader account: {}", self.design, self.reader)
+        write!(f, "\ndesign document: {}", self.design)?;
+        if let Some((name, database, security, design)) = &self.clicks {
+            write!(f, "\nclicks database {name}: {database}, _security: {security}, design document: {design}")?;
+        }
+        write!(f, "\nreader account: {}", self.reader)
     }
 }
 
@@ -317,11 +344,92 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
         }
     };
 
+    let clicks = match &options.clicks_db {
+        Some(name) => Some(ensure_clicks(&admin.for_database(name), options, &plan.shared_roles).await?),
+        None => None,
+    };
+
+    let proxy = options.clicks_db.as_ref().map(|_| options.roles.proxy.as_str());
     let reader = match reader {
-        Some(reader) => ensure_reader(admin, reader, &options.roles).await?,
+        Some(reader) => ensure_reader(admin, reader, &options.roles, proxy).await?,
         None => Step::Skipped,
     };
-    Ok(Report { database, security, security_changes: plan.changes, shared_roles: plan.shared_roles, design, reader })
+    Ok(Report {
+        database,
+        security,
+        security_changes: plan.changes,
+        shared_roles: plan.shared_roles,
+        design,
+        clicks,
+        reader,
+    })
+}
+
+/// The clicks database (docs/reference.md, "Live counts"): made if missing; its `_security`
+/// admits the links database's readers and editors (and the shared roles while the links
+/// database does) and the proxies, keeping what admins added; its design document holds the
+/// validation (only the proxy role writes, each document once) and the views.
+async fn ensure_clicks(
+    clicks: &CouchClient,
+    options: &SetupOptions,
+    shared_roles: &[String],
+) -> Result<(String, Step, Step, Step), SetupError> {
+    let created = clicks.ensure_database(clicks.database()).await?;
+    let database = if created { Step::Created } else { Step::Unchanged };
+    let current = clicks.security().await?;
+    let roles = &options.roles;
+    let mut members: Vec<&str> = vec![&roles.reader, &roles.editor, &roles.proxy];
+    members.extend(shared_roles.iter().map(String::as_str));
+    let wanted = merge_member_roles(&current, &members, options.replace_security);
+    let security = if wanted == current {
+        Step::Unchanged
+    } else {
+        clicks.put_security(&wanted).await?;
+        if created {
+            Step::Created
+        } else {
+            Step::Updated
+        }
+    };
+    let current = clicks.design_doc(crate::clicks::doc::DESIGN_DOC).await?;
+    let design = match reconcile(current.as_ref(), crate::clicks::doc::design(&[&roles.proxy])) {
+        None => Step::Unchanged,
+        Some(wanted) => {
+            clicks.put_design_doc(crate::clicks::doc::DESIGN_DOC, &wanted).await?;
+            if current.is_some() {
+                Step::Updated
+            } else {
+                Step::Created
+            }
+        }
+    };
+    Ok((clicks.database().to_owned(), database, security, design))
+}
+
+/// `current` with `roles` among its members' roles (and `admins`/`members` complete), everything
+/// else kept; or, to replace, exactly those members and no admins.
+fn merge_member_roles(current: &Value, roles: &[&str], replace: bool) -> Value {
+    if replace {
+        return json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": roles}});
+    }
+    let mut merged = if current.is_object() { current.clone() } else { json!({}) };
+    for part in ["admins", "members"] {
+        if !merged[part].is_object() {
+            merged[part] = json!({});
+        }
+        for list in ["names", "roles"] {
+            if !merged[part][list].is_array() {
+                merged[part][list] = json!([]);
+            }
+        }
+    }
+    let held = merged["members"]["roles"].as_array_mut().expect("made an array above");
+    for role in roles {
+        if !held.iter().any(|r| r == role) {
+            held.push(json!(role));
+        }
+    }
+    merged
 }
 
 async fn ensure_admin(admin: &CouchClient) -> Result<(), SetupError> {
@@ -347,31 +455,46 @@ fn reconcile(current: Option<&Value>, mut wanted: Value) -> Option<Value> {
     Some(wanted)
 }
 
-/// Makes sure `reader` can log in and holds this database's reader role but not its editor
-/// role; roles it holds for other databases are kept. Two setups racing (two proxies starting
-/// together) meet a 409 on the user document: the second one looks again.
-async fn ensure_reader(admin: &CouchClient, reader: &Reader, roles: &Roles) -> Result<Step, SetupError> {
-    match write_reader(admin, reader, roles).await {
-        Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => write_reader(admin, reader, roles).await,
+/// Makes sure `reader` can log in and holds this database's reader role (and, with counting
+/// on, the `proxy` role that writes counts) but not its editor role; roles it holds for other
+/// databases are kept. Two setups racing (two proxies starting together) meet a 409 on the user
+/// document: the second one looks again.
+async fn ensure_reader(
+    admin: &CouchClient,
+    reader: &Reader,
+    roles: &Roles,
+    proxy: Option<&str>,
+) -> Result<Step, SetupError> {
+    match write_reader(admin, reader, roles, proxy).await {
+        Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => {
+            write_reader(admin, reader, roles, proxy).await
+        }
         other => other,
     }
 }
 
 /// The roles the reader account should hold, given those it holds: this database's reader role
-/// added, its editor role taken away, the rest kept.
-fn reader_roles(held: &[String], roles: &Roles) -> Vec<String> {
+/// (and `proxy`) added, its editor role taken away, the rest kept.
+fn reader_roles(held: &[String], roles: &Roles, proxy: Option<&str>) -> Vec<String> {
     let mut wanted: Vec<String> = held.iter().filter(|r| **r != roles.editor).cloned().collect();
-    if !wanted.contains(&roles.reader) {
-        wanted.push(roles.reader.clone());
+    for role in std::iter::once(roles.reader.as_str()).chain(proxy) {
+        if !wanted.iter().any(|r| r == role) {
+            wanted.push(role.to_owned());
+        }
     }
     wanted
 }
 
-async fn write_reader(admin: &CouchClient, reader: &Reader, roles: &Roles) -> Result<Step, SetupError> {
+async fn write_reader(
+    admin: &CouchClient,
+    reader: &Reader,
+    roles: &Roles,
+    proxy: Option<&str>,
+) -> Result<Step, SetupError> {
     let existing = admin.user_doc(&reader.name).await?;
     let held: Vec<String> =
         existing.as_ref().and_then(|d| serde_json::from_value(d["roles"].clone()).ok()).unwrap_or_default();
-    let wanted = reader_roles(&held, roles);
+    let wanted = reader_roles(&held, roles, proxy);
     if existing.is_some() && wanted == held {
         // The roles are right; the password too, if the account can log in with it.
         let as_reader = admin.with_credentials(&reader.name, &reader.password);
@@ -436,8 +559,9 @@ mod tests {
     fn the_reader_keeps_other_databases_roles_but_never_this_ones_editor_role() {
         let roles = Roles::of_database("links", None, None).unwrap();
         let held = ["acme:reader".to_owned(), "links:editor".to_owned()];
-        assert_eq!(reader_roles(&held, &roles), ["acme:reader", "links:reader"]);
-        assert_eq!(reader_roles(&["links:reader".to_owned()], &roles), ["links:reader"]);
+        assert_eq!(reader_roles(&held, &roles, None), ["acme:reader", "links:reader"]);
+        assert_eq!(reader_roles(&["links:reader".to_owned()], &roles, None), ["links:reader"]);
+        assert_eq!(reader_roles(&held, &roles, Some("links:proxy")), ["acme:reader", "links:reader", "links:proxy"]);
     }
 
     #[test]

@@ -7,13 +7,17 @@ pub const SHARED_READER: &str = "reader";
 /// See [`SHARED_READER`].
 pub const SHARED_EDITOR: &str = "editor";
 
-/// The roles of one links database: its reader (the proxy) and its editors (people).
+/// The roles of one links database: its reader (the proxy), its editors (people), and the
+/// proxies' own role in its clicks database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roles {
     /// May read links and `_changes`, never write.
     pub reader: String,
     /// May create and edit links, never delete them.
     pub editor: String,
+    /// May write counts to the clicks database (the proxy's account holds it besides the
+    /// reader role); nothing else: a reader who is not a proxy cannot write counts.
+    pub proxy: String,
 }
 
 /// A role name CouchDB would not take.
@@ -22,8 +26,9 @@ pub struct Roles {
 pub struct InvalidRole(pub String);
 
 impl Roles {
-    /// The roles of database `db`: as given, or `<db>:reader` and `<db>:editor`, so that an
-    /// account made for one database is a stranger to every other on the same CouchDB.
+    /// The roles of database `db`: as given, or `<db>:reader` and `<db>:editor` (and the proxy
+    /// role `<db>:proxy`, see [`Roles::with_proxy`]), so that an account made for one database
+    /// is a stranger to every other on the same CouchDB.
     ///
     /// ```
     /// use couchlink::domain::Roles;
@@ -38,11 +43,27 @@ impl Roles {
             }
             Ok(name)
         };
-        let roles = Roles { reader: role(reader, "reader")?, editor: role(editor, "editor")? };
-        if roles.reader == roles.editor {
-            return Err(InvalidRole(roles.reader));
+        let roles =
+            Roles { reader: role(reader, "reader")?, editor: role(editor, "editor")?, proxy: role(None, "proxy")? };
+        roles.distinct()
+    }
+
+    /// These roles with the proxies' role named `proxy` (`COUCHLINK_PROXY_ROLE`) instead of
+    /// `<db>:proxy`.
+    pub fn with_proxy(self, proxy: Option<&str>) -> Result<Roles, InvalidRole> {
+        match proxy.filter(|p| !p.is_empty()) {
+            None => Ok(self),
+            Some(name) if name.starts_with('_') || name.trim().is_empty() => Err(InvalidRole(name.to_owned())),
+            Some(name) => Roles { proxy: name.to_owned(), ..self }.distinct(),
         }
-        Ok(roles)
+    }
+
+    /// The roles, when no two are the same.
+    fn distinct(self) -> Result<Roles, InvalidRole> {
+        if self.reader == self.editor || self.proxy == self.reader || self.proxy == self.editor {
+            return Err(InvalidRole(if self.reader == self.editor { self.reader } else { self.proxy }));
+        }
+        Ok(self)
     }
 }
 
@@ -53,10 +74,20 @@ mod tests {
     #[test]
     fn roles_are_the_databases_own_unless_named() {
         let acme = Roles::of_database("acme_links", None, None).unwrap();
-        assert_eq!(acme, Roles { reader: "acme_links:reader".into(), editor: "acme_links:editor".into() });
+        assert_eq!(
+            acme,
+            Roles {
+                reader: "acme_links:reader".into(),
+                editor: "acme_links:editor".into(),
+                proxy: "acme_links:proxy".into()
+            }
+        );
         assert_ne!(acme, Roles::of_database("links", None, None).unwrap());
         let named = Roles::of_database("links", Some("proxy"), Some("marketing")).unwrap();
-        assert_eq!(named, Roles { reader: "proxy".into(), editor: "marketing".into() });
+        assert_eq!(named, Roles { reader: "proxy".into(), editor: "marketing".into(), proxy: "links:proxy".into() });
+        assert_eq!(named.clone().with_proxy(Some("counter")).unwrap().proxy, "counter");
+        assert!(named.clone().with_proxy(Some("marketing")).is_err(), "a proxy role of its own");
+        assert!(named.with_proxy(Some("_admin")).is_err());
         assert!(Roles::of_database("links", Some("_admin"), None).is_err());
         assert!(Roles::of_database("links", Some("same"), Some("same")).is_err());
     }

@@ -7,6 +7,7 @@ mod access_log;
 mod admin_plane;
 #[cfg(feature = "agent")]
 mod agent;
+mod clicks;
 mod cookies;
 mod domains;
 mod edges;

@@ -381,6 +381,12 @@ fn serve_flags_become_the_configuration() {
         "60",
         "--fallback-url",
         "https://0x1f.ie/gone",
+        "--clicks-interval-secs",
+        "15",
+        "--clicks-queue-bytes",
+        "4096",
+        "--proxy-name",
+        "web-7",
     ];
     let couchlink::cmd::Command::Serve(args) = couchlink::cmd::Cli::try_parse_from(argv).unwrap().command else {
         panic!("parsed as another command")
@@ -399,6 +405,19 @@ fn serve_flags_become_the_configuration() {
     assert_eq!(c.state_dir.as_deref(), Some(std::path::Path::new("/var/lib/couchlink")));
     assert_eq!(c.snapshot_interval, Duration::from_secs(60));
     assert_eq!(c.fallback_url.as_deref(), Some("https://0x1f.ie/gone"));
+    let clicks = c.clicks.expect("counting is on by default");
+    assert_eq!((clicks.db, clicks.interval_secs, clicks.queue_bytes), (None, 15, 4096));
+    assert_eq!(clicks.proxy_name, "web-7");
+    let off = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--clicks-db", "off"]).unwrap();
+    let couchlink::cmd::Command::Serve(off) = off.command else { panic!("parsed as another command") };
+    assert!(off.into_config().unwrap().clicks.is_none(), "off: no counting");
+    let too_often = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--clicks-interval-secs", "0"]);
+    assert!(too_often.is_err(), "an interval is 1 to 3600 seconds");
+    let named = ["couchlink", "serve", "--clicks-db", "counts", "--domains", "0x1f.ie=links,go.acme.example=acme"];
+    let couchlink::cmd::Command::Serve(named) = couchlink::cmd::Cli::try_parse_from(named).unwrap().command else {
+        panic!("parsed as another command")
+    };
+    assert!(named.into_config().is_err(), "one name for several domains' clicks databases is refused");
     let bad = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--fallback-url", "https://Gone.example/"]);
     assert!(bad.is_err(), "a fallback not in the form sent is refused");
     // By default beside the log directory.

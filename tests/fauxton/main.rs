@@ -312,6 +312,7 @@ async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_ot
         let roles = couchlink::domain::Roles::of_database(name, None, None).unwrap();
         let options = couchlink::cmd::setup::SetupOptions {
             roles: roles.clone(),
+            clicks_db: None,
             drop_shared_roles: true,
             replace_security: false,
         };

@@ -32,6 +32,8 @@ pub fn test_config(db: &TestDb, log_dir: &Path) -> ServerConfig {
     config.workers = 1;
     // Never the default beside the logs: `spawn_app_on` gives each app a folder of its own.
     config.state_dir = None;
+    // Off, as the test databases have no clicks database: the tests of live counts turn it on.
+    config.clicks = None;
     config
 }
 

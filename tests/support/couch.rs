@@ -115,15 +115,23 @@ pub const READER: (&str, &str) = ("couchlink-test-reader", "reader-pw");
 pub const EDITOR: (&str, &str) = ("couchlink-test-editor", "editor-pw");
 pub const READER_ROLE: &str = "couchlink-test:reader";
 pub const EDITOR_ROLE: &str = "couchlink-test:editor";
+/// The proxies' role of every test database (its clicks database's writers).
+pub const PROXY_ROLE: &str = "couchlink-test:proxy";
 
 /// The roles of every test database.
 pub fn test_roles() -> couchlink::domain::Roles {
-    couchlink::domain::Roles { reader: READER_ROLE.into(), editor: EDITOR_ROLE.into() }
+    couchlink::domain::Roles { reader: READER_ROLE.into(), editor: EDITOR_ROLE.into(), proxy: PROXY_ROLE.into() }
 }
 
 /// `couchlink setup`'s options for a test database.
 pub fn test_setup() -> couchlink::cmd::setup::SetupOptions {
-    couchlink::cmd::setup::SetupOptions { roles: test_roles(), drop_shared_roles: false, replace_security: false }
+    // Without a clicks database: the tests of live counts ask for one (`clicks_setup`).
+    couchlink::cmd::setup::SetupOptions {
+        roles: test_roles(),
+        drop_shared_roles: false,
+        replace_security: false,
+        clicks_db: None,
+    }
 }
 
 /// A fresh database on a test server.
@@ -147,6 +155,10 @@ impl TestDb {
     /// [`TestDb::new_on`], named `name` (a server of the test's own can use the real name).
     pub async fn named_on(couch: &Couch, name: &str) -> TestDb {
         let db = TestDb { name: name.to_owned(), couch: couch.clone() };
+        // The shared reader holds the proxy role from the start (the tests of live counts set up
+        // databases that give it): setup then never rewrites the account while other tests'
+        // proxies use it (CouchDB 3 can answer such a request 401 while the account changes).
+        ensure_user_roles(couch, READER, &[READER_ROLE, PROXY_ROLE]).await;
         let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
         couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &test_setup())
             .await
@@ -164,7 +176,7 @@ impl TestDb {
         let security = couchlink::cmd::setup::security_object(&test_roles());
         let r = db.admin(reqwest::Method::PUT, "_security", Some(&security)).await;
         assert!(r.status().is_success(), "cannot set _security: {}", r.text().await.unwrap());
-        ensure_user(couch(), READER, READER_ROLE).await;
+        ensure_user_roles(couch(), READER, &[READER_ROLE, PROXY_ROLE]).await;
         db
     }
 
@@ -249,16 +261,21 @@ impl TestDb {
 
 /// Creates (once per server) a user with exactly one role.
 pub async fn ensure_user(couch: &Couch, who: (&str, &str), role: &str) {
+    ensure_user_roles(couch, who, &[role]).await;
+}
+
+/// Creates (once per server) a user with exactly these roles.
+pub async fn ensure_user_roles(couch: &Couch, who: (&str, &str), roles: &[&str]) {
     let url = format!("{}/_users/org.couchdb.user:{}", couch.url, who.0);
     let auth = |r: reqwest::RequestBuilder| {
         r.basic_auth(&couch.admin_user, Some(&couch.admin_password)).header("Accept", "application/json")
     };
     for _ in 0..3 {
         let existing: Value = auth(http().get(&url)).send().await.unwrap().json().await.unwrap();
-        if existing["roles"] == json!([role]) {
+        if existing["roles"] == json!(roles) {
             return;
         }
-        let mut doc = json!({"name": who.0, "password": who.1, "roles": [role], "type": "user"});
+        let mut doc = json!({"name": who.0, "password": who.1, "roles": roles, "type": "user"});
         if let Some(rev) = existing.get("_rev") {
             doc["_rev"] = rev.clone();
         }

@@ -1,0 +1,239 @@
+//! The task that writes a links database's live counts: every interval it takes the
+//! [`Tally`](super::Tally), turns it into documents ([`super::doc`]) and writes them, in order,
+//! to the clicks database. What CouchDB cannot take waits in memory up to a bound, and is
+//! written when it answers again; past the bound, counts are lost and counted
+//! (docs/operations.md, "Faults"). At a stop it writes what is left.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio::sync::watch;
+
+use super::doc::{documents, Writer};
+use super::Tally;
+use crate::couch::{CouchClient, CouchError};
+use crate::errors::Causes;
+
+/// How much of the counts may wait for CouchDB by default (`COUCHLINK_CLICKS_QUEUE_BYTES`):
+/// a day of one-minute intervals of a proxy serving a few hundred links a minute.
+pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
+
+/// How long a stop waits for CouchDB to take what is left.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The state of a links database's counts, for `/healthz` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct ClicksStatus {
+    written: AtomicU64,
+    pending: AtomicU64,
+    pending_bytes: AtomicU64,
+    lost: AtomicU64,
+    /// Why the last write failed, while writes fail.
+    failing: Mutex<Option<String>>,
+}
+
+impl ClicksStatus {
+    /// Documents written since the start.
+    pub fn written(&self) -> u64 {
+        self.written.load(Relaxed)
+    }
+
+    /// Documents waiting for CouchDB, and their size in bytes.
+    pub fn pending(&self) -> (u64, u64) {
+        (self.pending.load(Relaxed), self.pending_bytes.load(Relaxed))
+    }
+
+    /// Responses whose counts were lost (the queue full, a stop that CouchDB did not answer, a
+    /// document CouchDB refused for good).
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Relaxed)
+    }
+
+    /// Why writing fails, while it does.
+    pub fn failing(&self) -> Option<String> {
+        self.failing.lock().expect("clicks status lock").clone()
+    }
+}
+
+/// One links database's counts and where they go.
+pub struct ClicksWriter {
+    /// The clicks database, as the proxy's account.
+    pub couch: CouchClient,
+    /// What the serving threads count.
+    pub tally: Arc<Tally>,
+    /// This process, as the documents name it.
+    pub writer: Writer,
+    /// Seconds per interval (1 to 3600), intervals starting at multiples of it in UTC.
+    pub interval_secs: u32,
+    /// Bytes of documents that may wait for CouchDB.
+    pub queue_bytes: usize,
+    /// What `/healthz` and `/metrics` show.
+    pub status: Arc<ClicksStatus>,
+}
+
+/// Documents waiting for CouchDB, oldest first.
+#[derive(Default)]
+struct Queue {
+    docs: VecDeque<(Value, usize)>,
+    bytes: usize,
+}
+
+/// The responses a document counts (what losing it loses).
+fn responses(doc: &Value) -> u64 {
+    let links = doc["links"].as_object().into_iter().flatten();
+    let counted = |c: &Value| c["redirects"].as_u64().unwrap_or(0) + c["not_found"].as_u64().unwrap_or(0);
+    doc["unknown_not_found"].as_u64().unwrap_or(0) + links.map(|(_, c)| counted(c)).sum::<u64>()
+}
+
+impl ClicksWriter {
+    /// Counts and writes until `stop` says so; then writes what is left (for at most
+    /// [`STOP_TIMEOUT`]) and returns.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut queue = Queue::default();
+        let mut start = self.interval_start(OffsetDateTime::now_utc());
+        loop {
+            let next = start + time::Duration::seconds(i64::from(self.interval_secs));
+            let wait = (next - OffsetDateTime::now_utc()).try_into().unwrap_or(Duration::ZERO);
+            let stopping = tokio::select! {
+                _ = tokio::time::sleep(wait) => false,
+                _ = stop.wait_for(|stop| *stop) => true,
+            };
+            self.close_interval(start, &mut queue);
+            if stopping {
+                let written = tokio::time::timeout(STOP_TIMEOUT, self.write(&mut queue)).await;
+                if written.is_err() || !queue.docs.is_empty() {
+                    let lost: u64 = queue.docs.iter().map(|(doc, _)| responses(doc)).sum();
+                    self.status.lost.fetch_add(lost, Relaxed);
+                    tracing::warn!(
+                        "the counts of {lost} responses could not be written to {} before the stop",
+                        self.couch.database()
+                    );
+                }
+                return;
+            }
+            self.write(&mut queue).await;
+            start = self.interval_start(OffsetDateTime::now_utc()).max(next);
+        }
+    }
+
+    /// The start of the interval `now` is in.
+    fn interval_start(&self, now: OffsetDateTime) -> OffsetDateTime {
+        let secs = i64::from(self.interval_secs);
+        let unix = now.unix_timestamp();
+        OffsetDateTime::from_unix_timestamp(unix - unix.rem_euclid(secs)).unwrap_or(now)
+    }
+
+    /// Takes what was counted since the interval that began at `start` began, and queues it;
+    /// what does not fit is lost, and counted.
+    fn close_interval(&self, start: OffsetDateTime, queue: &mut Queue) {
+        let counts = self.tally.take();
+        for doc in documents(&self.writer, start, self.interval_secs, &counts) {
+            let size = doc.to_string().len();
+            if queue.bytes + size > self.queue_bytes {
+                let lost = responses(&doc);
+                let before = self.status.lost.fetch_add(lost, Relaxed);
+                if before == 0 {
+                    tracing::warn!(
+                        "counts for {} wait for CouchDB beyond COUCHLINK_CLICKS_QUEUE_BYTES ({} bytes): counts are \
+                         lost from now on, and counted in /metrics",
+                        self.couch.database(),
+                        self.queue_bytes
+                    );
+                }
+                continue;
+            }
+            queue.bytes += size;
+            queue.docs.push_back((doc, size));
+        }
+        self.publish(queue);
+    }
+
+    /// Writes the queue in order, stopping at the first document CouchDB does not take.
+    async fn write(&self, queue: &mut Queue) {
+        while let Some((doc, size)) = queue.docs.front() {
+            let id = doc["_id"].as_str().unwrap_or_default().to_owned();
+            // Written, now or by an earlier try whose answer was lost (a conflict): never twice.
+            // Anything else, CouchDB away or refusing (no clicks database yet, an account without
+            // the proxy role), waits with the rest and is tried again next interval: the order
+            // is kept, and an admin's fix is all it takes.
+            match self.couch.create_doc_raw(&id, doc).await {
+                Ok(_) => {
+                    self.status.written.fetch_add(1, Relaxed);
+                    self.recovered();
+                }
+                Err(e) => {
+                    self.failed(&e);
+                    break;
+                }
+            }
+            queue.bytes -= size;
+            queue.docs.pop_front();
+            self.publish(queue);
+        }
+        self.publish(queue);
+    }
+
+    fn publish(&self, queue: &Queue) {
+        self.status.pending.store(queue.docs.len() as u64, Relaxed);
+        self.status.pending_bytes.store(queue.bytes as u64, Relaxed);
+    }
+
+    fn failed(&self, error: &CouchError) {
+        let why = Causes(error).to_string();
+        let mut failing = self.status.failing.lock().expect("clicks status lock");
+        if failing.is_none() {
+            tracing::warn!(
+                "cannot write counts to {} ({why}): they wait in memory (up to {} bytes) and are written when CouchDB \
+                 takes them",
+                self.couch.database(),
+                self.queue_bytes
+            );
+        }
+        *failing = Some(why);
+    }
+
+    fn recovered(&self) {
+        if self.status.failing.lock().expect("clicks status lock").take().is_some() {
+            tracing::info!("counts are written to {} again", self.couch.database());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_document_counts_its_redirects_and_404s() {
+        let doc = json!({"links": {"H83if": {"redirects": 3, "not_found": 2}, "Abcde": {"redirects": 1, "not_found": 0}},
+            "unknown_not_found": 4});
+        assert_eq!(responses(&doc), 10);
+    }
+
+    #[test]
+    fn intervals_start_at_multiples_of_their_length() {
+        let couch = CouchClient::new(&crate::couch::CouchConfig {
+            url: "http://127.0.0.1:9".into(),
+            user: None,
+            password: None,
+            password_file: None,
+            db: "links_clicks".into(),
+        })
+        .unwrap();
+        let writer = ClicksWriter {
+            couch,
+            tally: Arc::default(),
+            writer: Writer::new("test"),
+            interval_secs: 60,
+            queue_bytes: 1 << 20,
+            status: Arc::default(),
+        };
+        let now = time::macros::datetime!(2026-11-26 15:31:42.5 UTC);
+        assert_eq!(writer.interval_start(now), time::macros::datetime!(2026-11-26 15:31:00 UTC));
+    }
+}

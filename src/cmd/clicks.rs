@@ -1,0 +1,358 @@
+//! `couchlink clicks`: the live counts every proxy writes (docs/reference.md, "Live counts"),
+//! read from the clicks database's view: per link, in all or per month, day or hour.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+
+use super::CouchArgs;
+use crate::clicks::doc::DESIGN_DOC;
+use crate::couch::{CouchClient, CouchError, ViewQuery};
+use crate::domain::LinkId;
+
+/// Flags of `couchlink clicks`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account that may read links (a reader or an editor)")))]
+pub struct ClicksArgs {
+    /// The links to show (all that were counted, without any).
+    #[arg(value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Counts in all, or per UTC month, day or hour.
+    #[arg(long, value_enum, default_value_t = Period::Total)]
+    pub by: Period,
+    /// From this UTC day on (YYYY-MM-DD).
+    #[arg(long, value_parser = parse_day)]
+    pub since: Option<String>,
+    /// Up to this UTC day, included (YYYY-MM-DD).
+    #[arg(long, value_parser = parse_day)]
+    pub until: Option<String>,
+    /// Redirects per target version (each `Location` sent) instead of per period.
+    #[arg(long, conflicts_with_all = ["by", "since", "until"])]
+    pub versions: bool,
+    /// With admin credentials: roll every day before this one (YYYY-MM-DD) up into daily
+    /// documents, its one-minute documents deleted (docs/operations.md, "Live counts on disk").
+    #[arg(long, value_name = "DAY", value_parser = parse_day, conflicts_with_all = ["ids", "by", "since", "until", "versions"])]
+    pub roll_up_until: Option<String>,
+    /// How to print them.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// The clicks database [default: <db>_clicks].
+    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
+    pub clicks_db: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
+}
+
+/// How counts are grouped in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Period {
+    /// In all.
+    Total,
+    /// Per UTC month.
+    Month,
+    /// Per UTC day.
+    Day,
+    /// Per UTC hour.
+    Hour,
+}
+
+impl Period {
+    /// The view's group level for this period (its key is `[id, year, month, day, hour]`).
+    fn group_level(self) -> usize {
+        match self {
+            Period::Total => 1,
+            Period::Month => 3,
+            Period::Day => 4,
+            Period::Hour => 5,
+        }
+    }
+}
+
+/// How counts are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns, for a terminal.
+    Table,
+    /// One JSON document.
+    Json,
+    /// Comma-separated, with a header.
+    Csv,
+}
+
+fn parse_day(s: &str) -> Result<String, String> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    time::Date::parse(s, format).map(|_| s.to_owned()).map_err(|_| format!("{s:?} is not a day as YYYY-MM-DD"))
+}
+
+/// Why the counts could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ClicksError {
+    /// An argument that is no link ID.
+    #[error("{0:?} is not a link ID (5 letters or digits)")]
+    BadId(String),
+    /// Counting is off.
+    #[error("COUCHLINK_CLICKS_DB is off: there are no counts to show")]
+    Off,
+    /// The clicks database has no view yet.
+    #[error("{0} has no counts view: run `couchlink setup` (with admin credentials) for this database")]
+    NoView(String),
+    /// CouchDB refused or could not be reached.
+    #[error("cannot read the counts")]
+    Couch(#[from] CouchError),
+    /// Writing to stdout failed.
+    #[error("cannot write the counts")]
+    Write(#[from] std::io::Error),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// Rolling up stopped.
+    #[error(transparent)]
+    Rollup(#[from] crate::clicks::rollup::RollupError),
+}
+
+/// One row of counts: a link, the period (empty for all time), and its four numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The link.
+    pub id: String,
+    /// `2026`, `2026-11`, `2026-11-26` or `2026-11-26T15`, or empty for all time.
+    pub period: String,
+    /// Redirects, bot redirects, new visitors, 404s.
+    pub counts: [u64; 4],
+}
+
+impl ClicksArgs {
+    /// Reads the counts and prints them.
+    pub fn execute(self) -> Result<(), ClicksError> {
+        for id in &self.ids {
+            LinkId::parse(id).map_err(|_| ClicksError::BadId(id.clone()))?;
+        }
+        let db = match self.clicks_db.as_deref() {
+            Some("off") => return Err(ClicksError::Off),
+            Some(name) => name.to_owned(),
+            None => format!("{}_clicks", self.couch.db),
+        };
+        let couch = CouchClient::new(&self.couch.clone().into())?.for_database(&db);
+        let runtime = super::current_thread_runtime().map_err(ClicksError::Runtime)?;
+        let out = &mut std::io::stdout().lock();
+        if let Some(until) = &self.roll_up_until {
+            let until = time::Date::parse(until, time::macros::format_description!("[year]-[month]-[day]"))
+                .expect("checked by the flag's parser");
+            let days = runtime.block_on(crate::clicks::rollup::roll_up(&couch, until))?;
+            for day in &days {
+                writeln!(out, "{}: {} documents rolled into {}", day.day, day.deleted, day.parts)?;
+            }
+            if days.is_empty() {
+                writeln!(out, "nothing to roll up before {}", self.roll_up_until.as_deref().unwrap_or_default())?;
+            }
+            return Ok(());
+        }
+        if self.versions {
+            let rows = runtime.block_on(versions(&couch, &self.ids))?;
+            return print_versions(&rows, self.format, out);
+        }
+        let rows = runtime.block_on(read(&couch, &self.ids, self.by, self.since.as_deref(), self.until.as_deref()))?;
+        print(&rows, self.by, self.format, out)
+    }
+}
+
+/// The rows of `ids` (all links without any) per `by`, between `since` and `until` (days).
+pub async fn read(
+    couch: &CouchClient,
+    ids: &[String],
+    by: Period,
+    since: Option<&str>,
+    until: Option<&str>,
+) -> Result<Vec<Row>, ClicksError> {
+    // A time range is read per day, then added up to the period asked for.
+    let level = if since.is_some() || until.is_some() { by.group_level().max(4) } else { by.group_level() };
+    let ranges: Vec<(Value, Value)> = if ids.is_empty() {
+        vec![(Value::Null, Value::Null)]
+    } else {
+        ids.iter().map(|id| (json!([id]), json!([id, {}]))).collect()
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for (start, end) in ranges {
+        let query = ViewQuery { group_level: Some(level), start_key: start, end_key: end };
+        let found = couch.view(DESIGN_DOC, "by_link", &query).await.map_err(|e| no_view(couch, e))?;
+        for (key, value) in found {
+            let Some(key) = key.as_array() else { continue };
+            let parts: Vec<&str> = key.iter().filter_map(Value::as_str).collect();
+            let day = parts.get(1..4).map(|d| d.join("-"));
+            if day.as_deref().is_some_and(|d| since.is_some_and(|s| d < s) || until.is_some_and(|u| d > u)) {
+                continue;
+            }
+            let period = period(&parts[1..by.group_level().min(parts.len())]);
+            let counts = numbers(&value);
+            match rows.last_mut() {
+                Some(last) if last.id == parts[0] && last.period == period => {
+                    for (sum, n) in last.counts.iter_mut().zip(counts) {
+                        *sum += n;
+                    }
+                }
+                _ => rows.push(Row { id: parts[0].to_owned(), period, counts }),
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// `["2026", "11", "26", "15"]` (or a prefix of it) as `2026-11-26T15`.
+fn period(parts: &[&str]) -> String {
+    match parts {
+        [] => String::new(),
+        [y] => (*y).to_owned(),
+        [y, m] => format!("{y}-{m}"),
+        [y, m, d] => format!("{y}-{m}-{d}"),
+        [y, m, d, h, ..] => format!("{y}-{m}-{d}T{h}"),
+    }
+}
+
+fn numbers(value: &Value) -> [u64; 4] {
+    let mut counts = [0; 4];
+    for (n, v) in counts.iter_mut().zip(value.as_array().into_iter().flatten()) {
+        *n = v.as_u64().unwrap_or(0);
+    }
+    counts
+}
+
+/// A view that does not exist is a setup not run, said so.
+fn no_view(couch: &CouchClient, e: CouchError) -> ClicksError {
+    match e {
+        CouchError::Refused { status: 404, .. } => ClicksError::NoView(couch.database().to_owned()),
+        e => ClicksError::Couch(e),
+    }
+}
+
+/// Redirects per link and target version.
+async fn versions(couch: &CouchClient, ids: &[String]) -> Result<Vec<(String, String, u64)>, ClicksError> {
+    let ranges: Vec<(Value, Value)> = if ids.is_empty() {
+        vec![(Value::Null, Value::Null)]
+    } else {
+        ids.iter().map(|id| (json!([id]), json!([id, {}]))).collect()
+    };
+    let mut rows = Vec::new();
+    for (start, end) in ranges {
+        let query = ViewQuery { group_level: Some(2), start_key: start, end_key: end };
+        for (key, value) in couch.view(DESIGN_DOC, "by_version", &query).await.map_err(|e| no_view(couch, e))? {
+            if let [Value::String(id), Value::String(location)] = key.as_array().map(Vec::as_slice).unwrap_or_default()
+            {
+                rows.push((id.clone(), location.clone(), value.as_u64().unwrap_or(0)));
+            }
+        }
+    }
+    Ok(rows)
+}
+
+const COLUMNS: [&str; 4] = ["redirects", "bot_redirects", "new_visitors", "not_found"];
+
+/// Prints `rows` as `format` says.
+pub fn print(rows: &[Row], by: Period, format: Format, out: &mut impl Write) -> Result<(), ClicksError> {
+    let by_name = match by {
+        Period::Total => None,
+        Period::Month => Some("month"),
+        Period::Day => Some("day"),
+        Period::Hour => Some("hour"),
+    };
+    match format {
+        Format::Json => {
+            let rows: Vec<Value> = rows
+                .iter()
+                .map(|r| {
+                    let mut row = json!({"link": r.id});
+                    if let Some(name) = by_name {
+                        row[name] = json!(r.period);
+                    }
+                    for (column, n) in COLUMNS.iter().zip(r.counts) {
+                        row[*column] = json!(n);
+                    }
+                    row
+                })
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&json!({"clicks": rows})).expect("JSON serialises"))?;
+        }
+        Format::Csv => {
+            let head: Vec<&str> = ["link"].into_iter().chain(by_name).chain(COLUMNS).collect();
+            writeln!(out, "{}", head.join(","))?;
+            for r in rows {
+                let period = by_name.map(|_| format!("{},", r.period)).unwrap_or_default();
+                let [a, b, c, d] = r.counts;
+                writeln!(out, "{},{period}{a},{b},{c},{d}", r.id)?;
+            }
+        }
+        Format::Table => {
+            if rows.is_empty() {
+                writeln!(out, "no counts yet (a proxy writes them once an interval, COUCHLINK_CLICKS_INTERVAL_SECS)")?;
+                return Ok(());
+            }
+            let width = rows.iter().map(|r| r.period.len()).max().unwrap_or(0).max(by_name.map_or(0, str::len));
+            let period_head = by_name.unwrap_or_default();
+            writeln!(out, "link   {period_head:<width$}  redirects  bots  new visitors  404s")?;
+            for r in rows {
+                let [a, b, c, d] = r.counts;
+                writeln!(out, "{}  {:<width$}  {a:>9}  {b:>4}  {c:>12}  {d:>4}", r.id, r.period)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_versions(rows: &[(String, String, u64)], format: Format, out: &mut impl Write) -> Result<(), ClicksError> {
+    match format {
+        Format::Json => {
+            let rows: Vec<Value> =
+                rows.iter().map(|(id, l, n)| json!({"link": id, "location": l, "redirects": n})).collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&json!({"versions": rows})).expect("JSON serialises"))?;
+        }
+        Format::Csv => {
+            writeln!(out, "link,location,redirects")?;
+            for (id, location, n) in rows {
+                // A Location is visible ASCII; quoted for its commas.
+                writeln!(out, "{id},\"{}\",{n}", location.replace('"', "\"\""))?;
+            }
+        }
+        Format::Table => {
+            for (id, location, n) in rows {
+                writeln!(out, "{id}  {n:>9}  {location}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_read_as_dates() {
+        assert_eq!(period(&[]), "");
+        assert_eq!(period(&["2026", "11"]), "2026-11");
+        assert_eq!(period(&["2026", "11", "26", "15"]), "2026-11-26T15");
+        assert!(parse_day("2026-11-26").is_ok() && parse_day("26/11/2026").is_err());
+    }
+
+    #[test]
+    fn rows_print_in_every_format() {
+        let rows = [Row { id: "H83if".into(), period: "2026-11-26".into(), counts: [12, 3, 5, 1] }];
+        let mut csv = Vec::new();
+        print(&rows, Period::Day, Format::Csv, &mut csv).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "link,day,redirects,bot_redirects,new_visitors,not_found\nH83if,2026-11-26,12,3,5,1\n"
+        );
+        let mut json = Vec::new();
+        print(&rows, Period::Day, Format::Json, &mut json).unwrap();
+        let value: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(value["clicks"][0]["new_visitors"], 5);
+        assert_eq!(value["clicks"][0]["day"], "2026-11-26");
+        let mut table = Vec::new();
+        print(&rows, Period::Day, Format::Table, &mut table).unwrap();
+        assert!(String::from_utf8(table).unwrap().contains("H83if  2026-11-26         12     3             5     1"));
+    }
+}

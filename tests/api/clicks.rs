@@ -1,0 +1,402 @@
+//! Live counts (docs/reference.md, "Live counts"): what proxies count and write to the clicks
+//! database, summed by its view; the same answers as `couchlink report` on the same requests;
+//! who may read and write them; an outage (nothing lost, nothing twice), the bound, the stop.
+
+use std::time::{Duration, Instant};
+
+use couchlink::cmd::clicks::{read, Period, Row};
+use couchlink::couch::CouchClient;
+use couchlink::startup::ClicksConfig;
+use serde_json::{json, Value};
+
+use crate::support::process::couchlink_command;
+use crate::support::relay::Relay;
+use crate::support::*;
+
+const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0";
+const BOT: &str = "Googlebot/2.1 (+http://www.google.com/bot.html)";
+
+/// A test database set up with its clicks database (`<db>_clicks`).
+async fn counted_db() -> TestDb {
+    let db = TestDb::new().await;
+    let options = couchlink::cmd::setup::SetupOptions { clicks_db: Some(clicks_name(&db)), ..test_setup() };
+    let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
+    let report = couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &options).await.unwrap();
+    let (_, database, security, design) = report.clicks.expect("a clicks database");
+    assert_eq!((database, design), (couchlink::cmd::setup::Step::Created, couchlink::cmd::setup::Step::Created));
+    assert_ne!(security, couchlink::cmd::setup::Step::Unchanged);
+    db
+}
+
+fn clicks_name(db: &TestDb) -> String {
+    format!("{}_clicks", db.name)
+}
+
+/// The clicks database as `who` (the admin when `None`).
+fn clicks_as(db: &TestDb, who: Option<(&str, &str)>) -> CouchClient {
+    db.client_as(who).for_database(&clicks_name(db))
+}
+
+/// Counting on, every `secs` seconds, as proxy `name`.
+fn counting(name: &str, secs: u32) -> ClicksConfig {
+    ClicksConfig { interval_secs: secs, proxy_name: name.to_owned(), ..ClicksConfig::new() }
+}
+
+/// A link's counts in all: redirects, bot redirects, new visitors, 404s.
+async fn totals(db: &TestDb, id: &str) -> [u64; 4] {
+    let rows = read(&clicks_as(db, None), &[id.to_owned()], Period::Total, None, None).await.unwrap();
+    rows.first().map_or([0; 4], |r: &Row| r.counts)
+}
+
+/// `GET {server}/{path}` as `who` (the admin when `None`).
+async fn server_get(db: &TestDb, who: Option<(&str, &str)>, path: &str) -> reqwest::Response {
+    let (user, password) = who.unwrap_or((&db.couch.admin_user, &db.couch.admin_password));
+    http()
+        .get(format!("{}/{path}", db.couch.url))
+        .basic_auth(user, Some(password))
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The whole database in all: redirects, bots, new visitors, 404s, unknown 404s.
+async fn whole_database(db: &TestDb) -> [u64; 5] {
+    let path = format!("{}/_design/clicks/_view/by_day?group_level=0", clicks_name(db));
+    let body: Value = server_get(db, None, &path).await.json().await.unwrap();
+    let mut sums = [0; 5];
+    if let Some(row) = body["rows"].get(0) {
+        for (sum, n) in sums.iter_mut().zip(row["value"].as_array().unwrap()) {
+            *sum = n.as_u64().unwrap();
+        }
+    }
+    sums
+}
+
+/// The clicks database's documents (as admin).
+async fn documents(db: &TestDb) -> Vec<Value> {
+    let path = format!("{}/_all_docs?include_docs=true", clicks_name(db));
+    let body: Value = server_get(db, None, &path).await.json().await.unwrap();
+    body["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["id"].as_str().unwrap().starts_with("_design/"))
+        .map(|r| r["doc"].clone())
+        .collect()
+}
+
+async fn get(app: &TestApp, path: &str, user_agent: Option<&str>, cookie: Option<&str>) -> reqwest::Response {
+    let mut request = http().get(format!("{}{path}", app.base));
+    if let Some(ua) = user_agent {
+        request = request.header("User-Agent", ua);
+    }
+    if let Some(tid) = cookie {
+        request = request.header("Cookie", format!("tid={tid}"));
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report() {
+    let db = counted_db().await;
+    db.put_link("Cnt01", json!({"url": "https://example.com/spring"})).await;
+    db.put_link("Cnt02", json!({"url": "https://example.com/over", "inactive": true})).await;
+    let mut app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 3600))).await;
+    app.wait_until_feed_is_live().await;
+
+    // A browser twice (new, then returning with its cookie), a bot, a client without any
+    // User-Agent (a bot too, by the report's list), all new but the returning one.
+    let first = get(&app, "/Cnt01", Some(BROWSER), None).await;
+    let tid = tracking_cookie(&first);
+    // Past the ID's issue second, as a visitor who comes back later (the report tells a new
+    // visitor by the second its ID was issued).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(get(&app, "/Cnt01", Some(BROWSER), Some(&tid)).await.status(), 302);
+    assert_eq!(get(&app, "/Cnt01", Some(BOT), None).await.status(), 302);
+    assert_eq!(get(&app, "/Cnt01", None, None).await.status(), 302);
+    // Re-pointed: a second target version. Until the proxy serves it, each poll is one more
+    // redirect (no User-Agent: a bot; no cookie: new), to one version or the other.
+    app.db.put_link("Cnt01", json!({"url": "https://example.com/summer"})).await;
+    app.wait_until_served("/Cnt01", 302, Some("https://example.com/summer")).await;
+    // The inactive link's 404s, per link; strangers' guesses, in one total.
+    for _ in 0..2 {
+        assert_eq!(get(&app, "/Cnt02", Some(BROWSER), Some(&tid)).await.status(), 404);
+    }
+    for path in ["/Nope1", "/Nope2", "/favicon.ico"] {
+        assert_eq!(get(&app, path, Some(BROWSER), Some(&tid)).await.status(), 404);
+    }
+    app.stop().await.unwrap();
+
+    let redirects_to =
+        |target: &str| app.log_lines().iter().filter(|l| l.ends_with(&format!(" 302 {target}"))).count() as u64;
+    let (spring, summer) = (redirects_to("https://example.com/spring"), redirects_to("https://example.com/summer"));
+    let polls = spring + summer - 4;
+    assert!(summer >= 1);
+    let counts = totals(&app.db, "Cnt01").await;
+    assert_eq!(counts, [4 + polls, 2 + polls, 3 + polls, 0], "redirects, bots, new visitors, 404s");
+    assert_eq!(totals(&app.db, "Cnt02").await, [0, 0, 0, 2]);
+    assert_eq!(totals(&app.db, "Nope1").await, [0; 4], "no key for a stranger's guess");
+    assert_eq!(whole_database(&app.db).await, [4 + polls, 2 + polls, 3 + polls, 2, 3]);
+
+    // Per target version.
+    let out = couchlink_command()
+        .args(["clicks", "--versions", "--format", "json", "Cnt01"])
+        .env("COUCHLINK_COUCHDB_URL", &app.db.couch.url)
+        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
+        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
+        .env("COUCHLINK_DB", &app.db.name)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let versions: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        versions["versions"],
+        json!([
+            {"link": "Cnt01", "location": "https://example.com/spring", "redirects": spring},
+            {"link": "Cnt01", "location": "https://example.com/summer", "redirects": summer},
+        ])
+    );
+
+    // The report of the same log lines says the same.
+    let out = couchlink_command()
+        .args(["report", "--format", "json"])
+        .env("COUCHLINK_LOG_DIR", app.log_dir.path())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = report["links"].as_array().unwrap().iter().find(|l| l["id"] == "Cnt01").unwrap();
+    assert_eq!(
+        [&link["redirects"], &link["bot_redirects"], &link["new_visitors"]],
+        [&json!(counts[0]), &json!(counts[1]), &json!(counts[2])],
+        "{link:#}"
+    );
+
+    // The documents: one for the interval, named by what it counts.
+    let docs = documents(&app.db).await;
+    assert_eq!(docs.len(), 1, "{docs:#?}");
+    assert_eq!(docs[0]["proxy"], "proxy-a");
+    assert_eq!(docs[0]["seconds"], 3600);
+    assert!(docs[0]["_id"].as_str().unwrap().ends_with("/0"));
+}
+
+#[tokio::test]
+async fn two_proxies_are_summed_and_an_idle_proxy_writes_nothing() {
+    let db = counted_db().await;
+    db.put_link("Two01", json!({"url": "https://example.com/two"})).await;
+    let mut a = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    let db_b = TestDb { name: a.db.name.clone(), couch: a.db.couch.clone() };
+    let mut b = spawn_app_on(db_b, |c| c.clicks = Some(counting("proxy-b", 1))).await;
+    for _ in 0..7 {
+        assert_eq!(get(&a, "/Two01", Some(BROWSER), None).await.status(), 302);
+    }
+    for _ in 0..5 {
+        assert_eq!(get(&b, "/Two01", Some(BROWSER), None).await.status(), 302);
+    }
+    // Written within an interval or two, by each proxy.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while totals(&a.db, "Two01").await[0] < 12 {
+        assert!(Instant::now() < deadline, "counts not written: {:?}", totals(&a.db, "Two01").await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let written = documents(&a.db).await;
+    let proxies: std::collections::BTreeSet<String> =
+        written.iter().map(|d| d["proxy"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(proxies, ["proxy-a".to_owned(), "proxy-b".to_owned()].into());
+    // Idle for three intervals: no document more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(documents(&a.db).await.len(), written.len(), "an idle proxy writes nothing");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    assert_eq!(totals(&a.db, "Two01").await, [12, 0, 12, 0]);
+    assert_eq!(documents(&a.db).await.len(), written.len(), "nothing to write at the stop either");
+}
+
+#[tokio::test]
+async fn only_proxies_write_counts_and_the_links_readers_and_editors_read_them() {
+    let db = counted_db().await;
+    let doc = json!({"_id": "2026-11-26T15:31:00Z/test/00ff/0", "type": "clicks", "proxy": "test", "run": "00ff",
+        "start": "2026-11-26T15:31:00Z", "seconds": 60, "part": 0, "unknown_not_found": 1,
+        "links": {"H83if": {"redirects": 2, "bot_redirects": 0, "new_visitors": 1, "not_found": 0,
+            "versions": {"https://example.com/": 2}}}});
+    let id = doc["_id"].as_str().unwrap().to_owned();
+    // The proxy's account (reader and proxy roles) writes a document once, never again.
+    let proxy = clicks_as(&db, Some(READER));
+    assert!(matches!(proxy.create_doc_raw(&id, &doc).await, Ok(couchlink::couch::Created::Stored(_))));
+    let stored: Value =
+        server_get(&db, None, &format!("{}/{}", clicks_name(&db), urlencode(&id))).await.json().await.unwrap();
+    let mut changed = stored.clone();
+    changed["unknown_not_found"] = json!(5);
+    let refused = proxy.create_doc_raw(&id, &changed).await.unwrap_err();
+    assert_eq!(refused.status(), Some(403), "{refused}");
+    // A document not of the shape is refused, with a reason.
+    let mut bad = doc.clone();
+    bad["_id"] = json!("2026-11-26T15:32:00Z/test/00ff/0");
+    bad["start"] = json!("2026-11-26T15:32:00Z");
+    bad["links"]["H83if"]["redirects"] = json!(-1);
+    let refused = proxy.create_doc_raw(bad["_id"].as_str().unwrap(), &bad).await.unwrap_err();
+    assert_eq!(refused.status(), Some(403));
+    assert!(refused.reason().unwrap_or_default().contains("whole number"), "{refused}");
+    // The proxy still cannot write links.
+    let link = db.client_as(Some(READER)).create_doc_raw("Prox1", &json!({"url": "https://example.com/"})).await;
+    assert_eq!(link.unwrap_err().status(), Some(403), "the proxy role writes counts, not links");
+
+    // An editor reads them, and cannot write them.
+    let editor = clicks_as(&db, Some(EDITOR));
+    let rows = read(&editor, &["H83if".to_owned()], Period::Total, None, None).await.unwrap();
+    assert_eq!(rows[0].counts, [2, 0, 1, 0]);
+    let mut other = doc.clone();
+    other["_id"] = json!("2026-11-26T15:33:00Z/test/00ff/0");
+    other["start"] = json!("2026-11-26T15:33:00Z");
+    assert_eq!(
+        editor.create_doc_raw("2026-11-26T15:33:00Z/test/00ff/0", &other).await.unwrap_err().status(),
+        Some(403)
+    );
+    // A reader of the links who is not a proxy reads, and cannot write.
+    let plain_reader = ("clicks-plain-reader", "plain-pw");
+    ensure_user(couch(), plain_reader, READER_ROLE).await;
+    let reader = clicks_as(&db, Some(plain_reader));
+    assert_eq!(read(&reader, &["H83if".to_owned()], Period::Total, None, None).await.unwrap()[0].counts, [2, 0, 1, 0]);
+    assert_eq!(
+        reader.create_doc_raw("2026-11-26T15:33:00Z/test/00ff/0", &other).await.unwrap_err().status(),
+        Some(403)
+    );
+    // Anonymous: nothing.
+    let anonymous = http().get(format!("{}/{}/_all_docs", db.couch.url, clicks_name(&db))).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    // Someone with the roles of another database: nothing (pouchdb-server answers 401 where
+    // CouchDB 3 says 403; either refuses).
+    let stranger = ("clicks-stranger", "stranger-pw");
+    ensure_user(couch(), stranger, "other_db:reader").await;
+    let r = server_get(&db, Some(stranger), &format!("{}/_all_docs", clicks_name(&db))).await;
+    assert!(matches!(r.status().as_u16(), 401 | 403), "{}", r.status());
+}
+
+fn urlencode(id: &str) -> String {
+    id.replace('/', "%2F").replace(':', "%3A")
+}
+
+#[tokio::test]
+async fn an_outage_keeps_the_counts_and_writes_each_once_when_couchdb_is_back() {
+    let relay = Relay::start(&couch().url).await;
+    let db = counted_db().await;
+    db.put_link("Out01", json!({"url": "https://example.com/out"})).await;
+    let url = relay.url();
+    let mut app = spawn_app_on(db, move |c| {
+        c.couch.url = url;
+        c.clicks = Some(counting("proxy-a", 1));
+    })
+    .await;
+    app.wait_until_feed_is_live().await;
+    for _ in 0..3 {
+        assert_eq!(get(&app, "/Out01", Some(BROWSER), None).await.status(), 302);
+    }
+    relay.cut();
+    // Known links keep redirecting; their counts wait.
+    for _ in 0..4 {
+        assert_eq!(get(&app, "/Out01", Some(BROWSER), None).await.status(), 302);
+    }
+    app.wait_for_metric("couchlink_clicks_failing", 1.0).await;
+    assert!(app.metric("couchlink_clicks_pending_documents").await >= 1.0);
+    relay.restore();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while app.metric("couchlink_clicks_pending_documents").await > 0.0
+        || app.metric("couchlink_clicks_failing").await > 0.0
+    {
+        assert!(Instant::now() < deadline, "the counts waiting were not written");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    app.stop().await.unwrap();
+    assert_eq!(totals(&app.db, "Out01").await[0], 7, "every redirect counted once");
+}
+
+#[tokio::test]
+async fn counts_past_the_bound_are_lost_and_said_so_and_a_stop_writes_what_is_left() {
+    // No clicks database: CouchDB answers, and refuses the counts (404) until setup makes it.
+    let db = TestDb::new().await;
+    db.put_link("Lost1", json!({"url": "https://example.com/lost"})).await;
+    let app = spawn_app_on(db, |c| {
+        c.clicks = Some(ClicksConfig { queue_bytes: 1, ..counting("proxy-a", 1) });
+    })
+    .await;
+    app.wait_until_feed_is_live().await;
+    for _ in 0..3 {
+        assert_eq!(get(&app, "/Lost1", Some(BROWSER), None).await.status(), 302);
+    }
+    app.wait_for_metric("couchlink_clicks_lost_total", 3.0).await;
+    let health = app.admin_get("/healthz").await;
+    assert_eq!(health.status(), 200, "redirects go on");
+    let body: Value = health.json().await.unwrap();
+    assert_eq!(body["status"], "degraded", "{body:#}");
+    assert_eq!(body["clicks"]["lost"], 3, "{body:#}");
+
+    // A stop writes what is left: counting every hour, the interval never ends before it.
+    let db = counted_db().await;
+    db.put_link("Stop1", json!({"url": "https://example.com/stop"})).await;
+    let mut app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 3600))).await;
+    for _ in 0..5 {
+        assert_eq!(get(&app, "/Stop1", Some(BOT), None).await.status(), 302);
+    }
+    assert_eq!(documents(&app.db).await.len(), 0);
+    app.stop().await.unwrap();
+    assert_eq!(totals(&app.db, "Stop1").await, [5, 5, 5, 0]);
+}
+
+/// A counts document of `start` by `proxy`, counting `redirects` to link `id`.
+fn interval(start: &str, proxy: &str, id: &str, redirects: u64) -> Value {
+    json!({"_id": format!("{start}/{proxy}/00ff/0"), "type": "clicks", "proxy": proxy, "run": "00ff",
+        "start": start, "seconds": 60, "part": 0, "unknown_not_found": 1,
+        "links": {id: {"redirects": redirects, "bot_redirects": 1, "new_visitors": redirects, "not_found": 0,
+            "versions": {format!("https://example.com/{id}"): redirects}}}})
+}
+
+#[tokio::test]
+async fn old_intervals_roll_up_into_daily_documents_counting_each_once() {
+    use couchlink::clicks::rollup::{roll_up, roll_up_day};
+    let db = counted_db().await;
+    let proxy = clicks_as(&db, Some(READER));
+    let written = [
+        interval("2026-10-01T08:00:00Z", "web-1", "Rol01", 3),
+        interval("2026-10-01T08:01:00Z", "web-1", "Rol01", 4),
+        interval("2026-10-01T23:59:00Z", "web-2", "Rol02", 5),
+        interval("2026-10-02T00:00:00Z", "web-1", "Rol01", 6),
+        interval("2026-10-05T12:00:00Z", "web-1", "Rol01", 7),
+    ];
+    for doc in &written {
+        proxy.create_doc_raw(doc["_id"].as_str().unwrap(), doc).await.unwrap();
+    }
+    let before = (totals(&db, "Rol01").await, totals(&db, "Rol02").await, whole_database(&db).await);
+    assert_eq!(before.0, [20, 4, 20, 0]);
+
+    let admin = clicks_as(&db, None);
+    let until = time::macros::date!(2026 - 10 - 03);
+    let days = roll_up(&admin, until).await.unwrap();
+    let rolled: Vec<(&str, usize, usize)> = days.iter().map(|d| (d.day.as_str(), d.deleted, d.parts)).collect();
+    assert_eq!(rolled, [("2026-10-01", 3, 1), ("2026-10-02", 1, 1)]);
+    assert_eq!((totals(&db, "Rol01").await, totals(&db, "Rol02").await, whole_database(&db).await), before);
+    let ids: Vec<String> = documents(&db).await.iter().map(|d| d["_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(
+        ids,
+        [
+            "2026-10-01T00:00:00Z/rollup/0000000000000000/0",
+            "2026-10-02T00:00:00Z/rollup/0000000000000000/0",
+            "2026-10-05T12:00:00Z/web-1/00ff/0"
+        ]
+    );
+    // Again: nothing to do.
+    let again = roll_up(&admin, until).await.unwrap();
+    assert!(again.iter().all(|d| d.deleted == 0), "{again:?}");
+    assert_eq!(totals(&db, "Rol01").await, before.0);
+
+    // An earlier run stopped between its two writes: an original it included is still there.
+    // It is deleted, not counted again. One written later (a proxy's backlog) is added.
+    let admin_raw = db.client_as(None).for_database(&clicks_name(&db));
+    admin_raw.create_doc_raw(written[0]["_id"].as_str().unwrap(), &written[0]).await.unwrap();
+    let late = interval("2026-10-01T09:00:00Z", "web-3", "Rol01", 10);
+    proxy.create_doc_raw(late["_id"].as_str().unwrap(), &late).await.unwrap();
+    let day = roll_up_day(&admin, "2026-10-01").await.unwrap();
+    assert_eq!((day.deleted, day.parts), (2, 1));
+    assert_eq!(totals(&db, "Rol01").await, [30, 5, 30, 0], "the late interval once, the included one not again");
+    let versions = read(&clicks_as(&db, Some(EDITOR)), &["Rol02".to_owned()], Period::Day, None, None).await.unwrap();
+    assert_eq!(versions, [Row { id: "Rol02".into(), period: "2026-10-01".into(), counts: [5, 1, 5, 0] }]);
+}
