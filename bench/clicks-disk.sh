@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# What live counts cost on disk in Apache CouchDB 3.5: a day of a busy database's count
+# documents (BENCH_PROXIES proxies, one-minute intervals, BENCH_LINKS links served each minute
+# by each, a fifth of them with a second target version) written through `_bulk_docs`, the
+# database compacted and its views built, then the files' sizes, per day and per year; and the
+# same after `couchlink clicks --roll-up-until` made it one daily document.
+#
+#   bench/clicks-disk.sh          # 3 proxies, 200 links a minute each: 4320 documents a day
+#   BENCH_LINKS=1000 bench/clicks-disk.sh
+#
+# Needs CouchDB 3.5's couchdb.sh: COUCHLINK_COUCHDB_SH, or ../shared/couchdb/couchdb.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+couchdb_sh=${COUCHLINK_COUCHDB_SH:-$(cd .. && pwd)/shared/couchdb/couchdb.sh}
+[ -x "$couchdb_sh" ] || { echo "bench/clicks-disk.sh needs CouchDB 3.5's couchdb.sh (COUCHLINK_COUCHDB_SH)" >&2; exit 1; }
+. bench/lib.sh
+bench_work clicks-disk
+bench_stop() { "$couchdb_sh" stop "$work/couchdb" >/dev/null 2>&1 || true; }
+port=$(free_port)
+"$couchdb_sh" start "$work/couchdb" --port "$port" --admin admin:password >/dev/null
+cargo build --release --locked -q
+COUCHLINK_COUCHDB_URL=http://127.0.0.1:$port COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=password \
+  target/release/couchlink setup >/dev/null
+python3 - "$port" "${BENCH_PROXIES:-3}" "${BENCH_LINKS:-200}" <<'PY'
+import base64, http.client, json, random, sys, time
+port, proxies, links = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+auth = {"Authorization": "Basic " + base64.b64encode(b"admin:password").decode(),
+        "Content-Type": "application/json", "Accept": "application/json"}
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+def call(method, path, body=None):
+    conn.request(method, path, json.dumps(body) if body is not None else None, auth)
+    r = conn.getresponse()
+    data = r.read()
+    if r.status >= 300:
+        sys.exit(f"{method} {path}: {r.status} {data[:200]}")
+    return json.loads(data)
+rng = random.Random(7)
+alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+pool = ["".join(rng.choice(alphabet) for _ in range(5)) for _ in range(links * 5)]
+docs = []
+for minute in range(1440):
+    start = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(1795651200 + minute * 60))
+    for p in range(proxies):
+        counts = {}
+        for link in rng.sample(pool, links):
+            r = rng.randint(1, 40)
+            versions = {f"https://example.com/landing/{link}?utm_source=qr&utm_medium=print": r}
+            if rng.random() < 0.2:
+                versions[f"https://example.com/landing/{link}/v2?utm_source=qr"] = rng.randint(1, 5)
+            counts[link] = {"redirects": sum(versions.values()), "bot_redirects": rng.randint(0, 3),
+                            "new_visitors": rng.randint(0, r), "not_found": 0, "versions": versions}
+        run = f"{p:016x}"
+        docs.append({"_id": f"{start}/proxy-{p}/{run}/0", "type": "clicks", "proxy": f"proxy-{p}", "run": run,
+                     "start": start, "seconds": 60, "part": 0, "links": counts, "unknown_not_found": rng.randint(0, 9)})
+doc_bytes = sum(len(json.dumps(d)) for d in docs)
+for i in range(0, len(docs), 500):
+    rows = call("POST", "/links_clicks/_bulk_docs", {"docs": docs[i:i + 500]})
+    if any("error" in row for row in rows):
+        sys.exit(f"refused: {[row for row in rows if 'error' in row][:2]}")
+for view in ("by_link", "by_version", "by_day"):
+    call("GET", f"/links_clicks/_design/clicks/_view/{view}?limit=1")
+call("POST", "/links_clicks/_compact/clicks", {})
+time.sleep(5)
+call("POST", "/links_clicks/_compact", {})
+# Compaction runs in the background: waited for until neither file changes for 5 s.
+last, stable = None, 0
+for _ in range(600):
+    time.sleep(1)
+    info = call("GET", "/links_clicks")
+    views = call("GET", "/links_clicks/_design/clicks/_info")
+    running = info.get("compact_running") or views["view_index"].get("compact_running")
+    sizes = (info["sizes"]["file"], views["view_index"]["sizes"]["file"])
+    if not running and sizes == last:
+        stable += 1
+        if stable >= 5:
+            break
+    else:
+        stable = 0
+    last = sizes
+info = call("GET", "/links_clicks")
+views = call("GET", "/links_clicks/_design/clicks/_info")["view_index"]
+db_file, db_active, ix_file = info["sizes"]["file"], info["sizes"]["active"], views["sizes"]["file"]
+mib = 1 << 20
+print(f"live counts on disk (Apache CouchDB 3.5, {proxies} proxies x {links} links a minute, one-minute intervals, compacted)")
+print(f"a day             {len(docs)} documents, {doc_bytes / mib:.1f} MiB of JSON")
+print(f"  database file   {db_file / mib:.1f} MiB ({db_active / mib:.1f} MiB active)")
+print(f"  views' index    {ix_file / mib:.1f} MiB")
+print(f"a year            {len(docs) * 365 / 1e6:.2f} M documents, about {(db_file + ix_file) * 365 / (1 << 30):.1f} GiB with the views")
+PY
+start=$(date +%s.%N)
+COUCHLINK_COUCHDB_URL=http://127.0.0.1:$port COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=password \
+  target/release/couchlink clicks --roll-up-until 2026-11-27
+took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+python3 - "$port" "$took" <<'PY'
+import base64, http.client, json, sys, time
+port, took = int(sys.argv[1]), sys.argv[2]
+auth = {"Authorization": "Basic " + base64.b64encode(b"admin:password").decode(),
+        "Content-Type": "application/json", "Accept": "application/json"}
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+def call(method, path, body=None):
+    conn.request(method, path, json.dumps(body) if body is not None else None, auth)
+    r = conn.getresponse()
+    return json.loads(r.read())
+# The views brought up to date: after many deletions that takes CouchDB longer than its 60 s
+# request timeout, so the query is asked again until it answers.
+for _ in range(60):
+    if "rows" in call("GET", "/links_clicks/_design/clicks/_view/by_link?limit=1"):
+        break
+else:
+    sys.exit("the views were not up to date within an hour")
+# The views compacted, then the database (one at a time: here, CouchDB 3.5 compacting both at
+# once after many deletions left the views' files as they were).
+for path in ("/links_clicks/_compact/clicks", "/links_clicks/_compact"):
+    call("POST", path, {})
+    # Compaction runs in the background: waited for until neither file changes for 5 s.
+    last, stable = None, 0
+    for _ in range(600):
+        time.sleep(1)
+        info = call("GET", "/links_clicks")
+        views = call("GET", "/links_clicks/_design/clicks/_info")
+        running = info.get("compact_running") or views["view_index"].get("compact_running")
+        sizes = (info["sizes"]["file"], views["view_index"]["sizes"]["file"])
+        if not running and sizes == last:
+            stable += 1
+            if stable >= 5:
+                break
+        else:
+            stable = 0
+        last = sizes
+info = call("GET", "/links_clicks")
+views = call("GET", "/links_clicks/_design/clicks/_info")["view_index"]
+mib = 1 << 20
+db_file, ix_file, ix_active = info["sizes"]["file"], views["sizes"]["file"], views["sizes"]["active"]
+print(f"rolled up         in {took} s: {info['doc_count'] - 1} documents (a deleted one keeps a small tombstone)")
+print(f"  database file   {db_file / mib:.1f} MiB, views' index {ix_active / mib:.2f} MiB active "
+      f"({ix_file / mib:.1f} MiB file: a later compaction takes it to that)")
+print(f"a year of rolled-up days  about {(db_file + ix_active) * 365 / (1 << 30):.2f} GiB")
+PY
