@@ -2,13 +2,13 @@
 # From a fresh clone to a running couchlink against a local CouchDB API, for trying it out and
 # for development (production is Apache CouchDB 3: see docs/operations.md, "Production").
 #
-#   couchdb/quickstart.sh [--couchdb-port 5984] [--port 8080] [--admin-port 9090] [--data DIR]
+#   couchdb/quickstart.sh [--couchdb-port 5984] [--port 8080] [--admin-port 9090] [--console-port 8092] [--data DIR]
 #
 # Checks that the three ports are free, builds couchlink, starts the local CouchDB stand-in
 # (pouchdb-server, a real server speaking CouchDB's HTTP API) on 127.0.0.1 with admin
 # admin:admin and its data in DIR (default .local-couchdb/, its output in DIR/couchdb.log), runs
-# `couchlink setup`, adds an `editor` account (password "editor"), and serves redirects on
-# 127.0.0.1 until Ctrl-C or SIGTERM, which stop everything it started. The access log goes to
+# `couchlink setup`, adds an `editor` account (password "editor"), and serves redirects and the
+# console (`couchlink console`, log in as editor) on 127.0.0.1 until Ctrl-C or SIGTERM, which stop everything it started. The access log goes to
 # logs/ (or COUCHLINK_LOG_DIR), the link cache snapshot a restart serves from beside
 # it (logs-state/, or COUCHLINK_STATE_DIR). COUCHLINK_BIN skips the build and runs that binary instead.
 set -euo pipefail
@@ -17,13 +17,15 @@ cd "$(dirname "$0")/.."
 couchdb_port=5984
 port=8080
 admin_port=9090
+console_port=8092
 data=.local-couchdb
-usage="usage: $0 [--couchdb-port N] [--port N] [--admin-port N] [--data DIR]"
+usage="usage: $0 [--couchdb-port N] [--port N] [--admin-port N] [--console-port N] [--data DIR]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --couchdb-port) couchdb_port=${2:?$usage}; shift 2 ;;
     --port) port=${2:?$usage}; shift 2 ;;
     --admin-port) admin_port=${2:?$usage}; shift 2 ;;
+    --console-port) console_port=${2:?$usage}; shift 2 ;;
     --data) data=${2:?$usage}; shift 2 ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) echo "$usage" >&2; exit 2 ;;
@@ -34,7 +36,7 @@ done
 # would otherwise be taken for the stand-in).
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for check in "$couchdb_port:--couchdb-port:the local CouchDB" "$port:--port:redirects" \
-             "$admin_port:--admin-port:health and metrics"; do
+             "$admin_port:--admin-port:health and metrics" "$console_port:--console-port:the console"; do
   IFS=: read -r p flag what <<< "$check"
   if in_use "$p"; then
     echo "quickstart: port $p ($what) is already in use on 127.0.0.1." >&2
@@ -58,11 +60,12 @@ couchdb/install.sh
 couch=http://127.0.0.1:$couchdb_port
 couch_pid=""
 serve_pid=""
+console_pid=""
 # One Ctrl-C or SIGTERM stops everything started here: couchlink first (it drains in-flight
 # requests and writes its access log), then the local CouchDB.
 stop() {
   trap - EXIT INT TERM
-  for pid in $serve_pid $couch_pid; do
+  for pid in $console_pid $serve_pid $couch_pid; do
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -96,11 +99,15 @@ cat >&2 <<EOF
 quickstart: CouchDB API on $couch (admin admin:admin, editor editor:editor). Try, in another terminal:
   curl -u editor:editor -X PUT $couch/links/H83if -H 'Content-Type: application/json' -d '{"url": "https://example.com/wp/?p=14"}'
   curl -i http://127.0.0.1:$port/H83if
+or open the console, http://127.0.0.1:$console_port/, and log in as editor (password editor).
 Ctrl-C stops couchlink and the local CouchDB.
 EOF
 COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader \
   COUCHLINK_LISTEN=127.0.0.1:$port COUCHLINK_ADMIN_LISTEN=127.0.0.1:$admin_port \
   "$couchlink" serve &
 serve_pid=$!
+COUCHLINK_CONSOLE_LISTEN=127.0.0.1:$console_port COUCHLINK_PUBLIC_URL=http://127.0.0.1:$port \
+  "$couchlink" console &
+console_pid=$!
 # Returns when couchlink exits, or at once when a signal arrives (its trap then stops both).
 wait "$serve_pid"

@@ -8,7 +8,7 @@
 //! → [`visitor`].
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `import`, `export`, `qr`, `report`,
-//!   `agent`), each its
+//!   `clicks`, `console`, `agent`), each its
 //!   flags turned into a configuration, and its run.
 //! - [`startup`]: the proxy assembled from a [`startup::ServerConfig`]: `Application::build`,
 //!   `run_until_stopped`.
@@ -32,6 +32,8 @@
 //! - [`client_ip`]: the client address, believing only trusted proxies.
 //! - [`metrics`]: counters in Prometheus text format.
 //! - [`errors`]: an error and its causes on one line, for operators.
+//! - [`console`]: the console's page and its CouchDB passage, for `couchlink console` (not on
+//!   the redirect path).
 //! - [`qr`]: QR tags of short links, in the smallest symbol (offline; not on the redirect path).
 //! - [`transfer`]: links in and out: `import` from other shorteners' exports, `export` of
 //!   every link (offline; not on the redirect path).
@@ -67,6 +69,7 @@ pub mod agent;
 pub mod clicks;
 pub mod client_ip;
 pub mod cmd;
+pub mod console;
 pub mod couch;
 pub mod domain;
 pub mod errors;

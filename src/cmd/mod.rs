@@ -10,6 +10,7 @@ use crate::couch::{CouchClient, CouchConfig};
 #[cfg(feature = "agent")]
 pub mod agent;
 pub mod clicks;
+pub mod console;
 pub mod create;
 pub mod export;
 pub mod import;
@@ -51,6 +52,9 @@ pub enum Command {
     /// Live counts per link, as every proxy wrote them to the clicks database (with any account
     /// that may read links).
     Clicks(clicks::ClicksArgs),
+    /// The console for links, targets, QR tags and clicks in the browser, each user with their
+    /// own CouchDB account (no account of its own).
+    Console(console::ConsoleArgs),
     /// The DIDComm v2 url-shortener agent ("Shorten URL" protocol) on a listener of its own.
     #[cfg(feature = "agent")]
     Agent(agent::AgentArgs),
@@ -96,6 +100,7 @@ impl Command {
                 args.on.apply(&mut args.couch, &mut unused)?;
                 Ok(args.execute()?)
             }
+            Command::Console(args) => Ok(args.execute()?),
             #[cfg(feature = "agent")]
             Command::Agent(mut args) => {
                 args.on.apply(&mut args.couch, &mut args.public_url)?;
@@ -106,7 +111,7 @@ impl Command {
 
     /// Whether the command runs for long (its log lines then carry timestamps).
     pub fn is_long_running(&self) -> bool {
-        matches!(self, Command::Serve(_))
+        matches!(self, Command::Serve(_) | Command::Console(_))
     }
 }
 

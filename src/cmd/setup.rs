@@ -14,6 +14,9 @@ use crate::domain::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 pub const DESIGN_DOC: &str = "couchlink";
 /// The validation function, reviewed as a plain file under `couchdb/`.
 const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/validate_doc_update.js");
+/// The console's design document in the links database (`_design/console`): its search and
+/// newest-first views (docs/console.md).
+pub const CONSOLE_DESIGN_DOC: &str = "console";
 
 /// Flags of `couchlink setup`.
 #[derive(Debug, Clone, Args)]
@@ -150,6 +153,8 @@ pub struct Report {
     pub shared_roles: Vec<String>,
     /// The design document holding the validation function.
     pub design: Step,
+    /// The console's design document (search and newest-first views).
+    pub console: Step,
     /// The clicks database, its `_security` and its design document (validation and views),
     /// by name; `None` when counting is off.
     pub clicks: Option<(String, Step, Step, Step)>,
@@ -175,7 +180,7 @@ impl fmt::Display for Report {
         if !self.security_changes.is_empty() {
             write!(f, " ({})", self.security_changes.join(", "))?;
         }
-        write!(f, "\ndesign document: {}", self.design)?;
+        write!(f, "\ndesign document: {}\nconsole's views: {}", self.design, self.console)?;
         if let Some((name, database, security, design)) = &self.clicks {
             write!(f, "\nclicks database {name}: {database}, _security: {security}, design document: {design}")?;
         }
@@ -344,6 +349,19 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
         }
     };
 
+    let current = admin.design_doc(CONSOLE_DESIGN_DOC).await?;
+    let console = match reconcile(current.as_ref(), console_design()) {
+        None => Step::Unchanged,
+        Some(wanted) => {
+            admin.put_design_doc(CONSOLE_DESIGN_DOC, &wanted).await?;
+            if current.is_some() {
+                Step::Updated
+            } else {
+                Step::Created
+            }
+        }
+    };
+
     let clicks = match &options.clicks_db {
         Some(name) => Some(ensure_clicks(&admin.for_database(name), options, &plan.shared_roles).await?),
         None => None,
@@ -360,9 +378,18 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
         security_changes: plan.changes,
         shared_roles: plan.shared_roles,
         design,
+        console,
         clicks,
         reader,
     })
+}
+
+/// `_design/console`: the console's views, plain files under `couchdb/console/`.
+pub fn console_design() -> Value {
+    json!({"language": "javascript", "views": {
+        "search": {"map": include_str!("../../couchdb/console/search.js")},
+        "recent": {"map": include_str!("../../couchdb/console/recent.js")},
+    }})
 }
 
 /// The clicks database (docs/reference.md, "Live counts"): made if missing; its `_security`

@@ -152,6 +152,7 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
             security_changes: vec![],
             shared_roles: vec![],
             design: Step::Unchanged,
+            console: Step::Unchanged,
             clicks: None,
             reader: Step::Unchanged
         }

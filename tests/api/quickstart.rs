@@ -44,9 +44,22 @@ fn exit_code_within(child: &mut Child, limit: Duration) -> Option<i32> {
 }
 
 fn ports_args(couchdb: u16, port: u16, admin: u16) -> Vec<String> {
-    ["--couchdb-port", &couchdb.to_string(), "--port", &port.to_string(), "--admin-port", &admin.to_string()]
-        .map(str::to_owned)
-        .to_vec()
+    ports_with_console(couchdb, port, admin, free_port())
+}
+
+fn ports_with_console(couchdb: u16, port: u16, admin: u16, console: u16) -> Vec<String> {
+    [
+        "--couchdb-port",
+        &couchdb.to_string(),
+        "--port",
+        &port.to_string(),
+        "--admin-port",
+        &admin.to_string(),
+        "--console-port",
+        &console.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 #[tokio::test]
@@ -68,11 +81,11 @@ async fn a_port_already_in_use_is_named_before_anything_is_built() {
 
 #[tokio::test]
 async fn one_sigterm_stops_everything_the_quick_start_started_and_leaves_nothing_behind() {
-    let (couchdb, port, admin) = (free_port(), free_port(), free_port());
+    let (couchdb, port, admin, console) = (free_port(), free_port(), free_port(), free_port());
     let tmp = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let mut args = ports_args(couchdb, port, admin);
+    let mut args = ports_with_console(couchdb, port, admin, console);
     args.extend(["--data".to_owned(), data.path().display().to_string()]);
     let bin = Path::new(env!("CARGO_BIN_EXE_couchlink"));
     let (mut child, lines) =
@@ -106,12 +119,47 @@ async fn one_sigterm_stops_everything_the_quick_start_started_and_leaves_nothing
     let r = http().get(format!("http://127.0.0.1:{port}/H83if")).send().await.unwrap();
     assert_eq!(r.status(), 302);
 
+    // The console it prints: its page, and the editor's login and list through it (pouchdb-server
+    // speaks `_session` and JavaScript views as CouchDB 3 does).
+    assert!(output.iter().any(|l| l.contains(&format!("http://127.0.0.1:{console}/"))), "{output:?}");
+    let base = format!("http://127.0.0.1:{console}");
+    let mut page = None;
+    for _ in 0..100 {
+        if let Ok(r) = http().get(format!("{base}/")).send().await {
+            page = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let page = page.expect("the console answers");
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("couchlink console"));
+    let login = http()
+        .post(format!("{base}/couch/_session"))
+        .header("origin", &base)
+        .json(&json!({"name": "editor", "password": "editor"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let session = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let recent: serde_json::Value = http()
+        .get(format!("{base}/couch/links/_design/console/_view/recent?descending=true&include_docs=true&limit=10"))
+        .header("cookie", session)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(recent["rows"][0]["id"], "H83if", "{recent}");
+
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let code =
         tokio::task::spawn_blocking(move || exit_code_within(&mut child, Duration::from_secs(30))).await.unwrap();
     output.extend(lines.try_iter());
     assert_eq!(code, Some(143), "stopped by SIGTERM: {output:?}");
-    for p in [couchdb, port, admin] {
+    for p in [couchdb, port, admin, console] {
         assert!(std::net::TcpStream::connect(("127.0.0.1", p)).is_err(), "port {p} still answers: {output:?}");
     }
     let litter: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

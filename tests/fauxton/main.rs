@@ -15,79 +15,19 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
 
-use support::apache::{free_port, ApacheCouchDb};
+use support::apache::ApacheCouchDb;
+use support::browser::Browser;
 use support::process::ServeProcess;
 use support::{http, TestDb, EDITOR, READER};
 
 /// The freshness couchlink promises an edit.
 const FRESH: Duration = Duration::from_secs(1);
 
-/// Headless Chromium behind chromedriver, with a screenshot folder.
-struct Browser {
-    driver: Child,
-    client: Client,
-    shots: PathBuf,
-    taken: usize,
-}
-
 impl Browser {
-    async fn start() -> Browser {
-        let port = free_port();
-        let driver = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("this test needs chromedriver and Chromium (apt-get install chromium chromium-driver): {e}")
-            });
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,800"]}),
-        );
-        let client = ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .unwrap_or_else(|e| panic!("chromedriver could not start Chromium (apt-get install chromium): {e}"));
-        let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fauxton-screenshots");
-        std::fs::create_dir_all(&shots).unwrap();
-        Browser { driver, client, shots, taken: 0 }
-    }
-
-    /// Saves what the browser shows as `NN-name.png`.
-    async fn shot(&mut self, name: &str) {
-        self.taken += 1;
-        let png = self.client.screenshot().await.unwrap();
-        std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.taken)), png).unwrap();
-    }
-
-    /// Polls `css` until it is there (at most 10 s).
-    async fn find(&self, css: &str) -> fantoccini::elements::Element {
-        let started = Instant::now();
-        loop {
-            if let Ok(element) = self.client.find(Locator::Css(css)).await {
-                return element;
-            }
-            assert!(started.elapsed() < Duration::from_secs(10), "{css} never appeared");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn click(&self, css: &str) {
-        self.find(css).await.click().await.unwrap_or_else(|e| panic!("clicking {css}: {e}"));
-    }
-
     /// Clicks Fauxton's notifications away (they cover the toolbar's buttons).
     async fn dismiss_notifications(&self) {
         let started = Instant::now();
@@ -158,13 +98,6 @@ impl Browser {
     }
 }
 
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchlink_follows() {
     // A CouchDB 3 the user started, or a node of this test's own.
@@ -185,7 +118,7 @@ async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchl
             ("COUCHLINK_DB", &db.name),
         ],
     );
-    let mut browser = Browser::start().await;
+    let mut browser = Browser::start("fauxton-screenshots").await;
 
     // The editor logs in.
     browser.client.goto(&format!("{fauxton}#login")).await.unwrap();
@@ -342,7 +275,7 @@ async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_ot
         let (own_db, other_db) = (&names[k], &names[1 - k]);
         let host = ["go.acme.test", "go.beta.test"][k];
         let target = format!("https://{}.example/spring", ["acme", "beta"][k]);
-        let mut browser = Browser::start().await;
+        let mut browser = Browser::start("fauxton-screenshots").await;
         browser.client.goto(&format!("{fauxton}#login")).await.unwrap();
         browser.find("#username").await.send_keys(editor.0).await.unwrap();
         browser.find("#password").await.send_keys(editor.1).await.unwrap();

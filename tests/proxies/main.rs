@@ -20,12 +20,18 @@ struct Nginx {
 
 impl Nginx {
     fn start(upstream: std::net::SocketAddr) -> Nginx {
+        Nginx::start_shipped("deploy/nginx-couchlink.conf", "127.0.0.1:8080", upstream)
+    }
+
+    /// nginx with the shipped location block `file`, its `proxy_pass` to `shipped_upstream`
+    /// pointed at `upstream`.
+    fn start_shipped(file: &str, shipped_upstream: &str, upstream: std::net::SocketAddr) -> Nginx {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let shipped =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/nginx-couchlink.conf")).unwrap();
-        assert!(shipped.contains("proxy_pass http://127.0.0.1:8080;"), "the shipped file names couchlink's port");
-        let location = shipped.replace("127.0.0.1:8080", &upstream.to_string());
+        let shipped = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+        let pass = format!("proxy_pass http://{shipped_upstream};");
+        assert!(shipped.contains(&pass), "{file} names the default port");
+        let location = shipped.replace(shipped_upstream, &upstream.to_string());
         let d = dir.path().display();
         let conf = format!(
             "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\n\
@@ -86,4 +92,68 @@ async fn behind_nginx_a_client_cannot_forge_its_logged_address() {
     for (line, headers) in lines.iter().zip(forgeries) {
         assert_eq!(line.split(' ').nth(1), Some("127.0.0.2"), "{headers:?} forged the logged address: {line}");
     }
+}
+
+#[tokio::test]
+async fn behind_nginx_the_console_logs_in_and_refuses_writes_from_other_sites() {
+    use couchlink::console::{Console, ConsoleSite};
+    let db = TestDb::new().await;
+    let mut couch = url::Url::parse(&db.couch.url).unwrap();
+    couch.set_username("").unwrap();
+    couch.set_password(None).unwrap();
+    let site = ConsoleSite {
+        db: db.name.clone(),
+        public_url: couchlink::domain::PublicUrl::parse("https://0x1f.ie").unwrap(),
+        clicks_db: None,
+        editor_role: EDITOR_ROLE.into(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(couchlink::http::accept::run(
+        listener,
+        std::sync::Arc::new(Console::new(vec![site], couch, true)),
+        couchlink::http::accept::Limits::new(16, Duration::from_secs(10)),
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    let nginx = Nginx::start_shipped("deploy/nginx-console.conf", "127.0.0.1:8092", upstream);
+    let origin = format!("http://127.0.0.1:{}", nginx.port);
+    let client = http();
+
+    let page = client.get(format!("{origin}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+
+    let login = client
+        .post(format!("{origin}/couch/_session"))
+        .header("origin", &origin)
+        .json(&serde_json::json!({"name": EDITOR.0, "password": EDITOR.1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("; Secure"), "behind TLS the session cookie is Secure: {cookie}");
+    let session = cookie.split(';').next().unwrap().to_owned();
+
+    let link = serde_json::json!({"url": "https://example.com/", "inactive": false});
+    let forged = client
+        .put(format!("{origin}/couch/{}/Frged", db.name))
+        .header("origin", "https://evil.example")
+        .header("cookie", &session)
+        .json(&link)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!(db.rev("Frged").await, None, "the forged write never reached CouchDB");
+    let own = client
+        .put(format!("{origin}/couch/{}/Owned", db.name))
+        .header("origin", &origin)
+        .header("cookie", &session)
+        .json(&link)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 201, "{:?}", own.text().await);
 }

@@ -8,6 +8,7 @@
 
 pub mod apache;
 pub mod app;
+pub mod browser;
 pub mod couch;
 pub mod didcomm_peer;
 pub mod process;

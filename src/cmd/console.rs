@@ -1,0 +1,115 @@
+//! `couchlink console`: the console's page and its CouchDB passage on a listener of its own
+//! (loopback by default), never on the redirect path (docs/console.md).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::net::TcpListener;
+
+use crate::console::{Console, ConsoleSite};
+use crate::domain::PublicUrl;
+
+/// Flags of `couchlink console`.
+#[derive(Debug, Clone, Args)]
+pub struct ConsoleArgs {
+    /// Address the console is served on; put it behind your TLS proxy to reach it from elsewhere.
+    #[arg(long, env = "COUCHLINK_CONSOLE_LISTEN", default_value = "127.0.0.1:8092")]
+    pub listen: SocketAddr,
+    /// CouchDB server URL (the console holds no account: each user logs in with their own).
+    #[arg(long, env = "COUCHLINK_COUCHDB_URL", default_value = "http://127.0.0.1:5984")]
+    pub couchdb_url: url::Url,
+    /// The links database (one domain).
+    #[arg(long, env = "COUCHLINK_DB", default_value = "links")]
+    pub db: String,
+    /// The short links' base URL (one domain), for short URLs and QR tags.
+    #[arg(long, env = "COUCHLINK_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
+    pub public_url: PublicUrl,
+    /// The clicks database [default: <db>_clicks]; `off`: no clicks shown.
+    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
+    pub clicks_db: Option<String>,
+    /// Behind TLS: CouchDB's session cookie is passed on marked `Secure`.
+    #[arg(long, env = "COUCHLINK_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub secure_cookies: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub roles: super::RoleArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub domains: super::DomainArgs,
+}
+
+/// Why the console did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    /// The flags do not make a console.
+    #[error("{0}")]
+    Config(String),
+    /// The listener.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runtime.
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl ConsoleArgs {
+    /// The databases the console offers: every domain's, or the one database.
+    pub fn sites(&self) -> Result<Vec<ConsoleSite>, ConsoleError> {
+        let domains = self.domains.list().map_err(ConsoleError::Config)?;
+        let pairs: Vec<(String, PublicUrl)> = if domains.is_empty() {
+            vec![(self.db.clone(), self.public_url.clone())]
+        } else {
+            if self.clicks_db.as_deref().is_some_and(|c| c != "off") {
+                return Err(ConsoleError::Config(
+                    "COUCHLINK_CLICKS_DB names one clicks database; with several domains each has its own <db>_clicks \
+                     (or set it to off)"
+                        .into(),
+                ));
+            }
+            domains.into_iter().map(|d| (d.db, d.public_url)).collect()
+        };
+        pairs
+            .into_iter()
+            .map(|(db, public_url)| {
+                let roles = self.roles.roles(&db).map_err(|e| ConsoleError::Config(e.to_string()))?;
+                let clicks_db = match self.clicks_db.as_deref() {
+                    Some("off") => None,
+                    Some(named) => Some(named.to_owned()),
+                    None => Some(format!("{db}_clicks")),
+                };
+                Ok(ConsoleSite { db, public_url, clicks_db, editor_role: roles.editor })
+            })
+            .collect()
+    }
+
+    /// Serves the console until SIGTERM or Ctrl-C.
+    pub fn execute(self) -> Result<(), ConsoleError> {
+        let sites = self.sites()?;
+        let console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies);
+        let runtime = super::current_thread_runtime().map_err(ConsoleError::Runtime)?;
+        runtime.block_on(async {
+            let listener = TcpListener::bind(self.listen)
+                .await
+                .map_err(|source| ConsoleError::Bind { addr: self.listen, source })?;
+            let bound = listener.local_addr().map_err(|source| ConsoleError::Bind { addr: self.listen, source })?;
+            println!("couchlink console on http://{bound}/ (CouchDB {})", self.couchdb_url);
+            let limits = crate::http::accept::Limits::new(256, Duration::from_secs(10));
+            crate::http::accept::run(
+                listener,
+                Arc::new(console),
+                limits,
+                super::shutdown_signal(),
+                Duration::from_secs(5),
+            )
+            .await;
+            Ok(())
+        })
+    }
+}

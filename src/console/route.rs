@@ -1,0 +1,225 @@
+//! What the console's listener does with a request, decided before any byte reaches CouchDB:
+//! one of its own files, its configuration, a QR tag, a CouchDB request it passes through, or a
+//! refusal with its reason. The console adds no authority: it passes only the requests its page
+//! makes, and CouchDB decides each of them.
+
+use crate::domain::LinkId;
+
+/// One links database the console offers, with the clicks database its proxies count into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSite {
+    /// The links database.
+    pub db: String,
+    /// Its short links' base, for the page's short URLs and QR tags (`http://HOST`).
+    pub public_url: crate::domain::PublicUrl,
+    /// Its live counts, when counting is on.
+    pub clicks_db: Option<String>,
+    /// The role that edits it (the page shows edit controls to its holders and to admins;
+    /// CouchDB decides every write all the same).
+    pub editor_role: String,
+}
+
+/// Where a request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// One of the page's files, by name (`index.html` for `/`).
+    Asset(&'static str),
+    /// The sites offered, as JSON (`/console.json`).
+    Sites,
+    /// The QR tag of a link of site `site` (index), as SVG or PNG.
+    Qr {
+        /// Index into the sites.
+        site: usize,
+        /// The link.
+        id: LinkId,
+        /// `true`: PNG; `false`: SVG.
+        png: bool,
+    },
+    /// Passed to CouchDB as `path` (with the request's query): under `/couch/`, the rest.
+    Couch {
+        /// CouchDB's path, beginning with `/`.
+        path: String,
+    },
+}
+
+/// A request the console does not pass on, with the status it answers and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// 403, 404 or 405.
+    pub status: u16,
+    /// What the page shows.
+    pub reason: String,
+}
+
+fn refuse(status: u16, reason: impl Into<String>) -> Refusal {
+    Refusal { status, reason: reason.into() }
+}
+
+/// The page's files, compiled in (`cargo install` needs no Node): name, content type, bytes.
+pub const ASSETS: &[(&str, &str, &[u8])] = &[
+    ("index.html", "text/html; charset=utf-8", include_bytes!("../../console/index.html")),
+    ("app.js", "text/javascript; charset=utf-8", include_bytes!("../../console/app.js")),
+    ("app.css", "text/css; charset=utf-8", include_bytes!("../../console/app.css")),
+    (
+        "vendor/htm-preact-standalone.mjs",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../console/vendor/htm-preact-standalone.mjs"),
+    ),
+];
+
+/// Decides where `method path` goes. `same_origin`: the request's `Origin` is the console's
+/// own (or a `GET` without one); a write from anywhere else is refused here, before CouchDB.
+pub fn route(method: &str, path: &str, same_origin: bool, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+    let read = matches!(method, "GET" | "HEAD");
+    if !read && !same_origin {
+        return Err(refuse(403, "a write to the console must come from the console's own page (Origin)"));
+    }
+    if let Some(couch) = path.strip_prefix("/couch") {
+        return couch_route(method, couch, sites).map(|path| Route::Couch { path });
+    }
+    if !read {
+        return Err(refuse(405, format!("{method} is not allowed here")));
+    }
+    match path {
+        "/" => return Ok(Route::Asset("index.html")),
+        "/console.json" => return Ok(Route::Sites),
+        _ => {}
+    }
+    if let Some(rest) = path.strip_prefix("/qr/") {
+        return qr_route(rest, sites);
+    }
+    let name = path.trim_start_matches('/');
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((n, _, _)) => Ok(Route::Asset(n)),
+        None => Err(refuse(404, "no such page")),
+    }
+}
+
+/// `/qr/{db}/{id}.svg|png`.
+fn qr_route(rest: &str, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+    let (db, file) = rest.split_once('/').ok_or_else(|| refuse(404, "no such tag"))?;
+    let site = sites.iter().position(|s| s.db == db).ok_or_else(|| refuse(404, "not a database of the console"))?;
+    let (id, png) = match (file.strip_suffix(".svg"), file.strip_suffix(".png")) {
+        (Some(id), _) => (id, false),
+        (_, Some(id)) => (id, true),
+        _ => return Err(refuse(404, "a tag is .svg or .png")),
+    };
+    let id = LinkId::parse(id).map_err(|e| refuse(404, e.to_string()))?;
+    Ok(Route::Qr { site, id, png })
+}
+
+/// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
+/// `_all_docs`, its console views, a link read or written, and the clicks views.
+fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String, Refusal> {
+    let not_used = || refuse(404, format!("{method} {path} is not a CouchDB request the console makes"));
+    // Escapes and dot segments would name, once CouchDB (or the URL parser) decodes them,
+    // another path than the one checked here: `/links/%5Fdesign%2Flinks`, `/links/..`.
+    if path.contains('%') || path.split('/').any(|segment| segment == "." || segment == "..") {
+        return Err(not_used());
+    }
+    if path == "/_session" {
+        return match method {
+            "GET" | "POST" | "DELETE" => Ok(path.into()),
+            _ => Err(not_used()),
+        };
+    }
+    let rest = path.strip_prefix('/').ok_or_else(not_used)?;
+    let (db, doc) = match rest.split_once('/') {
+        Some((db, doc)) => (db, Some(doc)),
+        None => (rest, None),
+    };
+    let links = sites.iter().find(|s| s.db == db);
+    let clicks = sites.iter().find(|s| s.clicks_db.as_deref() == Some(db));
+    match (links, clicks, doc, method) {
+        (Some(_), _, None, "GET") => Ok(path.into()),
+        (Some(_), _, Some("_all_docs"), "GET") => Ok(path.into()),
+        (Some(_), _, Some(doc), "GET") if doc.starts_with("_design/console/_view/") => Ok(path.into()),
+        (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok(path.into()),
+        (_, Some(_), Some(doc), "GET")
+            if ["by_link", "by_version"].iter().any(|v| doc == format!("_design/clicks/_view/{v}")) =>
+        {
+            Ok(path.into())
+        }
+        _ => Err(not_used()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::PublicUrl;
+
+    fn sites() -> Vec<ConsoleSite> {
+        vec![ConsoleSite {
+            db: "links".into(),
+            public_url: PublicUrl::parse("http://0x1f.ie").unwrap(),
+            clicks_db: Some("links_clicks".into()),
+            editor_role: "links:editor".into(),
+        }]
+    }
+
+    #[test]
+    fn the_page_and_its_files_are_served_and_nothing_else() {
+        let s = sites();
+        assert_eq!(route("GET", "/", true, &s), Ok(Route::Asset("index.html")));
+        assert_eq!(route("GET", "/app.js", true, &s), Ok(Route::Asset("app.js")));
+        assert_eq!(route("GET", "/console.json", true, &s), Ok(Route::Sites));
+        assert_eq!(route("GET", "/../Cargo.toml", true, &s).unwrap_err().status, 404);
+        assert_eq!(route("POST", "/", true, &s).unwrap_err().status, 405);
+    }
+
+    #[test]
+    fn only_the_couchdb_requests_the_page_makes_are_passed() {
+        let s = sites();
+        for (method, path) in [
+            ("POST", "/couch/_session"),
+            ("DELETE", "/couch/_session"),
+            ("GET", "/couch/links"),
+            ("GET", "/couch/links/_all_docs"),
+            ("GET", "/couch/links/_design/console/_view/search"),
+            ("GET", "/couch/links/H83if"),
+            ("PUT", "/couch/links/H83if"),
+            ("GET", "/couch/links_clicks/_design/clicks/_view/by_link"),
+        ] {
+            assert_eq!(route(method, path, true, &s), Ok(Route::Couch { path: path[6..].into() }), "{method} {path}");
+        }
+        for (method, path) in [
+            ("GET", "/couch/_users/org.couchdb.user:editor"),
+            ("GET", "/couch/_all_dbs"),
+            ("PUT", "/couch/links/_design/links"),
+            ("PUT", "/couch/links/_security"),
+            ("DELETE", "/couch/links/H83if"),
+            ("POST", "/couch/links/_bulk_docs"),
+            ("GET", "/couch/other/H83if"),
+            ("PUT", "/couch/links_clicks/x"),
+            ("GET", "/couch/links_clicks/_all_docs"),
+            ("GET", "/couch/links/H83if/attachment"),
+            ("PUT", "/couch/links/%5Fdesign%2Flinks"),
+            ("GET", "/couch/links/.."),
+            ("GET", "/couch/links/../_users"),
+            ("PUT", "/couch/links/toolong"),
+        ] {
+            assert_eq!(route(method, path, true, &s).unwrap_err().status, 404, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn a_write_from_another_origin_is_refused_before_couchdb() {
+        let s = sites();
+        assert_eq!(route("PUT", "/couch/links/H83if", false, &s).unwrap_err().status, 403);
+        assert_eq!(route("POST", "/couch/_session", false, &s).unwrap_err().status, 403);
+        assert!(route("GET", "/couch/links/H83if", false, &s).is_ok());
+    }
+
+    #[test]
+    fn tags_are_made_for_the_console_s_databases_only() {
+        let s = sites();
+        assert_eq!(
+            route("GET", "/qr/links/H83if.svg", true, &s),
+            Ok(Route::Qr { site: 0, id: LinkId::parse("H83if").unwrap(), png: false })
+        );
+        assert!(matches!(route("GET", "/qr/links/H83if.png", true, &s), Ok(Route::Qr { png: true, .. })));
+        assert_eq!(route("GET", "/qr/other/H83if.svg", true, &s).unwrap_err().status, 404);
+        assert_eq!(route("GET", "/qr/links/H83if.gif", true, &s).unwrap_err().status, 404);
+    }
+}

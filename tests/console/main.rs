@@ -1,0 +1,411 @@
+//! The console in a real browser (headless Chromium over WebDriver) on Apache CouchDB 3.5,
+//! with `couchlink serve` on the same database: an editor logs in, creates a link, follows it
+//! through the proxy, re-points it and sees the proxy follow within a second, is refused with
+//! CouchDB's reason, searches, sees stored scripts stay text, and logs out; a reader gets no edit
+//! control and a forged write from the page is refused by CouchDB; a write from another origin
+//! is refused by the console; a database the account may not read is not offered.
+//!
+//! Not part of the plain `cargo test` (it needs Chromium, chromedriver and a CouchDB 3: the one
+//! `COUCHLINK_TEST_COUCHDB_URL` names, or else a node of its own started with the `couchdb.sh`
+//! that `COUCHLINK_COUCHDB_SH` names); `.ci/run` runs it with `cargo test --test console`.
+//! Screenshots of every step go to `target/console-screenshots/` (docs/console.md shows them).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use serde_json::{json, Value};
+
+use couchlink::console::{Console, ConsoleSite};
+use couchlink::domain::PublicUrl;
+use support::apache::ApacheCouchDb;
+use support::browser::Browser;
+use support::process::ServeProcess;
+use support::{test_setup, TestDb, EDITOR, EDITOR_ROLE, READER};
+
+/// The freshness couchlink promises an edit.
+const FRESH: Duration = Duration::from_secs(1);
+
+/// Types `text` into the field labelled by `css`, replacing what it held.
+async fn fill(browser: &Browser, css: &str, text: &str) {
+    let field = browser.find(css).await;
+    field.clear().await.unwrap();
+    field.send_keys(text).await.unwrap();
+}
+
+/// Waits (at most 10 s) until the page's text contains `text`.
+async fn page_says(browser: &Browser, text: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let body = browser.find("body").await.text().await.unwrap_or_default();
+        if body.contains(text) {
+            return body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the page never said {text:?}; it says:\n{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn log_in(browser: &Browser, console: &str, who: (&str, &str)) {
+    browser.client.goto(console).await.unwrap();
+    fill(browser, "#name", who.0).await;
+    fill(browser, "#password", who.1).await;
+    browser.click("form[aria-label='Log in'] button[type=submit]").await;
+    page_says(browser, "Log out").await;
+}
+
+async fn buttons(browser: &Browser) -> Vec<String> {
+    let mut names = Vec::new();
+    for button in browser.client.find_all(Locator::Css("button")).await.unwrap() {
+        names.push(button.text().await.unwrap_or_default());
+    }
+    names
+}
+
+/// Where the proxy sends `GET /{id}`.
+async fn location(proxy: &ServeProcess, id: &str) -> Option<String> {
+    let response = proxy.get(&format!("/{id}")).await?;
+    (response.status() == 302).then(|| response.headers()["location"].to_str().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write() {
+    let own = std::env::var_os("COUCHLINK_TEST_COUCHDB_URL").is_none().then(ApacheCouchDb::single);
+    let db = match &own {
+        Some(couchdb) => TestDb::named_on(&couchdb.couch(0), "links").await,
+        None => TestDb::new().await,
+    };
+    let clicks_db = format!("{}_clicks", db.name);
+    let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
+    let options = couchlink::cmd::setup::SetupOptions { clicks_db: Some(clicks_db.clone()), ..test_setup() };
+    couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &options).await.unwrap();
+
+    // A second database the test accounts may not read.
+    let http = reqwest::Client::new();
+    let other = format!("{}_other", db.name);
+    let admin = (&db.couch.admin_user, Some(&db.couch.admin_password));
+    let made = http.put(format!("{}/{other}", db.couch.url)).basic_auth(admin.0, admin.1).send().await.unwrap();
+    assert!(made.status().is_success(), "{:?}", made.text().await);
+    let security = json!({"members": {"roles": ["someone-else:reader"]}, "admins": {"roles": []}});
+    http.put(format!("{}/{other}/_security", db.couch.url))
+        .basic_auth(admin.0, admin.1)
+        .json(&security)
+        .send()
+        .await
+        .unwrap();
+
+    let proxy = ServeProcess::start(
+        "couchlink",
+        &[
+            ("COUCHLINK_COUCHDB_URL", &db.couch.url),
+            ("COUCHLINK_COUCHDB_USER", READER.0),
+            ("COUCHLINK_COUCHDB_PASSWORD", READER.1),
+            ("COUCHLINK_DB", &db.name),
+            ("COUCHLINK_CLICKS_DB", &clicks_db),
+            ("COUCHLINK_CLICKS_INTERVAL_SECS", "1"),
+        ],
+    );
+    let public_url = PublicUrl::parse(&format!("http://{}", proxy.addr)).unwrap();
+    let sites = vec![
+        ConsoleSite {
+            db: db.name.clone(),
+            public_url: public_url.clone(),
+            clicks_db: Some(clicks_db),
+            editor_role: EDITOR_ROLE.into(),
+        },
+        ConsoleSite { db: other.clone(), public_url, clicks_db: None, editor_role: "someone-else:editor".into() },
+    ];
+    let couch_url = url::Url::parse(&db.couch.url).unwrap();
+    let couch_url = {
+        let mut u = couch_url;
+        u.set_username("").unwrap();
+        u.set_password(None).unwrap();
+        u
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let console_addr = listener.local_addr().unwrap();
+    let limits = couchlink::http::accept::Limits::new(64, Duration::from_secs(10));
+    tokio::spawn(couchlink::http::accept::run(
+        listener,
+        Arc::new(Console::new(sites, couch_url, false)),
+        limits,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
+    let console = format!("http://{console_addr}/");
+    let mut browser = Browser::start("console-screenshots").await;
+
+    // The editor logs in; the database it may not read is not offered.
+    browser.client.goto(&console).await.unwrap();
+    browser.find("#name").await;
+    browser.shot("log-in").await;
+    log_in(&browser, &console, EDITOR).await;
+    let said = page_says(&browser, "(editor)").await;
+    assert!(!said.contains(&other), "a database the editor may not read is offered:\n{said}");
+    assert!(browser.client.find_all(Locator::Css("#db")).await.unwrap().is_empty(), "one readable database: no choice");
+
+    // A new link, under a fresh random ID.
+    browser.click("section[aria-label=Links] button").await;
+    fill(&browser, "#f-url", "https://example.com/spring").await;
+    fill(&browser, "#f-title", "Spring flyer").await;
+    fill(&browser, "#f-tags", "flyer, print").await;
+    browser.shot("new-link").await;
+    browser.click("form[aria-label='New link'] button[type=submit]").await;
+    let short = browser.find("output[aria-label='Short URL']").await.text().await.unwrap();
+    let id = short.rsplit('/').next().unwrap().to_owned();
+    assert_eq!(couchlink::domain::LinkId::parse(&id).unwrap().as_str(), id);
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(
+        (stored["url"].as_str(), stored["title"].as_str()),
+        (Some("https://example.com/spring"), Some("Spring flyer"))
+    );
+    assert_eq!(stored["tags"], json!(["flyer", "print"]));
+    assert!(stored["created"].is_string(), "{stored}");
+
+    // The proxy serves it, and follows a re-pointing within a second.
+    let started = Instant::now();
+    while location(&proxy, &id).await.as_deref() != Some("https://example.com/spring") {
+        assert!(started.elapsed() < Duration::from_secs(10), "the proxy never served the new link");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The QR tag is couchlink's, of the short URL.
+    let tag = http.get(format!("{console}qr/{}/{id}.svg", db.name)).send().await.unwrap();
+    assert_eq!(tag.headers()["content-type"], "image/svg+xml");
+    browser.shot("link-page").await;
+    click_button(&browser, "Edit").await;
+    fill(&browser, "#f-url", "https://example.com/summer").await;
+    click_button(&browser, "Save").await;
+    let saved = Instant::now();
+    while location(&proxy, &id).await.as_deref() != Some("https://example.com/summer") {
+        assert!(saved.elapsed() < Duration::from_secs(10), "the proxy never served the re-pointed link");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = saved.elapsed();
+    assert!(took < FRESH + Duration::from_millis(500), "the proxy served the edit after {took:?}");
+
+    // Each refusal is shown next to its field, in CouchDB's words; every control has a name.
+    page_says(&browser, "summer").await;
+    click_button(&browser, "Edit").await;
+    let unnamed = browser
+        .client
+        .execute(
+            "return Array.from(document.querySelectorAll('input, select, textarea, button'))
+               .filter(e => e.tagName === 'BUTTON' ? !e.textContent.trim() : e.labels.length === 0)
+               .map(e => e.outerHTML)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(unnamed, json!([]), "controls without an accessible name");
+    fill(&browser, "#f-url", "ftp://example.com/file").await;
+    click_button(&browser, "Save").await;
+    let alert = browser.find("#e-url").await.text().await.unwrap();
+    assert!(alert.contains("Only \"http://\" and \"https://\""), "{alert}");
+    fill(&browser, "#f-url", "https://example.com/summer").await;
+    fill(&browser, "#f-expires", "next friday").await;
+    click_button(&browser, "Save").await;
+    let alert = browser.find("#e-expires").await.text().await.unwrap();
+    assert!(alert.contains("\"expires\" must be a date and time with its time zone"), "{alert}");
+    browser.shot("refused").await;
+    click_button(&browser, "Cancel").await;
+
+    // Someone else saves meanwhile: both versions are shown, and nothing is overwritten unasked.
+    click_button(&browser, "Edit").await;
+    let theirs = db
+        .put_link(
+            &id,
+            json!({"url": "https://example.com/autumn", "title": "Autumn flyer",
+                                          "tags": ["flyer"], "inactive": false}),
+        )
+        .await;
+    fill(&browser, "#f-url", "https://example.com/winter").await;
+    click_button(&browser, "Save").await;
+    let said = page_says(&browser, "Someone else saved").await;
+    assert!(said.contains("https://example.com/winter") && said.contains("https://example.com/autumn"), "{said}");
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(stored["_rev"], json!(theirs), "the editor's save overwrote nothing");
+    browser.shot("conflict").await;
+    click_button(&browser, "Keep mine").await;
+    page_says(&browser, "Points to: https://example.com/winter").await;
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(
+        (stored["url"].as_str(), stored["title"].as_str()),
+        (Some("https://example.com/winter"), Some("Spring flyer"))
+    );
+
+    // Deactivated, the proxy answers 404; reactivated, it redirects again.
+    click_button(&browser, "Deactivate").await;
+    let started = Instant::now();
+    while proxy.get(&format!("/{id}")).await.map(|r| r.status().as_u16()) != Some(404) {
+        assert!(started.elapsed() < Duration::from_secs(10), "the proxy never stopped serving the inactive link");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    click_button(&browser, "Reactivate").await;
+    let started = Instant::now();
+    while location(&proxy, &id).await.as_deref() != Some("https://example.com/winter") {
+        assert!(started.elapsed() < Duration::from_secs(10), "the proxy never served the reactivated link");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    db.put_link(
+        &id,
+        json!({"url": "https://example.com/summer", "title": "Spring flyer",
+                            "tags": ["flyer", "print"], "inactive": false}),
+    )
+    .await;
+    browser.client.refresh().await.unwrap();
+    page_says(&browser, "Log out").await;
+
+    // Clicks, from the proxy's live counts.
+    let started = Instant::now();
+    loop {
+        browser.client.refresh().await.unwrap();
+        page_says(&browser, "Log out").await;
+        open_link(&browser, &id).await;
+        let text = page_says(&browser, "Per target version").await;
+        if text.contains("https://example.com/summer") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the clicks never showed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    browser
+        .client
+        .execute("document.querySelector('section[aria-label=Clicks]').scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    browser.shot("clicks").await;
+
+    // A title with markup and a javascript: URL an admin stored past validation stay inert.
+    let design_rev = db.rev("_design/couchlink").await.unwrap();
+    let design: Value = db.admin(reqwest::Method::GET, "_design/couchlink", None).await.json().await.unwrap();
+    db.admin(reqwest::Method::DELETE, &format!("_design/couchlink?rev={design_rev}"), None).await;
+    let hostile = json!({"url": "javascript:window.__clicked=1", "title": "<img src=x onerror=window.__xss=1>",
+                         "tags": ["xsstest"], "inactive": false});
+    let put = db.admin(reqwest::Method::PUT, "Xss01", Some(&hostile)).await;
+    assert!(put.status().is_success(), "{:?}", put.text().await);
+    let mut restored = design.clone();
+    restored.as_object_mut().unwrap().remove("_rev");
+    db.admin(reqwest::Method::PUT, "_design/couchlink", Some(&restored)).await;
+    browser.client.goto(&console).await.unwrap();
+    fill(&browser, "#search", "xsstest").await;
+    click_button(&browser, "Search").await;
+    page_says(&browser, "<img src=x onerror=window.__xss=1>").await;
+    open_link(&browser, "Xss01").await;
+    page_says(&browser, "javascript:window.__clicked=1").await;
+    let hrefs = browser
+        .client
+        .execute("return Array.from(document.querySelectorAll('a')).map(a => a.href)", vec![])
+        .await
+        .unwrap();
+    assert!(!hrefs.to_string().contains("javascript:"), "{hrefs}");
+    assert!(browser.client.find_all(Locator::Css("article img[src=x]")).await.unwrap().is_empty());
+    let xss = browser.client.execute("return [window.__xss, window.__clicked]", vec![]).await.unwrap();
+    assert_eq!(xss, json!([null, null]));
+    browser.shot("stored-markup-stays-text").await;
+
+    // Search by a tag's beginning finds the flyer.
+    browser.client.goto(&console).await.unwrap();
+    fill(&browser, "#search", "fly").await;
+    click_button(&browser, "Search").await;
+    page_says(&browser, &id).await;
+    browser.shot("search").await;
+
+    // On a phone-sized screen, nothing runs off its side; no credentials in the browser's storage.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.client.refresh().await.unwrap();
+    page_says(&browser, &id).await;
+    let fits = browser
+        .client
+        .execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![])
+        .await
+        .unwrap();
+    assert_eq!(fits, json!(true), "the list is wider than a phone");
+    browser.shot("phone").await;
+    browser.client.set_window_size(1280, 800).await.unwrap();
+    let stored = browser.client.execute("return localStorage.length + sessionStorage.length", vec![]).await.unwrap();
+    assert_eq!(stored, json!(0));
+
+    // A write from another origin is refused by the console, before CouchDB.
+    let cookies = browser.client.get_all_cookies().await.unwrap();
+    let session =
+        cookies.iter().find(|c| c.name() == "AuthSession").expect("CouchDB's session cookie").value().to_owned();
+    let forged = http
+        .put(format!("{console}couch/{}/{id}", db.name))
+        .header("origin", "http://evil.example")
+        .header("cookie", format!("AuthSession={session}"))
+        .json(&json!({"url": "https://evil.example/", "inactive": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
+
+    // Log out.
+    click_button(&browser, "Log out").await;
+    browser.find("#name").await;
+
+    // A reader: no edit control, and a write forged from the page itself is CouchDB's to refuse.
+    log_in(&browser, &console, READER).await;
+    page_says(&browser, "(reader)").await;
+    assert!(!buttons(&browser).await.contains(&"New link".to_owned()));
+    open_link(&browser, &id).await;
+    page_says(&browser, "summer").await;
+    let names = buttons(&browser).await;
+    assert!(!names.iter().any(|n| ["Edit", "Deactivate", "Save"].contains(&n.as_str())), "{names:?}");
+    browser.shot("reader").await;
+    let status = browser
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch('couch/' + arguments[0] + '/' + arguments[1])
+               .then(r => r.json())
+               .then(doc => fetch('couch/' + arguments[0] + '/' + arguments[1], {method: 'PUT',
+                   headers: {'Content-Type': 'application/json'},
+                   body: JSON.stringify({...doc, url: 'https://evil.example/'})}))
+               .then(r => done(r.status));",
+            vec![json!(db.name), json!(id)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(403));
+    assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
+    click_button(&browser, "Log out").await;
+    browser.find("#name").await;
+}
+
+/// Opens link `id` from the list (searching for it).
+async fn open_link(browser: &Browser, id: &str) {
+    fill(browser, "#search", id).await;
+    click_button(browser, "Search").await;
+    let started = Instant::now();
+    loop {
+        let links = browser.client.find_all(Locator::Css("section[aria-label=Links] td a")).await.unwrap();
+        for link in links {
+            if link.text().await.unwrap_or_default() == id {
+                link.click().await.unwrap();
+                browser.find("article").await;
+                return;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{id} never showed in the list");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Clicks the button named `name` (waiting for it).
+async fn click_button(browser: &Browser, name: &str) {
+    let started = Instant::now();
+    loop {
+        for button in browser.client.find_all(Locator::Css("button")).await.unwrap() {
+            if button.text().await.unwrap_or_default() == name {
+                button.click().await.unwrap();
+                return;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no button {name:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
