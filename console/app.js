@@ -87,13 +87,52 @@ function Clicks({ site, id }) {
   </section>`;
 }
 
-const FIELDS = ['url', 'title', 'tags', 'expires', 'valid_from', 'fallback'];
+// A rule of `targets` as the form edits it: the conditions it knows as comma-separated text,
+// and any other condition kept as it was (the editor never drops what it cannot show).
+const CONDITIONS = [
+  ['os', 'Operating systems (ios, android, windows, macos, linux, chromeos)'],
+  ['device', 'Devices (mobile, tablet, desktop)'],
+  ['lang', 'Languages (fr, de, pt-br)'],
+];
+function toRule(rule) {
+  const when = (rule && rule.when) || {};
+  const form = { url: (rule && rule.url) || '', other: {} };
+  for (const [name] of CONDITIONS) form[name] = Array.isArray(when[name]) ? when[name].join(', ') : '';
+  for (const name of Object.keys(when)) if (!CONDITIONS.some(([c]) => c === name)) form.other[name] = when[name];
+  return form;
+}
+function fromRule(form) {
+  const when = { ...form.other };
+  for (const [name] of CONDITIONS) {
+    const values = form[name].split(',').map((v) => v.trim()).filter(Boolean);
+    if (values.length) when[name] = values;
+  }
+  return { when, url: form.url.trim() };
+}
+
+function Rules({ rules, onChange }) {
+  const edit = (i, field) => (e) => onChange(rules.map((r, j) => (j === i ? { ...r, [field]: e.target.value } : r)));
+  return html`<fieldset>
+    <legend>Rules: the first whose conditions all hold sends the visitor to its URL</legend>
+    ${rules.map((rule, i) => html`<fieldset aria-label=${`Rule ${i + 1}`}>
+      <legend>Rule ${i + 1}</legend>
+      ${CONDITIONS.map(([name, label]) => html`<label for=${`r${i}-${name}`}>${label}</label>
+        <input id=${`r${i}-${name}`} type="text" value=${rule[name]} onInput=${edit(i, name)} />`)}
+      ${Object.keys(rule.other).length > 0 && html`<p>Other conditions, kept as they are: <code>${JSON.stringify(rule.other)}</code></p>`}
+      <label for=${`r${i}-url`}>Rule ${i + 1}'s URL</label>
+      <input id=${`r${i}-url`} type="url" value=${rule.url} onInput=${edit(i, 'url')} />
+      <p><button type="button" onClick=${() => onChange(rules.filter((_, j) => j !== i))}>Remove rule ${i + 1}</button></p>
+    </fieldset>`)}
+    <p><button type="button" onClick=${() => onChange([...rules, toRule({})])}>Add a rule</button></p>
+  </fieldset>`;
+}
+
 
 function toForm(doc) {
   return {
     url: doc.url || '', title: doc.title || '', tags: (doc.tags || []).join(', '),
     expires: doc.expires || '', valid_from: doc.valid_from || '', fallback: doc.fallback || '',
-    targets: doc.targets ? JSON.stringify(doc.targets, null, 2) : '',
+    targets: Array.isArray(doc.targets) ? doc.targets.map(toRule) : [],
   };
 }
 
@@ -105,7 +144,7 @@ function fromForm(form, base) {
   }
   const tags = form.tags.split(',').map((t) => t.trim()).filter(Boolean);
   if (tags.length) doc.tags = tags; else delete doc.tags;
-  if (form.targets.trim()) doc.targets = JSON.parse(form.targets); else delete doc.targets;
+  if (form.targets.length) doc.targets = form.targets.map(fromRule); else delete doc.targets;
   if (doc.inactive === undefined) doc.inactive = false;
   return doc;
 }
@@ -155,8 +194,7 @@ function Editor({ site, doc, onSaved, onCancel }) {
   async function submit(e) {
     e.preventDefault();
     setError('');
-    let body;
-    try { body = fromForm(form, doc); } catch (err) { setErrors({ targets: '"targets" is not JSON: ' + err.message }); return; }
+    const body = fromForm(form, doc);
     delete body._id;
     if (creating) body.created = new Date().toISOString();
     const [saved, answer] = await save(body);
@@ -205,8 +243,7 @@ function Editor({ site, doc, onSaved, onCancel }) {
     <label for="f-fallback">Fallback URL (where people go once it has expired or is inactive)</label>
     <input id="f-fallback" type="url" value=${form.fallback} onInput=${set('fallback')} />
     <${Refusal} errors=${errors} field="fallback" />
-    <label for="f-targets">Rules (targets, JSON: [{"when": {"os": ["ios"]}, "url": "https://..."}])</label>
-    <textarea id="f-targets" rows="5" value=${form.targets} onInput=${set('targets')}></textarea>
+    <${Rules} rules=${form.targets} onChange=${(targets) => setForm({ ...form, targets })} />
     <${Refusal} errors=${errors} field="targets" />
     <${Refusal} errors=${errors} field="" />
     <p><button type="submit">Save</button> <button type="button" onClick=${onCancel}>Cancel</button></p>

@@ -84,7 +84,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &options).await.unwrap();
 
     // A second database the test accounts may not read.
-    let http = reqwest::Client::new();
+    let http = support::http();
     let other = format!("{}_other", db.name);
     let admin = (&db.couch.admin_user, Some(&db.couch.admin_password));
     let made = http.put(format!("{}/{other}", db.couch.url)).basic_auth(admin.0, admin.1).send().await.unwrap();
@@ -249,6 +249,34 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         assert!(started.elapsed() < Duration::from_secs(10), "the proxy never served the reactivated link");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A rule, made in the rule editor: iPhones go to the App Store; a bad one is refused by its rule.
+    click_button(&browser, "Edit").await;
+    click_button(&browser, "Add a rule").await;
+    fill(&browser, "#r0-os", "ios").await;
+    fill(&browser, "#r0-url", "https://apps.apple.com/app/id1").await;
+    click_button(&browser, "Save").await;
+    page_says(&browser, "Points to: https://example.com/winter").await;
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(stored["targets"], json!([{"when": {"os": ["ios"]}, "url": "https://apps.apple.com/app/id1"}]));
+    let iphone = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) \
+                  Version/17.0 Mobile/15E148 Safari/604.1";
+    let started = Instant::now();
+    loop {
+        let r = http.get(format!("http://{}/{id}", proxy.addr)).header("user-agent", iphone).send().await.unwrap();
+        if r.headers().get("location").is_some_and(|l| l == "https://apps.apple.com/app/id1") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the proxy never applied the rule");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    click_button(&browser, "Edit").await;
+    fill(&browser, "#r0-device", "watch").await;
+    click_button(&browser, "Save").await;
+    let alert = browser.find("#e-targets").await.text().await.unwrap();
+    assert!(alert.contains("\"device\"") && alert.contains("watch"), "{alert}");
+    browser.shot("rules").await;
+    click_button(&browser, "Cancel").await;
+
     db.put_link(
         &id,
         json!({"url": "https://example.com/summer", "title": "Spring flyer",
