@@ -386,7 +386,7 @@ function App() {
       <span>${session.name}${editor ? ' (editor)' : ' (reader)'}</span>
       ${sites.length > 1 && html`<label for="db" class="inline">Database</label>
         <select id="db" onChange=${(e) => { setSite(sites[e.target.selectedIndex]); setView({ page: 'list' }); }}>
-          ${sites.map((s) => html`<option selected=${s === site}>${s.db}</option>`)}</select>`}
+          ${sites.map((s) => html`<option value=${s.db} selected=${s === site}>${s.db}</option>`)}</select>`}
       <button onClick=${logout}>Log out</button></header>
     ${!site ? html`<p>This account may read none of the console's databases.</p>`
       : view.page === 'link' ? html`<${LinkPage} site=${site} id=${view.id} editor=${editor} onBack=${() => setView({ page: 'list' })} />`

@@ -109,6 +109,9 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         ],
     );
     let public_url = PublicUrl::parse(&format!("http://{}", proxy.addr)).unwrap();
+    // A second database the editor may read (several domains): the console offers a choice.
+    let second = TestDb::new_on(&db.couch).await;
+    second.put_link("Sec01", json!({"url": "https://example.com/second-domain", "inactive": false})).await;
     let sites = vec![
         ConsoleSite {
             db: db.name.clone(),
@@ -116,7 +119,13 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
             clicks_db: Some(clicks_db),
             editor_role: EDITOR_ROLE.into(),
         },
-        ConsoleSite { db: other.clone(), public_url, clicks_db: None, editor_role: "someone-else:editor".into() },
+        ConsoleSite {
+            db: other.clone(),
+            public_url: public_url.clone(),
+            clicks_db: None,
+            editor_role: "someone-else:editor".into(),
+        },
+        ConsoleSite { db: second.name.clone(), public_url, clicks_db: None, editor_role: EDITOR_ROLE.into() },
     ];
     let couch_url = url::Url::parse(&db.couch.url).unwrap();
     let couch_url = {
@@ -144,8 +153,17 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     browser.shot("log-in").await;
     log_in(&browser, &console, EDITOR).await;
     let said = page_says(&browser, "(editor)").await;
+    let mut offered = Vec::new();
+    for option in browser.client.find_all(Locator::Css("#db option")).await.unwrap() {
+        offered.push(option.text().await.unwrap());
+    }
+    assert_eq!(offered, [db.name.clone(), second.name.clone()], "only the databases the editor may read");
     assert!(!said.contains(&other), "a database the editor may not read is offered:\n{said}");
-    assert!(browser.client.find_all(Locator::Css("#db")).await.unwrap().is_empty(), "one readable database: no choice");
+    browser.find("#db").await.select_by_value(&second.name).await.unwrap();
+    page_says(&browser, "https://example.com/second-domain").await;
+    browser.find("#db").await.select_by_value(&db.name).await.unwrap();
+    let said = page_says(&browser, "No links yet").await;
+    assert!(!said.contains("second-domain"), "{said}");
 
     // A new link, under a fresh random ID.
     browser.click("section[aria-label=Links] button").await;
