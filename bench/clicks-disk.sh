@@ -22,18 +22,16 @@ cargo build --release --locked -q
 COUCHLINK_COUCHDB_URL=http://127.0.0.1:$port COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=password \
   target/release/couchlink setup >/dev/null
 python3 - "$port" "${BENCH_PROXIES:-3}" "${BENCH_LINKS:-200}" <<'PY'
-import base64, http.client, json, random, sys, time
+import json, random, sys, time
+sys.path.insert(0, "bench")
+from helpers import compact_and_wait, couch_caller
 port, proxies, links = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-auth = {"Authorization": "Basic " + base64.b64encode(b"admin:password").decode(),
-        "Content-Type": "application/json", "Accept": "application/json"}
-conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+caller = couch_caller(port, "admin", "password")
 def call(method, path, body=None):
-    conn.request(method, path, json.dumps(body) if body is not None else None, auth)
-    r = conn.getresponse()
-    data = r.read()
-    if r.status >= 300:
-        sys.exit(f"{method} {path}: {r.status} {data[:200]}")
-    return json.loads(data)
+    status, answer = caller(method, path, body)
+    if status >= 300:
+        sys.exit(f"{method} {path}: {status} {str(answer)[:200]}")
+    return answer
 rng = random.Random(7)
 alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 pool = ["".join(rng.choice(alphabet) for _ in range(5)) for _ in range(links * 5)]
@@ -59,26 +57,7 @@ for i in range(0, len(docs), 500):
         sys.exit(f"refused: {[row for row in rows if 'error' in row][:2]}")
 for view in ("by_link", "by_version", "by_day"):
     call("GET", f"/links_clicks/_design/clicks/_view/{view}?limit=1")
-call("POST", "/links_clicks/_compact/clicks", {})
-time.sleep(5)
-call("POST", "/links_clicks/_compact", {})
-# Compaction runs in the background: waited for until neither file changes for 5 s.
-last, stable = None, 0
-for _ in range(600):
-    time.sleep(1)
-    info = call("GET", "/links_clicks")
-    views = call("GET", "/links_clicks/_design/clicks/_info")
-    running = info.get("compact_running") or views["view_index"].get("compact_running")
-    sizes = (info["sizes"]["file"], views["view_index"]["sizes"]["file"])
-    if not running and sizes == last:
-        stable += 1
-        if stable >= 5:
-            break
-    else:
-        stable = 0
-    last = sizes
-info = call("GET", "/links_clicks")
-views = call("GET", "/links_clicks/_design/clicks/_info")["view_index"]
+info, views = compact_and_wait(caller, "links_clicks", "clicks")
 db_file, db_active, ix_file = info["sizes"]["file"], info["sizes"]["active"], views["sizes"]["file"]
 mib = 1 << 20
 print(f"live counts on disk (Apache CouchDB 3.5, {proxies} proxies x {links} links a minute, one-minute intervals, compacted)")
@@ -92,47 +71,22 @@ COUCHLINK_COUCHDB_URL=http://127.0.0.1:$port COUCHLINK_COUCHDB_USER=admin COUCHL
   target/release/couchlink clicks --roll-up-until 2026-11-27
 took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
 python3 - "$port" "$took" <<'PY'
-import base64, http.client, json, sys, time
+import sys
+sys.path.insert(0, "bench")
+from helpers import compact_and_wait, couch_caller
 port, took = int(sys.argv[1]), sys.argv[2]
-auth = {"Authorization": "Basic " + base64.b64encode(b"admin:password").decode(),
-        "Content-Type": "application/json", "Accept": "application/json"}
-conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-def call(method, path, body=None):
-    conn.request(method, path, json.dumps(body) if body is not None else None, auth)
-    r = conn.getresponse()
-    return json.loads(r.read())
-# The views brought up to date: after many deletions that takes CouchDB longer than its 60 s
+call = couch_caller(port, "admin", "password")
+# The views brought up to date: after many deletions that can take CouchDB longer than its 60 s
 # request timeout, so the query is asked again until it answers.
 for _ in range(60):
-    if "rows" in call("GET", "/links_clicks/_design/clicks/_view/by_link?limit=1"):
+    if "rows" in call("GET", "/links_clicks/_design/clicks/_view/by_link?limit=1")[1]:
         break
 else:
     sys.exit("the views were not up to date within an hour")
-# The views compacted, then the database (one at a time: here, CouchDB 3.5 compacting both at
-# once after many deletions left the views' files as they were).
-for path in ("/links_clicks/_compact/clicks", "/links_clicks/_compact"):
-    call("POST", path, {})
-    # Compaction runs in the background: waited for until neither file changes for 5 s.
-    last, stable = None, 0
-    for _ in range(600):
-        time.sleep(1)
-        info = call("GET", "/links_clicks")
-        views = call("GET", "/links_clicks/_design/clicks/_info")
-        running = info.get("compact_running") or views["view_index"].get("compact_running")
-        sizes = (info["sizes"]["file"], views["view_index"]["sizes"]["file"])
-        if not running and sizes == last:
-            stable += 1
-            if stable >= 5:
-                break
-        else:
-            stable = 0
-        last = sizes
-info = call("GET", "/links_clicks")
-views = call("GET", "/links_clicks/_design/clicks/_info")["view_index"]
+info, views = compact_and_wait(call, "links_clicks", "clicks")
 mib = 1 << 20
 db_file, ix_file, ix_active = info["sizes"]["file"], views["sizes"]["file"], views["sizes"]["active"]
 print(f"rolled up         in {took} s: {info['doc_count'] - 1} documents (a deleted one keeps a small tombstone)")
-print(f"  database file   {db_file / mib:.1f} MiB, views' index {ix_active / mib:.2f} MiB active "
-      f"({ix_file / mib:.1f} MiB file: a later compaction takes it to that)")
-print(f"a year of rolled-up days  about {(db_file + ix_active) * 365 / (1 << 30):.2f} GiB")
+print(f"  database file   {db_file / mib:.1f} MiB, views' index {ix_file / mib:.2f} MiB ({ix_active / mib:.2f} MiB active)")
+print(f"a year of rolled-up days  about {(db_file + ix_file) * 365 / (1 << 30):.2f} GiB")
 PY

@@ -26,6 +26,41 @@ def auth_header(user, password):
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
+def couch_caller(port, user, password):
+    """call(method, path, body=None) -> (status, JSON answer) on the CouchDB at port."""
+    headers = {"Authorization": auth_header(user, password), "Content-Type": "application/json",
+               "Accept": "application/json"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+
+    def call(method, path, body=None):
+        conn.request(method, path, json.dumps(body) if body is not None else None, headers)
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    return call
+
+
+def compact_and_wait(call, db, design):
+    """Compacts design document `design`'s views, then database `db`, one at a time (CouchDB 3.5
+    compacting both at once after many deletions left the views' files as they were), each
+    waited for until neither file changes for 5 s. Returns (database info, views' info)."""
+    for path in (f"/{db}/_compact/{design}", f"/{db}/_compact"):
+        call("POST", path, {})
+        last, stable = None, 0
+        for _ in range(600):
+            time.sleep(1)
+            info, views = call("GET", f"/{db}")[1], call("GET", f"/{db}/_design/{design}/_info")[1]
+            running = info.get("compact_running") or views["view_index"].get("compact_running")
+            sizes = (info["sizes"]["file"], views["view_index"]["sizes"]["file"])
+            if not running and sizes == last:
+                stable += 1
+                if stable >= 5:
+                    break
+            else:
+                stable = 0
+            last = sizes
+    return call("GET", f"/{db}")[1], call("GET", f"/{db}/_design/{design}/_info")[1]["view_index"]
+
+
 def load(couch_port, db, user, password, id_file, n):
     """Writes n links through _bulk_docs and their IDs to id_file."""
     all_ids = ids(n)

@@ -248,17 +248,7 @@ pub fn plan_security(current: &Value, options: &SetupOptions) -> SecurityPlan {
     let wanted = if options.replace_security {
         security_object(&options.roles)
     } else {
-        let mut merged = if current.is_object() { current.clone() } else { json!({}) };
-        for part in ["admins", "members"] {
-            if !merged[part].is_object() {
-                merged[part] = json!({});
-            }
-            for list in ["names", "roles"] {
-                if !merged[part][list].is_array() {
-                    merged[part][list] = json!([]);
-                }
-            }
-        }
+        let mut merged = completed(current);
         let roles = merged["members"]["roles"].as_array_mut().expect("made an array above");
         if options.drop_shared_roles {
             roles.retain(|r| r != SHARED_READER && r != SHARED_EDITOR);
@@ -335,32 +325,9 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
     if plan.shared_roles.iter().any(|r| r == SHARED_EDITOR) {
         editor_roles.push(SHARED_EDITOR);
     }
-    let current = admin.design_doc(DESIGN_DOC).await?;
     let wanted = json!({"language": "javascript", "validate_doc_update": validate_doc_update_source(&editor_roles)});
-    let design = match reconcile(current.as_ref(), wanted) {
-        None => Step::Unchanged,
-        Some(wanted) => {
-            admin.put_design_doc(DESIGN_DOC, &wanted).await?;
-            if current.is_some() {
-                Step::Updated
-            } else {
-                Step::Created
-            }
-        }
-    };
-
-    let current = admin.design_doc(CONSOLE_DESIGN_DOC).await?;
-    let console = match reconcile(current.as_ref(), console_design()) {
-        None => Step::Unchanged,
-        Some(wanted) => {
-            admin.put_design_doc(CONSOLE_DESIGN_DOC, &wanted).await?;
-            if current.is_some() {
-                Step::Updated
-            } else {
-                Step::Created
-            }
-        }
-    };
+    let design = ensure_design(admin, DESIGN_DOC, wanted).await?;
+    let console = ensure_design(admin, CONSOLE_DESIGN_DOC, console_design()).await?;
 
     let clicks = match &options.clicks_db {
         Some(name) => Some(ensure_clicks(&admin.for_database(name), options, &plan.shared_roles).await?),
@@ -418,27 +385,27 @@ async fn ensure_clicks(
             Step::Updated
         }
     };
-    let current = clicks.design_doc(crate::clicks::doc::DESIGN_DOC).await?;
-    let design = match reconcile(current.as_ref(), crate::clicks::doc::design(&[&roles.proxy])) {
-        None => Step::Unchanged,
-        Some(wanted) => {
-            clicks.put_design_doc(crate::clicks::doc::DESIGN_DOC, &wanted).await?;
-            if current.is_some() {
-                Step::Updated
-            } else {
-                Step::Created
-            }
-        }
-    };
+    let design =
+        ensure_design(clicks, crate::clicks::doc::DESIGN_DOC, crate::clicks::doc::design(&[&roles.proxy])).await?;
     Ok((clicks.database().to_owned(), database, security, design))
 }
 
-/// `current` with `roles` among its members' roles (and `admins`/`members` complete), everything
-/// else kept; or, to replace, exactly those members and no admins.
-fn merge_member_roles(current: &Value, roles: &[&str], replace: bool) -> Value {
-    if replace {
-        return json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": roles}});
+/// Design document `name` made `wanted` (its fields; others an admin added are kept), written
+/// only when it differs.
+async fn ensure_design(client: &CouchClient, name: &str, wanted: Value) -> Result<Step, SetupError> {
+    let current = client.design_doc(name).await?;
+    match reconcile(current.as_ref(), wanted) {
+        None => Ok(Step::Unchanged),
+        Some(wanted) => {
+            client.put_design_doc(name, &wanted).await?;
+            Ok(if current.is_some() { Step::Updated } else { Step::Created })
+        }
     }
+}
+
+/// A `_security` object as it is, with `admins` and `members` and their `names` and `roles`
+/// lists made where missing (so that roles can be added to them).
+fn completed(current: &Value) -> Value {
     let mut merged = if current.is_object() { current.clone() } else { json!({}) };
     for part in ["admins", "members"] {
         if !merged[part].is_object() {
@@ -450,6 +417,16 @@ fn merge_member_roles(current: &Value, roles: &[&str], replace: bool) -> Value {
             }
         }
     }
+    merged
+}
+
+/// `current` with `roles` among its members' roles (and `admins`/`members` complete), everything
+/// else kept; or, to replace, exactly those members and no admins.
+fn merge_member_roles(current: &Value, roles: &[&str], replace: bool) -> Value {
+    if replace {
+        return json!({"admins": {"names": [], "roles": []}, "members": {"names": [], "roles": roles}});
+    }
+    let mut merged = completed(current);
     let held = merged["members"]["roles"].as_array_mut().expect("made an array above");
     for role in roles {
         if !held.iter().any(|r| r == role) {
