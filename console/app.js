@@ -199,6 +199,10 @@ function Editor({ site, doc, onSaved, onCancel }) {
     if (creating) body.created = new Date().toISOString();
     const [saved, answer] = await save(body);
     if (answer.status === 201 || answer.status === 202) { onSaved(saved); return; }
+    if (answer.status === 409 && creating) {
+      setErrors({ id: saved ? `The ID ${saved} is taken: choose another, or leave it empty for a fresh one.` : reason(answer) });
+      return;
+    }
     if (answer.status === 409 && !creating) {
       const theirs = await couch('GET', `/${enc(site.db)}/${enc(doc._id)}`);
       setConflict({ mine: body, theirs: theirs.body });

@@ -352,6 +352,17 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     assert_eq!(xss, json!([null, null]));
     browser.shot("stored-markup-stays-text").await;
 
+    // A chosen ID that is taken is said so next to the ID, and nothing is overwritten.
+    browser.client.goto(&console).await.unwrap();
+    click_button(&browser, "New link").await;
+    fill(&browser, "#f-id", &id).await;
+    fill(&browser, "#f-url", "https://example.com/taken").await;
+    click_button(&browser, "Save").await;
+    let alert = browser.find("#e-id").await.text().await.unwrap();
+    assert!(alert.contains(&format!("The ID {id} is taken")), "{alert}");
+    assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
+    click_button(&browser, "Cancel").await;
+
     // Search by a tag's beginning finds the flyer.
     browser.client.goto(&console).await.unwrap();
     fill(&browser, "#search", "fly").await;
