@@ -34,11 +34,17 @@ function status(doc, now = new Date()) {
   return 'live';
 }
 
+// A fresh link ID, uniform over the 62^5 IDs as `couchlink create` draws them: bytes of 248 and
+// above are drawn again (248 = 4 x 62), so that no letter is likelier than another.
 function randomId() {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-  const bytes = new Uint8Array(5);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => alphabet[b % alphabet.length]).join('');
+  let id = '';
+  while (id.length < 5) {
+    for (const b of crypto.getRandomValues(new Uint8Array(8))) {
+      if (b < 248 && id.length < 5) id += alphabet[b % 62];
+    }
+  }
+  return id;
 }
 
 const isWeb = (url) => typeof url === 'string' && /^https?:\/\//i.test(url);
@@ -130,7 +136,7 @@ function Rules({ rules, onChange }) {
 
 function toForm(doc) {
   return {
-    url: doc.url || '', title: doc.title || '', tags: (doc.tags || []).join(', '),
+    url: String(doc.url || ''), title: String(doc.title || ''), tags: (Array.isArray(doc.tags) ? doc.tags : []).join(', '),
     expires: doc.expires || '', valid_from: doc.valid_from || '', fallback: doc.fallback || '',
     targets: Array.isArray(doc.targets) ? doc.targets.map(toRule) : [],
   };
@@ -272,13 +278,13 @@ function LinkPage({ site, id, editor, onBack }) {
   const qr = `qr/${enc(site.db)}/${enc(id)}`;
   return html`<article aria-label=${`Link ${id}`}>
     <p><button onClick=${onBack}>Back to the links</button></p>
-    <h2>${doc.title || id}</h2>
+    <h2>${typeof doc.title === 'string' && doc.title ? doc.title : id}</h2>
     <p>Short URL: <output aria-label="Short URL">${short}</output>
       <button onClick=${() => navigator.clipboard.writeText(short).then(() => setCopied(true))}>Copy the short URL</button>
       ${copied && html`<span class="notice"> copied</span>`}</p>
     <p>Status: <span class=${`status-${status(doc).replace(/ /g, "-")}`}>${status(doc)}</span></p>
     <p>Points to: ${isWeb(doc.url) ? html`<a href=${doc.url} rel="noopener noreferrer">${doc.url}</a>` : html`<code>${String(doc.url)}</code>`}</p>
-    ${doc.tags && html`<p>Tags: ${doc.tags.join(', ')}</p>`}
+    ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).join(', ')}</p>`}
     <div class="tag"><img src=${qr + '.svg'} alt=${`QR tag of ${short}`} />
       <p><a href=${qr + '.svg'} download=${id + '.svg'}>Download the tag (SVG)</a> · <a href=${qr + '.png'} download=${id + '.png'}>Download the tag (PNG)</a></p></div>
     ${editor && html`<p><button onClick=${() => setEditing(true)}>Edit</button>
@@ -350,7 +356,7 @@ function Links({ site, editor, onOpen, onNew }) {
       <tbody>${rows.slice(0, PAGE).map((r) => html`<tr>
         <td><a href="#" onClick=${(e) => { e.preventDefault(); onOpen(r.id); }}>${r.id}</a></td>
         <td class=${`status-${status(r.doc).replace(/ /g, "-")}`}>${status(r.doc)}</td>
-        <td>${String(r.doc.url)}</td><td class="wide">${r.doc.title || ''}</td>
+        <td>${String(r.doc.url)}</td><td class="wide">${typeof r.doc.title === 'string' ? r.doc.title : ''}</td>
         <td>${c(r.id, 'today')}</td><td class="wide">${c(r.id, 'week')}</td><td>${c(r.id, 'total')}</td></tr>`)}</tbody></table>
       ${rows.length === 0 && html`<p>No links${asked ? ' match' : ' yet'}.</p>`}`}
     <p>${pages.length > 1 && html`<button onClick=${() => setPages(pages.slice(0, -1))}>Previous page</button>`}
