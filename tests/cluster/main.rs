@@ -277,7 +277,7 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
     let single_url = single.url(0);
     let db = prepared_database(&single, &single_url).await;
     let mut alone = proxy("single", &single_url, &db);
-    let reference = edit_to_served(&[single_url.clone()], &db, "Fresh", &[&alone]).await.samples;
+    let reference = edit_to_served(std::slice::from_ref(&single_url), &db, "Fresh", &[&alone]).await.samples;
     assert!(alone.terminate().success());
     drop(single);
 

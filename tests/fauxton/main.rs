@@ -11,12 +11,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::Locator;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{json, Value};
 
 use support::apache::ApacheCouchDb;

@@ -17,7 +17,8 @@ pub struct Browser {
     driver: Child,
     /// The WebDriver session.
     pub client: Client,
-    shots: PathBuf,
+    /// Where the screenshots go.
+    pub shots: PathBuf,
     taken: usize,
 }
 
