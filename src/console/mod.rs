@@ -19,7 +19,7 @@ use serde_json::json;
 
 use crate::http::accept::Service;
 use crate::qr::render::{self, Look};
-pub use route::{ConsoleSite, Route};
+pub use route::{ConsoleSite, Route, Source};
 
 /// The largest request body passed to CouchDB (a link document is a few KB).
 const MAX_BODY: usize = 1 << 20;
@@ -55,8 +55,7 @@ impl Console {
     }
 
     async fn answer(&self, parts: Parts, body: Bytes) -> Response<Full<Bytes>> {
-        let same_origin = same_origin(&parts);
-        let route = match route::route(parts.method.as_str(), parts.uri.path(), same_origin, &self.sites) {
+        let route = match route::route(parts.method.as_str(), parts.uri.path(), source(&parts), &self.sites) {
             Ok(route) => route,
             Err(refusal) => return json_error(refusal.status, "forbidden", &refusal.reason),
         };
@@ -177,19 +176,26 @@ impl Service for Console {
     }
 }
 
-/// A write counts as the page's own when the browser says it comes from this very origin:
-/// `Origin` equal to `http(s)://` and the `Host` asked. A request without `Origin` is a read
-/// (browsers send it with every `POST`, `PUT` and `DELETE`) or not from a browser at all.
-fn same_origin(parts: &Parts) -> bool {
-    let Some(origin) = parts.headers.get("origin").and_then(|o| o.to_str().ok()) else {
-        return matches!(parts.method.as_str(), "GET" | "HEAD");
-    };
-    let Some(host) = parts.headers.get("host").and_then(|h| h.to_str().ok()) else { return false };
-    let forwarded = parts.headers.get("x-forwarded-host").and_then(|h| h.to_str().ok());
-    [Some(host), forwarded]
-        .into_iter()
-        .flatten()
-        .any(|h| origin == format!("http://{h}") || origin == format!("https://{h}"))
+/// Where the browser says the request comes from. `Origin` equal to `http(s)://` and the `Host`
+/// asked (or `X-Forwarded-Host`) is the console's own page; any other `Origin` is another
+/// site's. Without `Origin` (browsers leave it out of a same-origin `GET`), `Sec-Fetch-Site`,
+/// which browsers send with every request, tells another site's page (`cross-site`,
+/// `same-site`) from the console's own and from the user's own navigation.
+fn source(parts: &Parts) -> Source {
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(origin) = parts.headers.get("origin") {
+        let own = origin.to_str().is_ok_and(|origin| {
+            [header("host"), header("x-forwarded-host")]
+                .into_iter()
+                .flatten()
+                .any(|h| origin == format!("http://{h}") || origin == format!("https://{h}"))
+        });
+        return if own { Source::OwnPage } else { Source::Elsewhere };
+    }
+    match header("sec-fetch-site") {
+        Some("cross-site" | "same-site") => Source::Elsewhere,
+        _ => Source::Unsaid,
+    }
 }
 
 /// CouchDB's `Set-Cookie` with `Secure` added (behind TLS).

@@ -67,15 +67,34 @@ pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ),
 ];
 
-/// Decides where `method path` goes. `same_origin`: the request's `Origin` is the console's
-/// own (or a `GET` without one); a write from anywhere else is refused here, before CouchDB.
-pub fn route(method: &str, path: &str, same_origin: bool, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+/// Where a request says it comes from, as the browser tells it (`Origin`, `Sec-Fetch-Site`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The console's own page: an `Origin` equal to the console's.
+    OwnPage,
+    /// Nothing said: no `Origin`, and no `Sec-Fetch-Site` but `same-origin` or `none` (a
+    /// browser's own navigation, or a client that is no browser).
+    Unsaid,
+    /// Another site's page: a foreign `Origin`, or `Sec-Fetch-Site` `cross-site` or `same-site`.
+    Elsewhere,
+}
+
+/// Decides where `method path` goes, coming from `source`. CouchDB requests are passed only
+/// from the console's own page: a write must say so (`Origin`; browsers send it with every
+/// `POST`, `PUT` and `DELETE`), and any request another site's page makes is refused here,
+/// before CouchDB.
+pub fn route(method: &str, path: &str, source: Source, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
     let read = matches!(method, "GET" | "HEAD");
-    if !read && !same_origin {
-        return Err(refuse(403, "a write to the console must come from the console's own page (Origin)"));
-    }
     if let Some(couch) = path.strip_prefix("/couch") {
-        return couch_route(method, couch, sites).map(|path| Route::Couch { path });
+        match source {
+            Source::Elsewhere => {
+                return Err(refuse(403, "another site's page may not reach CouchDB through the console"))
+            }
+            Source::Unsaid if !read => {
+                return Err(refuse(403, "a write to the console must come from the console's own page (Origin)"))
+            }
+            _ => return couch_route(method, couch, sites).map(|path| Route::Couch { path }),
+        }
     }
     if !read {
         return Err(refuse(405, format!("{method} is not allowed here")));
@@ -161,11 +180,11 @@ mod tests {
     #[test]
     fn the_page_and_its_files_are_served_and_nothing_else() {
         let s = sites();
-        assert_eq!(route("GET", "/", true, &s), Ok(Route::Asset("index.html")));
-        assert_eq!(route("GET", "/app.js", true, &s), Ok(Route::Asset("app.js")));
-        assert_eq!(route("GET", "/console.json", true, &s), Ok(Route::Sites));
-        assert_eq!(route("GET", "/../Cargo.toml", true, &s).unwrap_err().status, 404);
-        assert_eq!(route("POST", "/", true, &s).unwrap_err().status, 405);
+        assert_eq!(route("GET", "/", Source::OwnPage, &s), Ok(Route::Asset("index.html")));
+        assert_eq!(route("GET", "/app.js", Source::OwnPage, &s), Ok(Route::Asset("app.js")));
+        assert_eq!(route("GET", "/console.json", Source::OwnPage, &s), Ok(Route::Sites));
+        assert_eq!(route("GET", "/../Cargo.toml", Source::OwnPage, &s).unwrap_err().status, 404);
+        assert_eq!(route("POST", "/", Source::OwnPage, &s).unwrap_err().status, 405);
     }
 
     #[test]
@@ -181,7 +200,11 @@ mod tests {
             ("PUT", "/couch/links/H83if"),
             ("GET", "/couch/links_clicks/_design/clicks/_view/by_link"),
         ] {
-            assert_eq!(route(method, path, true, &s), Ok(Route::Couch { path: path[6..].into() }), "{method} {path}");
+            assert_eq!(
+                route(method, path, Source::OwnPage, &s),
+                Ok(Route::Couch { path: path[6..].into() }),
+                "{method} {path}"
+            );
         }
         for (method, path) in [
             ("GET", "/couch/_users/org.couchdb.user:editor"),
@@ -199,27 +222,34 @@ mod tests {
             ("GET", "/couch/links/../_users"),
             ("PUT", "/couch/links/toolong"),
         ] {
-            assert_eq!(route(method, path, true, &s).unwrap_err().status, 404, "{method} {path}");
+            assert_eq!(route(method, path, Source::OwnPage, &s).unwrap_err().status, 404, "{method} {path}");
         }
     }
 
     #[test]
-    fn a_write_from_another_origin_is_refused_before_couchdb() {
+    fn only_the_console_s_own_page_reaches_couchdb() {
         let s = sites();
-        assert_eq!(route("PUT", "/couch/links/H83if", false, &s).unwrap_err().status, 403);
-        assert_eq!(route("POST", "/couch/_session", false, &s).unwrap_err().status, 403);
-        assert!(route("GET", "/couch/links/H83if", false, &s).is_ok());
+        for source in [Source::Elsewhere, Source::Unsaid] {
+            assert_eq!(route("PUT", "/couch/links/H83if", source, &s).unwrap_err().status, 403);
+            assert_eq!(route("POST", "/couch/_session", source, &s).unwrap_err().status, 403);
+        }
+        assert_eq!(route("GET", "/couch/links/H83if", Source::Elsewhere, &s).unwrap_err().status, 403);
+        assert!(route("GET", "/couch/links/H83if", Source::Unsaid, &s).is_ok());
+        assert!(route("PUT", "/couch/links/H83if", Source::OwnPage, &s).is_ok());
+        // The page's files and tags may be linked to from anywhere.
+        assert!(route("GET", "/", Source::Elsewhere, &s).is_ok());
+        assert!(route("GET", "/qr/links/H83if.svg", Source::Elsewhere, &s).is_ok());
     }
 
     #[test]
     fn tags_are_made_for_the_console_s_databases_only() {
         let s = sites();
         assert_eq!(
-            route("GET", "/qr/links/H83if.svg", true, &s),
+            route("GET", "/qr/links/H83if.svg", Source::OwnPage, &s),
             Ok(Route::Qr { site: 0, id: LinkId::parse("H83if").unwrap(), png: false })
         );
-        assert!(matches!(route("GET", "/qr/links/H83if.png", true, &s), Ok(Route::Qr { png: true, .. })));
-        assert_eq!(route("GET", "/qr/other/H83if.svg", true, &s).unwrap_err().status, 404);
-        assert_eq!(route("GET", "/qr/links/H83if.gif", true, &s).unwrap_err().status, 404);
+        assert!(matches!(route("GET", "/qr/links/H83if.png", Source::OwnPage, &s), Ok(Route::Qr { png: true, .. })));
+        assert_eq!(route("GET", "/qr/other/H83if.svg", Source::OwnPage, &s).unwrap_err().status, 404);
+        assert_eq!(route("GET", "/qr/links/H83if.gif", Source::OwnPage, &s).unwrap_err().status, 404);
     }
 }

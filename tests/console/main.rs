@@ -398,6 +398,17 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .await
         .unwrap();
     assert_eq!(forged.status(), 403);
+    // A read another site's page makes with the session, as a browser marks it, is refused too.
+    for (name, value) in [("origin", "http://evil.example"), ("sec-fetch-site", "cross-site")] {
+        let read = http
+            .get(format!("{console}couch/{}/{id}", db.name))
+            .header(name, value)
+            .header("cookie", format!("AuthSession={session}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 403, "{name}: {value}");
+    }
     assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
 
     // Log out.
@@ -441,8 +452,9 @@ async fn open_link(browser: &Browser, id: &str) {
     loop {
         let links = browser.client.find_all(Locator::Css("section[aria-label=Links] td a")).await.unwrap();
         for link in links {
-            if link.text().await.unwrap_or_default() == id {
-                link.click().await.unwrap();
+            // The list may re-render under the search between finding and clicking: a stale
+            // element is looked for again.
+            if link.text().await.unwrap_or_default() == id && link.click().await.is_ok() {
                 browser.find("article").await;
                 return;
             }
@@ -457,8 +469,7 @@ async fn click_button(browser: &Browser, name: &str) {
     let started = Instant::now();
     loop {
         for button in browser.client.find_all(Locator::Css("button")).await.unwrap() {
-            if button.text().await.unwrap_or_default() == name {
-                button.click().await.unwrap();
+            if button.text().await.unwrap_or_default() == name && button.click().await.is_ok() {
                 return;
             }
         }
