@@ -333,7 +333,7 @@ struct LiveLinks<'a> {
     /// A link's `targets` were consulted: the answer varies with the visitor.
     varied: AtomicBool,
     /// The link the path begins with, and whether the database has it (working or not).
-    first: Option<LinkId>,
+    first: LinkId,
     first_known: AtomicBool,
 }
 
@@ -390,7 +390,7 @@ impl Ruleset for LiveLinks<'_> {
             return Ok(None);
         };
         let found = self.store.get(id).await?;
-        if found.is_some() && self.first == Some(id) {
+        if found.is_some() && self.first == id {
             self.first_known.store(true, Relaxed);
         }
         Ok(found.and_then(|link| self.target(&link)))
@@ -420,7 +420,7 @@ async fn locate(
         visitor,
         now,
         varied: AtomicBool::new(false),
-        first: Some(first),
+        first,
         first_known: AtomicBool::new(false),
     };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
@@ -457,7 +457,7 @@ async fn locate(
     let resolved = resolve(path, &query, "", &rules).await;
     let vary = rules.varied.load(Relaxed);
     // A 404 names the link the path begins with when the database has it.
-    let not_found = Outcome::NotFound(rules.first.filter(|_| rules.first_known.load(Relaxed)));
+    let not_found = Outcome::NotFound(rules.first_known.load(Relaxed).then_some(first));
     match resolved {
         Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
             Some(location) => Outcome::Redirect { location: Location::Resolved(location), id: Some(first), vary },

@@ -408,11 +408,12 @@ impl Application {
         let one = sites.len() == 1 && sites[0].host.is_none();
         let mut running = Vec::with_capacity(sites.len());
         // One identity for every domain's counts: this process.
-        let writer = config.clicks.as_ref().map(|c| ClicksIdentity::new(&c.proxy_name));
+        let clicks = config.clicks.as_ref().map(|c| (c, ClicksIdentity::new(&c.proxy_name)));
         for plan in sites {
             // With one domain its counters are the process's, unlabelled, as before domains.
             let site_metrics = if one { metrics.clone() } else { Arc::new(Metrics::default()) };
-            running.push(start_site(plan, site_metrics, &config, writer.as_ref(), stopped.clone()).await);
+            let clicks = clicks.as_ref().map(|(settings, writer)| (*settings, writer));
+            running.push(start_site(plan, site_metrics, &config, clicks, stopped.clone()).await);
         }
         // Every domain's client shares the first one's account.
         let couch = running[0].couch.clone();
@@ -468,14 +469,8 @@ impl Application {
             let hosts = running.iter().map(|s| (s.host.clone().expect("named domains"), handler_site(s))).collect();
             // Requests for no configured host: a 404 logged apart, written as the first
             // domain's (no shortlink is named; the cookie's Secure follows that domain).
-            let sink = match &unknown {
-                Some((log, _, _)) => {
-                    Site { store: None, log: log.clone(), metrics: unknown_metrics.clone(), clicks: None }
-                }
-                None => {
-                    Site { store: None, log: running[0].log.clone(), metrics: unknown_metrics.clone(), clicks: None }
-                }
-            };
+            let log = unknown.as_ref().map_or(&running[0].log, |(log, _, _)| log);
+            let sink = Site { store: None, log: log.clone(), metrics: unknown_metrics.clone(), clicks: None };
             shapes.push(Shape::new(running[default.unwrap_or(0)].public_url.clone(), &config.cookie_name));
             Sites::new(hosts, default, sink)
         };
@@ -538,7 +533,7 @@ async fn start_site(
     plan: SitePlan,
     metrics: Arc<Metrics>,
     config: &ServerConfig,
-    writer: Option<&ClicksIdentity>,
+    clicks: Option<(&ClicksConfig, &ClicksIdentity)>,
     stopped: watch::Receiver<bool>,
 ) -> RunningSite {
     let SitePlan { host, couch, public_url, log, flusher, log_dir, state_dir } = plan;
@@ -591,8 +586,8 @@ async fn start_site(
     if config.warm_start {
         tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
     }
-    let clicks = match (&config.clicks, writer) {
-        (Some(settings), Some(writer)) => {
+    let clicks = match clicks {
+        Some((settings, writer)) => {
             let db = settings.db.clone().unwrap_or_else(|| format!("{}_clicks", couch.database()));
             let clicks = ClicksWriter {
                 couch: couch.for_database(&db),
@@ -606,7 +601,7 @@ async fn start_site(
             tasks.push(tokio::spawn(clicks.run(stopped)));
             Some(handles)
         }
-        _ => None,
+        None => None,
     };
     RunningSite {
         host,

@@ -171,13 +171,8 @@ pub async fn read(
 ) -> Result<Vec<Row>, ClicksError> {
     // A time range is read per day, then added up to the period asked for.
     let level = if since.is_some() || until.is_some() { by.group_level().max(4) } else { by.group_level() };
-    let ranges: Vec<(Value, Value)> = if ids.is_empty() {
-        vec![(Value::Null, Value::Null)]
-    } else {
-        ids.iter().map(|id| (json!([id]), json!([id, {}]))).collect()
-    };
     let mut rows: Vec<Row> = Vec::new();
-    for (start, end) in ranges {
+    for (start, end) in key_ranges(ids) {
         let query = ViewQuery { group_level: Some(level), start_key: start, end_key: end };
         let found = couch.view(DESIGN_DOC, "by_link", &query).await.map_err(|e| no_view(couch, e))?;
         for (key, value) in found {
@@ -200,6 +195,15 @@ pub async fn read(
         }
     }
     Ok(rows)
+}
+
+/// The view's key ranges of `ids`, each `[id]` to `[id, {}]`; without any, the whole view.
+fn key_ranges(ids: &[String]) -> Vec<(Value, Value)> {
+    if ids.is_empty() {
+        vec![(Value::Null, Value::Null)]
+    } else {
+        ids.iter().map(|id| (json!([id]), json!([id, {}]))).collect()
+    }
 }
 
 /// `["2026", "11", "26", "15"]` (or a prefix of it) as `2026-11-26T15`.
@@ -231,13 +235,8 @@ fn no_view(couch: &CouchClient, e: CouchError) -> ClicksError {
 
 /// Redirects per link and target version.
 async fn versions(couch: &CouchClient, ids: &[String]) -> Result<Vec<(String, String, u64)>, ClicksError> {
-    let ranges: Vec<(Value, Value)> = if ids.is_empty() {
-        vec![(Value::Null, Value::Null)]
-    } else {
-        ids.iter().map(|id| (json!([id]), json!([id, {}]))).collect()
-    };
     let mut rows = Vec::new();
-    for (start, end) in ranges {
+    for (start, end) in key_ranges(ids) {
         let query = ViewQuery { group_level: Some(2), start_key: start, end_key: end };
         for (key, value) in couch.view(DESIGN_DOC, "by_version", &query).await.map_err(|e| no_view(couch, e))? {
             if let [Value::String(id), Value::String(location)] = key.as_array().map(Vec::as_slice).unwrap_or_default()
