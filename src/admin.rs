@@ -1,6 +1,7 @@
 //! The admin listener: `/healthz` and `/metrics`, kept off the public port.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,9 @@ pub struct Admin {
     /// With several domains and no default: the access log and counters of requests for no
     /// configured domain.
     pub unknown: Option<(AccessLog, Arc<Metrics>)>,
+    /// Set when the process stops (SIGTERM): `/healthz` then says "draining" with 503, so that
+    /// a load balancer sends no more while in-flight requests finish.
+    pub draining: Arc<AtomicBool>,
 }
 
 /// One short domain, as the admin endpoints see it.
@@ -174,7 +178,12 @@ impl Admin {
                 (body, reports.iter().any(|(_, serving)| *serving))
             }
         };
-        let status = if serving { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+        let mut body = body;
+        let draining = self.draining.load(Ordering::Relaxed);
+        if draining {
+            body["status"] = json!("draining");
+        }
+        let status = if serving && !draining { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
         respond(status, "application/json", format!("{body}\n"))
     }
 }

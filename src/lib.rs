@@ -75,6 +75,7 @@ pub mod domain;
 pub mod errors;
 pub mod follower;
 pub mod handler;
+pub mod handover;
 pub mod http;
 pub mod links;
 pub mod log_retention;

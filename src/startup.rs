@@ -12,8 +12,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::FutureExt;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::access_log::{AccessLog, Flusher, LogOptions, OpenError};
 use crate::admin::{Admin, AdminSite};
@@ -26,7 +30,8 @@ use crate::domain::{Domain, Host, PublicUrl};
 use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Location, Settings, Site, Sites};
-use crate::http::accept::{self, Limits};
+use crate::handover::{self, Giver, Inherited, Upgrade};
+use crate::http::accept::{self, Ending, Limits};
 use crate::http::limits::Refusal;
 use crate::http::{Connections, Respond, Shape};
 use crate::log_retention::Retention;
@@ -103,6 +108,12 @@ pub struct ServerConfig {
     pub default_domain: Option<Host>,
     /// Live counts (`None`: off).
     pub clicks: Option<ClicksConfig>,
+    /// What SIGUSR2 starts in this process's place (`None`: SIGUSR2 is refused with a
+    /// warning; tests serving in their own process leave it so).
+    pub upgrade: Option<Upgrade>,
+    /// A file this process writes its pid to once it serves (and removes at exit, unless a
+    /// successor wrote its own).
+    pub pid_file: Option<PathBuf>,
 }
 
 /// Where and how often a proxy writes its live counts (docs/reference.md, "Live counts").
@@ -193,6 +204,8 @@ impl ServerConfig {
             domains: Vec::new(),
             default_domain: None,
             clicks: Some(ClicksConfig::new()),
+            upgrade: None,
+            pid_file: None,
         }
     }
 }
@@ -256,14 +269,23 @@ pub enum StartError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// The listeners passed by systemd or by the process being upgraded cannot be used.
+    #[error(transparent)]
+    Inherit(#[from] handover::InheritError),
 }
 
 /// The proxy, built and ready to serve: its listeners bound, its access logs open, CouchDB
 /// checked.
 pub struct Application {
     config: ServerConfig,
-    listener: std::net::TcpListener,
+    /// The redirect listener's sockets, one or more per serving thread (see
+    /// [`Application::build_inheriting`]).
+    listeners: Vec<Vec<std::net::TcpListener>>,
     admin_listener: TcpListener,
+    /// Who passed the listeners, if anyone.
+    giver: Option<Giver>,
+    /// Whether the admin listener was passed too.
+    admin_inherited: bool,
     address: SocketAddr,
     admin_address: SocketAddr,
     /// One per short domain (one, unnamed, without `domains`).
@@ -274,6 +296,8 @@ pub struct Application {
     _file_size_limit: Option<tokio::signal::unix::Signal>,
     /// SIGHUP, caught from the start (its default is to end the process).
     hangups: Option<tokio::signal::unix::Signal>,
+    /// SIGUSR2 (an upgrade), caught from the start for the same reason.
+    upgrades: Option<tokio::signal::unix::Signal>,
 }
 
 /// One short domain, checked and with its log open, before it serves.
@@ -310,17 +334,44 @@ impl Application {
     /// answer is not an error (the proxy serves what it can and catches up); one that refuses
     /// the account or lacks a database is.
     pub async fn build(config: ServerConfig) -> Result<Application, StartError> {
-        let listener = accept::bind_shareable(config.listen).map_err(|source| StartError::Bind {
-            addr: config.listen,
-            what: "redirects",
-            source,
-        })?;
-        let admin_listener = TcpListener::bind(config.admin_listen).await.map_err(|source| StartError::Bind {
-            addr: config.admin_listen,
-            what: "health and metrics",
-            source,
-        })?;
-        let address = listener.local_addr().map_err(StartError::Runtime)?;
+        Application::build_inheriting(config, None).await
+    }
+
+    /// As [`Application::build`], serving on listeners passed by systemd or by the process
+    /// this one upgrades, where `inherited` has them (the rest are bound as configured).
+    ///
+    /// Each serving thread accepts on sockets of its own: bound here, one `SO_REUSEPORT`
+    /// sibling per thread (see [`accept::bind_shareable`]); passed by a predecessor, its
+    /// sockets dealt out among the threads; from systemd, its one socket shared by all (a
+    /// sibling bound here would close with this process, resetting what waits in its queue).
+    pub async fn build_inheriting(config: ServerConfig, inherited: Option<Inherited>) -> Result<Application, StartError> {
+        let workers = config.workers.max(1);
+        let (sockets, admin, giver) = match inherited {
+            Some(Inherited { redirect, admin, giver }) => (redirect, admin, Some(giver)),
+            None => {
+                let first = accept::bind_shareable(config.listen).map_err(|source| StartError::Bind {
+                    addr: config.listen,
+                    what: "redirects",
+                    source,
+                })?;
+                let mut sockets = vec![first];
+                for n in 1..workers {
+                    sockets.push(accept::bind_alongside(&sockets[0]).map_err(|e| StartError::Worker(n, e))?);
+                }
+                (sockets, None, None)
+            }
+        };
+        let listeners = deal(sockets, workers).map_err(StartError::Runtime)?;
+        let admin_inherited = admin.is_some();
+        let admin_listener = match admin {
+            Some(admin) => TcpListener::from_std(admin).map_err(StartError::Runtime)?,
+            None => TcpListener::bind(config.admin_listen).await.map_err(|source| StartError::Bind {
+                addr: config.admin_listen,
+                what: "health and metrics",
+                source,
+            })?,
+        };
+        let address = listeners[0][0].local_addr().map_err(StartError::Runtime)?;
         let admin_address = admin_listener.local_addr().map_err(StartError::Runtime)?;
         raise_fd_limit(config.max_connections);
         // Each domain's CouchDB database first: a start refused for its account or database
@@ -374,16 +425,20 @@ impl Application {
         let file_size_limit =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)).ok();
         let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let upgrades = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2()).ok();
         Ok(Application {
             config,
-            listener,
+            listeners,
             admin_listener,
+            giver,
+            admin_inherited,
             address,
             admin_address,
             sites,
             unknown,
             _file_size_limit: file_size_limit,
             hangups,
+            upgrades,
         })
     }
 
@@ -401,8 +456,35 @@ impl Application {
     /// finish, stops the admin listener and the feeds, and writes every access log line before
     /// returning.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
-        let Application { config, listener, admin_listener, address, admin_address, sites, unknown, hangups, .. } =
-            self;
+        let Application {
+            config,
+            listeners,
+            admin_listener,
+            giver,
+            address,
+            admin_address,
+            sites,
+            unknown,
+            hangups,
+            upgrades,
+            admin_inherited,
+            ..
+        } = self;
+        let (predecessor, socket_activated) = match giver {
+            Some(Giver::Predecessor(predecessor)) => (Some(predecessor), false),
+            Some(Giver::Systemd) => (None, true),
+            None => (None, false),
+        };
+        // Copies of the listening sockets, for a successor (an upgrade).
+        let mut handover_fds: Vec<(OwnedFd, &'static str)> = Vec::new();
+        for listener in listeners.iter().flatten() {
+            if let Ok(fd) = listener.as_fd().try_clone_to_owned() {
+                handover_fds.push((fd, handover::REDIRECT));
+            }
+        }
+        if let Ok(fd) = admin_listener.as_fd().try_clone_to_owned() {
+            handover_fds.push((fd, handover::ADMIN));
+        }
         let metrics = Arc::new(Metrics::default());
         let (stop, stopped) = watch::channel(false);
         let one = sites.len() == 1 && sites[0].host.is_none();
@@ -420,6 +502,7 @@ impl Application {
         let rereading = hangups
             .map(|h| tokio::spawn(reread_password(h, couch, config.couch.password_file.clone(), stopped.clone())));
         let unknown_metrics = Arc::new(Metrics::default());
+        let draining = Arc::new(AtomicBool::new(false));
         let admin = Arc::new(Admin {
             process: metrics.clone(),
             sites: running
@@ -436,15 +519,25 @@ impl Application {
                 })
                 .collect(),
             unknown: unknown.as_ref().map(|(log, _, _)| (log.clone(), unknown_metrics.clone())),
+            draining: draining.clone(),
         });
         let mut admin_stop = stopped.clone();
+        let (handed_over, mut admin_handed_over) = watch::channel(false);
+        let admin_held_elsewhere = socket_activated && admin_inherited;
         let admin_server = tokio::spawn(accept::run(
             admin_listener,
             admin,
             // Scrapers and health checks: a few connections, never the public's.
             Limits::new(ADMIN_CONNECTIONS, Duration::from_secs(10)),
             async move {
-                let _ = admin_stop.wait_for(|stop| *stop).await;
+                // At an upgrade the successor answers health checks from the moment it
+                // serves; at a stop, this process answers "draining" until its drain ends.
+                tokio::select! {
+                    _ = admin_handed_over.wait_for(|handed| *handed) => Ending::Upgrade,
+                    _ = admin_stop.wait_for(|stop| *stop) => {
+                        if admin_held_elsewhere { Ending::Restart } else { Ending::Close }
+                    }
+                }
             },
             Duration::from_secs(1),
         ));
@@ -482,18 +575,58 @@ impl Application {
         // process to exit then loses no time to them (the next process binds its port before it
         // reads them, so connections wait in the kernel's queue meanwhile).
         let snapshots: Vec<Arc<Snapshots>> = running.iter().filter_map(|s| s.snapshots.clone()).collect();
+        let (upgraded, upgraded_rx) = oneshot::channel();
+        let upgrading = upgrades.map(|signals| {
+            tokio::spawn(upgrade_on_signal(signals, config.upgrade.clone(), handover_fds, snapshots.clone(), upgraded))
+        });
+        let draining = draining.clone();
+        // systemd holds its sockets through a restart: their queues wait for the next process.
+        let stop_ending = if socket_activated { Ending::Restart } else { Ending::Close };
         let shutdown = async move {
-            shutdown.await;
+            let successor = tokio::select! {
+                () = shutdown => None,
+                Ok(pid) = upgraded_rx => Some(pid),
+            };
+            if successor.is_some() {
+                let _ = handed_over.send(true);
+                return Ending::Upgrade;
+            }
+            // A stop during an upgrade abandons it (the new process is stopped), and lets go
+            // of the copies of the sockets kept for it.
+            if let Some(upgrading) = upgrading {
+                upgrading.abort();
+            }
+            draining.store(true, Ordering::Relaxed);
+            handover::notify(&[sd_notify::NotifyState::Stopping]);
             for snapshots in snapshots {
                 snapshots.write_once().await;
             }
+            stop_ending
         };
         let public = running.iter().map(|s| s.public_url.to_string()).collect::<Vec<_>>().join(", ");
-        let result = serve_on_workers(listener, app, shapes, limits, shutdown, config.drain, workers, || {
+        let pid_file = config.pid_file.clone();
+        let result = serve_on_workers(listeners, app, shapes, limits, shutdown, config.drain, || {
             let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
+            let how = match (&predecessor, socket_activated) {
+                (Some(_), _) => "; taken over from the process upgraded",
+                (None, true) => "; sockets from systemd",
+                (None, false) => "",
+            };
             tracing::info!(
-                "serving redirects on http://{address} (public URL {public}, {threads}; health and metrics on http://{admin_address})"
+                "serving redirects on http://{address} (public URL {public}, {threads}; health and metrics on http://{admin_address}{how}; build {BUILD}, pid {})",
+                std::process::id()
             );
+            if let Some(pid_file) = &pid_file {
+                if let Err(e) = write_pid_file(pid_file) {
+                    tracing::warn!("cannot write the pid file {}: {e}", pid_file.display());
+                }
+            }
+            if let Some(predecessor) = predecessor {
+                if let Err(e) = predecessor.ready() {
+                    tracing::warn!("cannot tell the process upgraded that this one serves: {e}");
+                }
+            }
+            handover::notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status("serving")]);
         })
         .await;
         let _ = stop.send(true);
@@ -515,9 +648,16 @@ impl Application {
         if let Some((_, flusher, _)) = unknown {
             flusher.finish(LOG_FLUSH_TIMEOUT).await;
         }
+        if let Some(pid_file) = &config.pid_file {
+            // Unless a successor wrote its own pid meanwhile.
+            if std::fs::read_to_string(pid_file).is_ok_and(|pid| pid.trim() == std::process::id().to_string()) {
+                let _ = std::fs::remove_file(pid_file);
+            }
+        }
         if result.is_ok() {
             tracing::info!(
-                "stopped: in-flight requests finished and the access log written; {served} requests served since start"
+                "stopped: in-flight requests finished and the access log written; {served} requests served since start (build {BUILD}, pid {})",
+                std::process::id()
             );
         }
         result
@@ -619,44 +759,44 @@ async fn start_site(
     }
 }
 
-/// Serves `app` on `listener` from `workers` threads until `shutdown` completes, calling
+/// Serves `app` from one thread per entry of `listeners` until `shutdown` completes, calling
 /// `serving` once every thread accepts.
 ///
-/// Each extra thread runs its own single-threaded runtime accepting on its own `SO_REUSEPORT`
-/// sibling of the socket (see [`accept::bind_shareable`]), nginx-style: a connection
-/// lives on one thread, so serving it never wakes another (on 2 cores that is worth about 15%
-/// of throughput over one multi-threaded runtime). A thread that cannot start stops the whole
-/// start-up at once.
-#[allow(clippy::too_many_arguments)]
+/// Each extra thread runs its own single-threaded runtime accepting on its own sockets
+/// (nginx-style: a connection lives on one thread, so serving it never wakes another; on 2
+/// cores that is worth about 15% of throughput over one multi-threaded runtime). A thread that
+/// cannot start stops the whole start-up at once.
 async fn serve_on_workers(
-    listener: std::net::TcpListener,
+    listeners: Vec<Vec<std::net::TcpListener>>,
     app: Arc<App>,
     shapes: Arc<Vec<Shape>>,
     limits: Limits,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = Ending>,
     drain: Duration,
-    workers: usize,
     serving: impl FnOnce(),
 ) -> Result<(), StartError> {
-    let (close, closed) = watch::channel(false);
+    let workers = listeners.len();
+    let (close, closed) = watch::channel(None::<Ending>);
     let mut threads = Vec::new();
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, std::io::Result<()>)>();
     app.metrics.set_workers(workers);
-    for n in 1..workers {
-        let (app, mut closed, ready, limits) = (
+    let mut listeners = listeners.into_iter();
+    let first = listeners.next().expect("at least one serving thread");
+    for (n, sockets) in (1..).zip(listeners) {
+        let (service, closed, ready, limits) = (
             Arc::new(RedirectService::new(app.clone(), shapes.clone(), n)),
             closed.clone(),
             ready_tx.clone(),
             limits.clone(),
         );
-        let socket = accept::bind_alongside(&listener);
         let thread = std::thread::Builder::new().name(format!("couchlink-worker-{n}")).spawn(move || {
-            let started = socket.and_then(|socket| {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                let listener = runtime.block_on(async { TcpListener::from_std(socket) })?;
-                Ok((runtime, listener))
+            let started = tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|runtime| {
+                let sockets = runtime.block_on(async {
+                    sockets.into_iter().map(TcpListener::from_std).collect::<std::io::Result<Vec<_>>>()
+                })?;
+                Ok((runtime, sockets))
             });
-            let (runtime, listener) = match started {
+            let (runtime, sockets) = match started {
                 Ok(started) => {
                     let _ = ready.send((n, Ok(())));
                     started
@@ -668,12 +808,7 @@ async fn serve_on_workers(
             };
             // Dropped, so that the start-up waiting for every thread's report can go on.
             drop(ready);
-            runtime.block_on(async move {
-                let stop = async move {
-                    let _ = closed.wait_for(|closed| *closed).await;
-                };
-                serve_redirects(listener, app, limits, stop, drain).await;
-            });
+            runtime.block_on(serve_redirects(sockets, service, limits, closed, drain));
         });
         match thread {
             Ok(thread) => threads.push(thread),
@@ -690,32 +825,126 @@ async fn serve_on_workers(
             failed.get_or_insert(StartError::Worker(n, e));
         }
     }
-    if let Some(error) = failed {
-        let _ = close.send(true);
-        join(threads).await;
-        return Err(error);
-    }
-    let listener = TcpListener::from_std(listener).map_err(|e| StartError::Worker(0, e))?;
+    let sockets = match failed {
+        None => first.into_iter().map(TcpListener::from_std).collect::<std::io::Result<Vec<_>>>(),
+        Some(error) => Err(std::io::Error::other(error.to_string())),
+    };
+    let sockets = match sockets {
+        Ok(sockets) => sockets,
+        Err(e) => {
+            let _ = close.send(Some(Ending::Close));
+            join(threads).await;
+            return Err(StartError::Worker(0, e));
+        }
+    };
     serving();
     let shutdown = async move {
-        shutdown.await;
-        let _ = close.send(true);
+        let ending = shutdown.await;
+        let _ = close.send(Some(ending));
     };
-    serve_redirects(listener, Arc::new(RedirectService::new(app, shapes, 0)), limits, shutdown, drain).await;
+    let service = Arc::new(RedirectService::new(app, shapes, 0));
+    tokio::join!(shutdown, serve_redirects(sockets, service, limits, closed, drain));
     join(threads).await;
     Ok(())
 }
 
-/// One serving thread's accept loop, with couchlink's own HTTP/1 connections.
+/// One serving thread's accept loops (one per socket it was dealt), with couchlink's own
+/// HTTP/1 connections, until `closed` says how serving ends.
 async fn serve_redirects(
-    listener: TcpListener,
+    sockets: Vec<TcpListener>,
     worker: Arc<RedirectService>,
     limits: Limits,
-    shutdown: impl Future<Output = ()>,
+    closed: watch::Receiver<Option<Ending>>,
     drain: Duration,
 ) {
-    let connections = Connections::new(worker, limits.header_timeout);
-    accept::run_connections(listener, connections, limits, shutdown, drain).await;
+    let loops = sockets.into_iter().map(|listener| {
+        let mut closed = closed.clone();
+        let ending = async move {
+            match closed.wait_for(Option::is_some).await {
+                Ok(ending) => ending.unwrap_or(Ending::Close),
+                Err(_) => Ending::Close,
+            }
+        };
+        let connections = Connections::new(worker.clone(), limits.header_timeout);
+        accept::run_connections(listener, connections, limits.clone(), ending, drain)
+    });
+    futures_util::future::join_all(loops).await;
+}
+
+/// `sockets` dealt out to `workers` serving threads, round-robin; a thread left without one
+/// shares a copy of another's (one queue, two threads).
+fn deal(sockets: Vec<std::net::TcpListener>, workers: usize) -> std::io::Result<Vec<Vec<std::net::TcpListener>>> {
+    let mut dealt: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+    let count = sockets.len();
+    for (i, socket) in sockets.into_iter().enumerate() {
+        dealt[i % workers].push(socket);
+    }
+    for n in count..workers {
+        let copy = dealt[n % count][0].try_clone()?;
+        dealt[n].push(copy);
+    }
+    Ok(dealt)
+}
+
+/// This build's name: `COUCHLINK_BUILD` when it was compiled (say, a commit), else the
+/// package version. Logged at start and stop, and in `/metrics`, so that an upgrade shows
+/// which build serves.
+pub const BUILD: &str = match option_env!("COUCHLINK_BUILD") {
+    Some(build) => build,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
+/// On each SIGUSR2, one upgrade: the cache snapshot written (the new process starts from it),
+/// the binary on disk started with the listeners, and `upgraded` told its pid once it serves.
+/// A failed upgrade leaves this process serving, and says why (log, and systemd's status).
+async fn upgrade_on_signal(
+    mut signals: tokio::signal::unix::Signal,
+    upgrade: Option<Upgrade>,
+    sockets: Vec<(OwnedFd, &'static str)>,
+    snapshots: Vec<Arc<Snapshots>>,
+    upgraded: oneshot::Sender<u32>,
+) {
+    loop {
+        if signals.recv().await.is_none() {
+            return;
+        }
+        let Some(upgrade) = &upgrade else {
+            tracing::warn!("SIGUSR2: this process cannot upgrade itself (only `couchlink serve` can)");
+            continue;
+        };
+        tracing::info!("SIGUSR2: upgrading to {}", upgrade.exe.display());
+        handover::notify(&[sd_notify::NotifyState::Status("upgrading")]);
+        for snapshots in &snapshots {
+            snapshots.write_once().await;
+        }
+        let passed: Vec<_> = sockets.iter().map(|(fd, name)| (fd.as_fd(), *name)).collect();
+        match upgrade.start_successor(&passed).await {
+            Ok(pid) => {
+                tracing::info!("upgrade: pid {pid} serves now; this process stops accepting and drains");
+                let status = format!("upgraded: pid {pid} serves");
+                handover::notify(&[sd_notify::NotifyState::MainPid(pid), sd_notify::NotifyState::Status(&status)]);
+                let _ = upgraded.send(pid);
+                return;
+            }
+            Err(e) => {
+                let why = Causes(&e).to_string();
+                tracing::error!("upgrade failed, still serving as pid {}: {why}", std::process::id());
+                let status = format!("serving; the last upgrade failed: {why}");
+                handover::notify(&[sd_notify::NotifyState::Status(&status)]);
+            }
+        }
+        // One upgrade at a time: a SIGUSR2 that came during this one is not a second one.
+        while let Some(Some(())) = signals.recv().now_or_never() {
+            tracing::warn!("SIGUSR2 during an upgrade: ignored");
+        }
+    }
+}
+
+/// Writes this process's pid to `path`, whole or not at all (a new file renamed over it).
+fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
+    let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&temporary, format!("{}\n", std::process::id()))?;
+    std::fs::rename(&temporary, path)
 }
 
 /// The redirect service as one serving thread runs it: the handler's policy over the

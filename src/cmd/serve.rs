@@ -124,6 +124,14 @@ pub struct ServeArgs {
     /// This proxy's name in its live counts [default: the host's name].
     #[arg(long, env = "COUCHLINK_PROXY_NAME")]
     pub proxy_name: Option<String>,
+    /// Seconds the new process started by an upgrade (SIGUSR2, `systemctl reload`) has to
+    /// serve; past it, it is stopped and this one goes on serving.
+    #[arg(long, env = "COUCHLINK_UPGRADE_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub upgrade_timeout_secs: u64,
+    /// A file to write the serving process's pid to (an upgrade's new process writes its own).
+    #[arg(long, env = "COUCHLINK_PID_FILE")]
+    pub pid_file: Option<PathBuf>,
 }
 
 /// A cookie name is an RFC 6265 token.
@@ -135,10 +143,19 @@ fn parse_cookie_name(s: &str) -> Result<String, String> {
 impl ServeArgs {
     /// Serves until SIGTERM or SIGINT, on a single-threaded runtime of its own (plus one more
     /// such thread per extra worker).
+    ///
+    /// Listeners passed by systemd (`LISTEN_FDS`) or by the process this one upgrades are
+    /// served on instead of binding the addresses; SIGUSR2 starts the binary on disk in this
+    /// process's place (docs/operations.md, "Restarts and upgrades").
     pub fn execute(self) -> Result<(), StartError> {
+        // Before any thread starts: it reads and clears environment variables.
+        let inherited = crate::handover::take_inherited()?;
+        let upgrade_timeout = Duration::from_secs(self.upgrade_timeout_secs);
+        let mut config = self.into_config()?;
+        config.upgrade = crate::handover::Upgrade::of_this_process(upgrade_timeout);
         let runtime = super::current_thread_runtime().map_err(StartError::Runtime)?;
         runtime.block_on(async {
-            Application::build(self.into_config()?).await?.run_until_stopped(super::shutdown_signal()).await
+            Application::build_inheriting(config, inherited).await?.run_until_stopped(super::shutdown_signal()).await
         })
     }
 
@@ -202,6 +219,9 @@ impl ServeArgs {
             domains,
             default_domain,
             clicks,
+            // Set by `execute`: only the process `couchlink serve` runs in can start itself anew.
+            upgrade: None,
+            pid_file: self.pid_file,
         })
     }
 }

@@ -112,6 +112,30 @@ const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// client to close, before idle ones are closed under it.
 const LAME_DUCK: Duration = Duration::from_secs(1);
 
+/// How a listener stops accepting, and how its connections end (docs/operations.md,
+/// "Restarts and upgrades").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The socket closes with this process: connections the kernel already completed are
+    /// accepted and answered first, since closing a listener resets what waits in its queue.
+    /// Then the lame-duck second, and idle connections are closed.
+    Close,
+    /// systemd holds the socket, and starts the next process once this one has exited: the
+    /// queue is left to it, and the drain is as short as with `Close`.
+    Restart,
+    /// A successor serves from the same socket already: the queue is left to it, and no
+    /// connection is closed earlier than it would have been anyway. Each ends after its next
+    /// response (`Connection: close`) or at its own idle timeout, within `drain`.
+    Upgrade,
+}
+
+/// A shutdown future that says nothing more means [`Ending::Close`].
+impl From<()> for Ending {
+    fn from((): ()) -> Ending {
+        Ending::Close
+    }
+}
+
 /// How a listener serves the connections it accepts, and stops them.
 pub trait Connections {
     /// Serves one accepted connection on its own task, holding `permit` until it closes.
@@ -129,11 +153,11 @@ pub trait Connections {
 }
 
 /// Serves `service` with hyper on `listener`, as [`run_connections`] does.
-pub async fn run<S: Service>(
+pub async fn run<S: Service, E: Into<Ending>>(
     listener: TcpListener,
     service: Arc<S>,
     limits: Limits,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = E>,
     drain: Duration,
 ) {
     let connections = HyperConnections {
@@ -146,7 +170,8 @@ pub async fn run<S: Service>(
 }
 
 /// Accepts on `listener` until `shutdown` completes, then stops accepting and gives in-flight
-/// connections up to `drain` to finish.
+/// connections up to `drain` to finish. Unless the ending is [`Ending::Close`], what waits in the queue is
+/// left to the process that holds the socket on.
 ///
 /// Closing an idle keep-alive connection races with a client sending on it, and that request
 /// would fail. So the listener closes first (new connections are refused, which clients handle),
@@ -154,14 +179,15 @@ pub async fn run<S: Service>(
 /// after their current request; only then are the idle ones closed. Connections the kernel had
 /// already completed when the listener closes are accepted and answered too: closing a listener
 /// resets whatever waits in its queue.
-pub async fn run_connections(
+pub async fn run_connections<E: Into<Ending>>(
     listener: TcpListener,
     connections: impl Connections,
     limits: Limits,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = E>,
     drain: Duration,
 ) {
     tokio::pin!(shutdown);
+    let ending;
     let mut failing = false;
     let mut last_warned = None;
     loop {
@@ -178,7 +204,10 @@ pub async fn run_connections(
                     continue;
                 }
             },
-            _ = &mut shutdown => break,
+            how = &mut shutdown => {
+                ending = how.into();
+                break;
+            }
         };
         if std::mem::take(&mut failing) {
             tracing::info!("accepting connections again");
@@ -201,8 +230,9 @@ pub async fn run_connections(
                 // (the kernel queues them) until a permit is free.
                 tokio::select! {
                     permit = limits.connections.clone().acquire_owned() => permit.expect("the connection semaphore is never closed"),
-                    _ = &mut shutdown => {
+                    how = &mut shutdown => {
                         // Answered with those still in the queue, past the limit if need be.
+                        ending = how.into();
                         connections.serve(stream, peer, None);
                         break;
                     }
@@ -213,8 +243,11 @@ pub async fn run_connections(
     }
     connections.start_closing();
     // Empty the accept queue with plain non-blocking accepts (tokio's readiness may lag behind
-    // the kernel's queue), then close the listener.
-    if let Ok(listener) = listener.into_std() {
+    // the kernel's queue), then close the listener; or leave the queue to the socket's other
+    // holder.
+    if ending != Ending::Close {
+        drop(listener);
+    } else if let Ok(listener) = listener.into_std() {
         while let Ok((stream, peer)) = listener.accept() {
             match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
                 // Past the limit if need be: these are answered, then closed with the rest.
@@ -223,13 +256,20 @@ pub async fn run_connections(
             }
         }
     }
-    let lame_duck_ends = tokio::time::Instant::now() + LAME_DUCK.min(drain);
-    while connections.open() > 0 && tokio::time::Instant::now() < lame_duck_ends {
+    let started = tokio::time::Instant::now();
+    // With a successor serving, waiting costs nobody anything: idle connections are left to
+    // their own idle timeout, which clients already live with (closing one early would race a
+    // request its client may be sending; browsers retry such a request, wrk and many scripts
+    // do not). Without one, nobody accepts until this process exits, so after the lame-duck
+    // second idle connections are closed (each given a moment for a request already on its way).
+    let patience = if ending == Ending::Upgrade { drain } else { LAME_DUCK.min(drain) };
+    while connections.open() > 0 && started.elapsed() < patience {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let cap = drain.saturating_sub(started.elapsed()).max(LAME_DUCK);
     tokio::select! {
         _ = connections.close_idle_and_wait() => {}
-        _ = tokio::time::sleep(drain) => tracing::warn!("drain timed out after {drain:?}; closing the remaining connections"),
+        _ = tokio::time::sleep(cap) => tracing::warn!("drain timed out after {drain:?}; closing the remaining connections"),
     }
 }
 
