@@ -7,24 +7,42 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export COUCHLINK_DOMAIN=0x1f.ie COUCHDB_DOMAIN=admin.0x1f.ie COUCHDB_PASSWORD=check \
   COUCHDB_SECRET=check COUCHDB_ERLANG_COOKIE=check COUCHLINK_READER_PASSWORD=check
-for file in docker-compose.yml docker-compose.cluster.yml; do
+for files in docker-compose.yml docker-compose.cluster.yml "docker-compose.yml -f docker-compose.rolling.yml"; do
   # Unknown keys are reported on stderr without failing, hence the check that it stays empty.
-  problems=$(docker-compose -f "$file" config -q 2>&1) || true
-  if [ -n "$problems" ]; then echo "$file: $problems" >&2; exit 1; fi
+  # shellcheck disable=SC2086 # two files on purpose
+  problems=$(docker-compose -f $files config -q 2>&1) || true
+  if [ -n "$problems" ]; then echo "$files: $problems" >&2; exit 1; fi
+  echo "$files: valid"
+done
+for file in deploy/Caddyfile deploy/Caddyfile.rolling; do
+  caddy validate --config "$file" --adapter caddyfile > /dev/null 2>&1 ||
+    { caddy validate --config "$file" --adapter caddyfile; exit 1; }
   echo "$file: valid"
 done
-caddy validate --config deploy/Caddyfile --adapter caddyfile > /dev/null 2>&1 ||
-  { caddy validate --config deploy/Caddyfile --adapter caddyfile; exit 1; }
-echo "deploy/Caddyfile: valid"
+# No Kubernetes here: the manifest is checked for YAML and the fields the docs rely on.
+# Debian's python3, which has PyYAML since docker-compose needs it.
+/usr/bin/python3 - deploy/kubernetes.yaml <<'PY'
+import sys, yaml
+deployment, service = yaml.safe_load_all(open(sys.argv[1]))
+pod = deployment["spec"]["template"]["spec"]
+container = pod["containers"][0]
+assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+assert container["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
+assert pod["terminationGracePeriodSeconds"] > 5 + 10
+assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+PY
+echo "deploy/kubernetes.yaml: valid YAML, rolling update with a readiness probe and a preStop pause"
 # The unit as installed, but starting this checkout's binary (verify checks that it exists).
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cargo build --quiet --locked
 sed "s|^ExecStart=/usr/local/bin/couchlink|ExecStart=$PWD/target/debug/couchlink|" deploy/couchlink.service \
   > "$work/couchlink.service"
+cp deploy/couchlink.socket deploy/couchlink-admin.socket "$work/"
 # Unknown or misspelt settings are only warnings to verify: any output is a failure here.
-problems=$(systemd-analyze verify "$work/couchlink.service" 2>&1) || true
-if [ -n "$problems" ]; then echo "deploy/couchlink.service: $problems" >&2; exit 1; fi
-echo "deploy/couchlink.service: valid"
+problems=$(systemd-analyze verify "$work/couchlink.service" "$work/couchlink.socket" "$work/couchlink-admin.socket" 2>&1) || true
+if [ -n "$problems" ]; then echo "deploy/couchlink.service and its sockets: $problems" >&2; exit 1; fi
+echo "deploy/couchlink.service, couchlink.socket, couchlink-admin.socket: valid"
 promtool check rules deploy/couchlink-alerts.yml > /dev/null || { promtool check rules deploy/couchlink-alerts.yml; exit 1; }
 promtool test rules deploy/couchlink-alerts.test.yml > /dev/null || { promtool test rules deploy/couchlink-alerts.test.yml; exit 1; }
 echo "deploy/couchlink-alerts.yml: valid, and its tests pass"

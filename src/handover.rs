@@ -162,9 +162,7 @@ pub fn take_inherited() -> Result<Option<Inherited>, InheritError> {
     if let Some(socket) = std::env::var_os(UPGRADE_SOCKET_VAR) {
         std::env::remove_var(UPGRADE_SOCKET_VAR);
         let socket = socket.to_string_lossy().into_owned();
-        return from_predecessor(&socket)
-            .map(Some)
-            .map_err(|reason| InheritError::Predecessor { socket, reason });
+        return from_predecessor(&socket).map(Some).map_err(|reason| InheritError::Predecessor { socket, reason });
     }
     from_systemd()
 }
@@ -194,17 +192,14 @@ fn from_systemd() -> Result<Option<Inherited>, InheritError> {
             _ if fds.len() == 1 => inherited.redirect.push(listener),
             _ => {
                 return Err(failed(
-                    "with several sockets, name each with FileDescriptorName=redirect or FileDescriptorName=admin".into(),
+                    "with several sockets, name each with FileDescriptorName=redirect or FileDescriptorName=admin"
+                        .into(),
                 ))
             }
         }
     }
     if inherited.redirect.is_empty() {
-        return Err(InheritError::Systemd {
-            index: 0,
-            name: names.join(":"),
-            reason: "none is named redirect".into(),
-        });
+        return Err(InheritError::Systemd { index: 0, name: names.join(":"), reason: "none is named redirect".into() });
     }
     Ok(Some(inherited))
 }
@@ -216,13 +211,9 @@ fn from_predecessor(socket: &str) -> Result<Inherited, String> {
     let mut text = vec![0u8; 4096];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_SOCKETS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
-    let received = rustix::net::recvmsg(
-        &stream,
-        &mut [IoSliceMut::new(&mut text)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )
-    .map_err(|e| format!("nothing received: {e}"))?;
+    let received =
+        rustix::net::recvmsg(&stream, &mut [IoSliceMut::new(&mut text)], &mut control, RecvFlags::CMSG_CLOEXEC)
+            .map_err(|e| format!("nothing received: {e}"))?;
     let mut fds: Vec<OwnedFd> = Vec::new();
     for message in control.drain() {
         if let RecvAncillaryMessage::ScmRights(passed) = message {
@@ -248,7 +239,8 @@ fn from_predecessor(socket: &str) -> Result<Inherited, String> {
     if names.len() != fds.len() {
         return Err(format!("{} names for {} sockets", names.len(), fds.len()));
     }
-    let mut inherited = Inherited { redirect: Vec::new(), admin: None, giver: Giver::Predecessor(Predecessor { stream }) };
+    let mut inherited =
+        Inherited { redirect: Vec::new(), admin: None, giver: Giver::Predecessor(Predecessor { stream }) };
     for (name, fd) in names.into_iter().zip(fds) {
         let listener = TcpListener::from(fd);
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;

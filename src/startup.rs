@@ -344,7 +344,10 @@ impl Application {
     /// sibling per thread (see [`accept::bind_shareable`]); passed by a predecessor, its
     /// sockets dealt out among the threads; from systemd, its one socket shared by all (a
     /// sibling bound here would close with this process, resetting what waits in its queue).
-    pub async fn build_inheriting(config: ServerConfig, inherited: Option<Inherited>) -> Result<Application, StartError> {
+    pub async fn build_inheriting(
+        config: ServerConfig,
+        inherited: Option<Inherited>,
+    ) -> Result<Application, StartError> {
         let workers = config.workers.max(1);
         let (sockets, admin, giver) = match inherited {
             Some(Inherited { redirect, admin, giver }) => (redirect, admin, Some(giver)),
@@ -533,7 +536,8 @@ impl Application {
                 // At an upgrade the successor answers health checks from the moment it
                 // serves; at a stop, this process answers "draining" until its drain ends.
                 tokio::select! {
-                    _ = admin_handed_over.wait_for(|handed| *handed) => Ending::Upgrade,
+                    // (An error: the sender is gone, there was no upgrade.)
+                    Ok(_) = admin_handed_over.wait_for(|handed| *handed) => Ending::Upgrade,
                     _ = admin_stop.wait_for(|stop| *stop) => {
                         if admin_held_elsewhere { Ending::Restart } else { Ending::Close }
                     }
@@ -608,12 +612,12 @@ impl Application {
         let result = serve_on_workers(listeners, app, shapes, limits, shutdown, config.drain, || {
             let threads = if workers == 1 { "1 serving thread".to_owned() } else { format!("{workers} serving threads") };
             let how = match (&predecessor, socket_activated) {
-                (Some(_), _) => "; taken over from the process upgraded",
-                (None, true) => "; sockets from systemd",
+                (Some(_), _) => ", sockets taken over from the process upgraded",
+                (None, true) => ", sockets from systemd",
                 (None, false) => "",
             };
             tracing::info!(
-                "serving redirects on http://{address} (public URL {public}, {threads}; health and metrics on http://{admin_address}{how}; build {BUILD}, pid {})",
+                "serving redirects on http://{address} (public URL {public}, {threads}; health and metrics on http://{admin_address}); build {BUILD}, pid {}{how}",
                 std::process::id()
             );
             if let Some(pid_file) = &pid_file {

@@ -27,4 +27,5 @@ mod rotation;
 mod snapshot;
 mod startup;
 mod targets;
+mod upgrade;
 mod warm;

@@ -145,6 +145,11 @@ impl ServeProcess {
         }
     }
 
+    /// Its process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGHUP (read the password file again).
     pub fn hang_up(&self) {
         let pid = self.child.id().to_string();
@@ -250,6 +255,6 @@ fn serving_addresses(line: &str) -> Option<(SocketAddr, SocketAddr)> {
     let rest = line.split("serving redirects on http://").nth(1)?;
     let addr = rest.split([' ', '/']).next()?.parse().ok()?;
     let admin = rest.split("health and metrics on http://").nth(1)?;
-    let admin = admin.trim_end_matches(')').parse().ok()?;
+    let admin = admin.split([')', ';']).next()?.parse().ok()?;
     Some((addr, admin))
 }

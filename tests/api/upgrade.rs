@@ -1,0 +1,324 @@
+//! Restarts and upgrades under load, shorter than `bench/upgrade.sh`: three in-place upgrades
+//! (SIGUSR2) and a broken new binary, then socket-activated restarts with the test holding the
+//! socket as systemd does. Not one request may fail, and the access log holds one whole line
+//! per answered request.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::couch::TestDb;
+use crate::support::process::{reader_env, ServeProcess};
+
+/// Short timeouts, so that a replaced process drains within seconds: idle keep-alive
+/// connections are left to their own idle timeout during an upgrade's drain.
+const QUICK: [(&str, &str); 3] =
+    [("COUCHLINK_HEADER_TIMEOUT_SECS", "2"), ("COUCHLINK_DRAIN_SECS", "3"), ("COUCHLINK_WORKERS", "2")];
+
+/// Light load on `addr`: keep-alive clients (whose pools notice a closed idle connection, as
+/// browsers do) and clients opening a connection per request, each request a 302 or a failure.
+struct Load {
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicU64>,
+    failures: Arc<std::sync::Mutex<Vec<String>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: std::net::SocketAddr, path: &'static str) -> Load {
+        let (stop, answered) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tasks = (0..6)
+            .map(|n| {
+                let mut builder = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .timeout(Duration::from_secs(30));
+                if n % 2 == 1 {
+                    builder = builder.pool_max_idle_per_host(0);
+                }
+                let client = builder.build().unwrap();
+                let (stop, answered, failures) = (stop.clone(), answered.clone(), failures.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Relaxed) {
+                        match client.get(format!("http://{addr}{path}")).send().await {
+                            Ok(r) if r.status() == 302 => {
+                                answered.fetch_add(1, Relaxed);
+                            }
+                            Ok(r) => failures.lock().unwrap().push(format!("status {}", r.status())),
+                            Err(e) => failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("client {n} at {:?}: {e:?}", std::time::SystemTime::now())),
+                        }
+                        // Keep-alive clients pause now and then, so their connections sit idle.
+                        let pause = if n % 3 == 0 { 150 } else { 5 };
+                        tokio::time::sleep(Duration::from_millis(pause)).await;
+                    }
+                })
+            })
+            .collect();
+        Load { stop, answered, failures, tasks }
+    }
+
+    /// Stops the clients: (answered, failures).
+    async fn finish(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Relaxed);
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+        (self.answered.load(Relaxed), self.failures.lock().unwrap().clone())
+    }
+}
+
+fn pid_in(file: &Path) -> Option<u32> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+}
+
+fn signal(pid: u32, name: &str) {
+    assert!(Command::new("kill").args([name, &pid.to_string()]).status().unwrap().success());
+}
+
+/// Waits for `child` to exit (at most 30 s) without blocking the runtime the load runs on: a
+/// client stalled between connecting and sending would look like one that never sends.
+async fn exits(child: &mut Child) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "pid {} did not exit", child.id());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every process started as the test's couchlink, killed when the test ends however it ends
+/// (an upgrade's processes are not the test's children).
+struct Processes {
+    pid_file: PathBuf,
+    seen: Vec<u32>,
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for pid in self.seen.iter().copied().chain(pid_in(&self.pid_file)) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+fn access_log_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(text.is_empty() || text.ends_with('\n'), "a log file ends in a partial line");
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    lines
+}
+
+#[tokio::test]
+async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_one_serving() {
+    let db = TestDb::new().await;
+    db.put_link("Upgr1", json!({"url": "https://upgraded.example/"})).await;
+    let dir = tempfile::tempdir().unwrap();
+    // A copy the test replaces, as an operator installs a new build over the old one.
+    let exe = dir.path().join("couchlink");
+    std::fs::copy(env!("CARGO_BIN_EXE_couchlink"), &exe).unwrap();
+    let (pid_file, log_dir, stderr) = (dir.path().join("pid"), dir.path().join("logs"), dir.path().join("stderr"));
+    let mut command = Command::new(&exe);
+    command
+        .env_clear()
+        .arg("serve")
+        .envs(reader_env(&db))
+        .envs(QUICK)
+        .env("COUCHLINK_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_LOG_DIR", &log_dir)
+        .env("COUCHLINK_PID_FILE", &pid_file)
+        .env("COUCHLINK_UPGRADE_TIMEOUT_SECS", "3")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    let mut first: Child = command.spawn().unwrap();
+    let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
+    let said = |text: &str| std::fs::read_to_string(&stderr).unwrap_or_default().matches(text).count();
+    wait_until("the first process serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
+    let line = std::fs::read_to_string(&stderr).unwrap();
+    let addr: std::net::SocketAddr =
+        line.split("serving redirects on http://").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+
+    let load = Load::start(addr, "/Upgr1");
+    let mut current = first.id();
+    for n in 1..=3 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        signal(current, "-USR2");
+        let before = current;
+        wait_until("the new process serves", Duration::from_secs(20), || {
+            pid_in(&pid_file).is_some_and(|pid| pid != before)
+        })
+        .await;
+        current = pid_in(&pid_file).unwrap();
+        processes.seen.push(current);
+        // The old process says so once it has heard from the new one (after the pid file).
+        wait_until("the old process hands over", Duration::from_secs(20), || {
+            said("serves now; this process stops accepting and drains") == n
+        })
+        .await;
+    }
+    // A new binary that fails at once: the upgrade is refused and the old process serves on.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let good = dir.path().join("couchlink.good");
+    std::fs::rename(&exe, &good).unwrap();
+    std::fs::write(dir.path().join("broken"), "#!/bin/sh\necho 'a broken build' >&2\nexit 3\n").unwrap();
+    Command::new("chmod").args(["+x", dir.path().join("broken").to_str().unwrap()]).status().unwrap();
+    std::fs::rename(dir.path().join("broken"), &exe).unwrap();
+    signal(current, "-USR2");
+    wait_until("the failed upgrade is said", Duration::from_secs(20), || said("upgrade failed, still serving") == 1)
+        .await;
+    assert!(said("exited before it was ready: exit status: 3") == 1, "{}", std::fs::read_to_string(&stderr).unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(pid_in(&pid_file), Some(current), "the old process still serves");
+    let (answered, failures) = load.finish().await;
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests failed: {failures:?}",
+        failures.len(),
+        answered + failures.len() as u64
+    );
+    assert!(answered > 100, "only {answered} requests answered");
+
+    // Every replaced process finishes its drain and exits; one listens at the end.
+    assert!(exits(&mut first).await.success());
+    let replaced: Vec<u32> = processes.seen.iter().copied().filter(|&pid| pid != current).collect();
+    wait_until("every replaced process exits", Duration::from_secs(15), || !replaced.iter().any(|&p| alive(p))).await;
+    signal(current, "-TERM");
+    wait_until("the last process exits", Duration::from_secs(30), || !alive(current)).await;
+    let lines = access_log_lines(&log_dir);
+    assert_eq!(lines.len() as u64, answered, "one access log line per answered request");
+    assert!(lines.iter().all(|l| l.split(' ').count() == 7 && l.ends_with("https://upgraded.example/")), "whole lines");
+    assert_eq!(said("requests served since start"), 4, "four processes served and stopped");
+}
+
+/// `couchlink serve` as systemd starts it: the test's listening socket at descriptor 3, named in
+/// `LISTEN_FDNAMES`, and `LISTEN_PID` the process's own (the shell's, which execs couchlink).
+fn socket_activated(listener: &std::net::TcpListener, env: &[(&'static str, String)], stderr: &Path) -> Child {
+    let socket: OwnedFd = listener.try_clone().unwrap().into();
+    Command::new("sh")
+        .env_clear()
+        .args([
+            "-c",
+            r#"exec 3<&0 0</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=redirect exec "$0" serve"#,
+            env!("CARGO_BIN_EXE_couchlink"),
+        ])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::from(socket))
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(stderr).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn socket_activated_restarts_refuse_no_connection() {
+    let db = TestDb::new().await;
+    db.put_link("Sock1", json!({"url": "https://activated.example/"})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (log_dir, stderr) = (dir.path().join("logs"), dir.path().join("stderr"));
+    // systemd's part: the socket, bound once and held through every restart.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut env = reader_env(&db);
+    env.extend(QUICK.iter().map(|(k, v)| (*k, v.to_string())));
+    env.push(("COUCHLINK_LISTEN", "127.0.0.1:1".into()));
+    env.push(("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0".into()));
+    env.push(("COUCHLINK_LOG_DIR", log_dir.display().to_string()));
+    let serving = |n| std::fs::read_to_string(&stderr).unwrap_or_default().matches("sockets from systemd").count() == n;
+    let mut child = socket_activated(&listener, &env, &stderr);
+    wait_until("it serves on systemd's socket", Duration::from_secs(20), || serving(1)).await;
+
+    let load = Load::start(addr, "/Sock1");
+    for n in 2..=3 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        signal(child.id(), "-TERM");
+        assert!(exits(&mut child).await.success());
+        // Nobody accepts now: connections wait in the socket's queue.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        child = socket_activated(&listener, &env, &stderr);
+        wait_until("the restarted process serves", Duration::from_secs(20), || serving(n)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (answered, failures) = load.finish().await;
+    signal(child.id(), "-TERM");
+    assert!(exits(&mut child).await.success());
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests failed: {failures:?}\n{said}",
+        failures.len(),
+        answered + failures.len() as u64
+    );
+    assert!(answered > 100, "only {answered} requests answered");
+    assert_eq!(access_log_lines(&log_dir).len() as u64, answered, "one access log line per answered request");
+    let text = std::fs::read_to_string(&stderr).unwrap();
+    let on_the_socket = format!("serving redirects on http://{addr} ");
+    assert_eq!(text.matches(&on_the_socket).count(), 3, "served on systemd's socket, not COUCHLINK_LISTEN: {text}");
+}
+
+#[tokio::test]
+async fn a_stopping_proxy_says_draining_on_healthz_until_its_connections_are_done() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let db = TestDb::new().await;
+    db.put_link("Drain", json!({"url": "https://draining.example/"})).await;
+    let env = reader_env(&db);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut proxy = ServeProcess::start("draining", &env);
+    let started = Instant::now();
+    while proxy.admin_status("/healthz").await != 200 {
+        assert!(started.elapsed() < Duration::from_secs(20), "never healthy");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A keep-alive connection in use: the drain's lame-duck second waits for it.
+    let mut open = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    open.write_all(b"GET /Drain HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 2048];
+    let n = open.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 302"));
+    signal(proxy.pid(), "-TERM");
+    let mut seen = 0;
+    for _ in 0..50 {
+        seen = proxy.admin_status("/healthz").await;
+        if seen == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen, 503, "a load balancer is told to stop sending");
+    let body = reqwest::get(format!("http://{}/healthz", proxy.admin_addr)).await.unwrap().text().await.unwrap();
+    assert!(body.contains(r#""status":"draining""#), "{body}");
+    // The connection in use gets its next answer, with `Connection: close`.
+    open.write_all(b"GET /Drain HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    open.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 302") && answer.to_lowercase().contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert!(proxy.terminate().success());
+}
