@@ -265,14 +265,17 @@ pub struct Upgrade {
     pub args: Vec<OsString>,
     /// How long the new process has to say it is ready.
     pub timeout: Duration,
+    /// Variables of this process's environment the new one must not inherit (those it read
+    /// from its settings file, which the new one reads afresh).
+    pub env_remove: Vec<String>,
 }
 
 impl Upgrade {
     /// This process's own binary path and arguments (read at start, before the file on disk is
     /// replaced: `/proc/self/exe` then names the replaced file).
-    pub fn of_this_process(timeout: Duration) -> Option<Upgrade> {
+    pub fn of_this_process(timeout: Duration, env_remove: &[String]) -> Option<Upgrade> {
         let exe = std::env::current_exe().ok()?;
-        Some(Upgrade { exe, args: std::env::args_os().skip(1).collect(), timeout })
+        Some(Upgrade { exe, args: std::env::args_os().skip(1).collect(), timeout, env_remove: env_remove.to_vec() })
     }
 
     /// Starts the new process, passes it `listeners` (each with its name, [`REDIRECT`] or
@@ -285,7 +288,11 @@ impl Upgrade {
         let socket = std::os::unix::net::UnixListener::bind_addr(&address).map_err(UpgradeError::Socket)?;
         socket.set_nonblocking(true).map_err(UpgradeError::Socket)?;
         let socket = tokio::net::UnixListener::from_std(socket).map_err(UpgradeError::Socket)?;
-        let child = tokio::process::Command::new(&self.exe)
+        let mut command = tokio::process::Command::new(&self.exe);
+        for key in &self.env_remove {
+            command.env_remove(key);
+        }
+        let child = command
             .args(&self.args)
             .env(UPGRADE_SOCKET_VAR, &name)
             .env_remove("LISTEN_FDS")

@@ -11,7 +11,9 @@
 //!   `clicks`, `console`, `agent`), each its
 //!   flags turned into a configuration, and its run.
 //! - [`startup`]: the proxy assembled from a [`startup::ServerConfig`]: `Application::build`,
-//!   `run_until_stopped`.
+//!   `run_until_stopped`, and the in-place upgrade on SIGUSR2.
+//! - [`handover`]: listening sockets that outlive the process: taken from systemd or from the
+//!   process being upgraded, passed to the one that replaces it; systemd's notifications.
 //! - [`http`]: the redirect listener's own HTTP/1 (httparse): connections over any stream,
 //!   limits and refusals in one place, the one response writer; the shared accept loop.
 //! - [`handler`]: the redirect policy: a request in, a reply and a log line out, no bytes.

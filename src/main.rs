@@ -15,6 +15,11 @@ use couchlink::errors::Causes;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Settings from COUCHLINK_ENV_FILE first: the flags' defaults read them from the environment.
+    if let Err(e) = couchlink::cmd::env_file::load() {
+        eprintln!("couchlink: {}", Causes(&e));
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     // Operator messages go through tracing to stderr: coloured only on a terminal, stamped with
     // the time only for the long-running server. `RUST_LOG` overrides the level.

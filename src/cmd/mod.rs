@@ -12,6 +12,7 @@ pub mod agent;
 pub mod clicks;
 pub mod console;
 pub mod create;
+pub mod env_file;
 pub mod export;
 pub mod import;
 pub mod qr;

@@ -152,7 +152,7 @@ impl ServeArgs {
         let inherited = crate::handover::take_inherited()?;
         let upgrade_timeout = Duration::from_secs(self.upgrade_timeout_secs);
         let mut config = self.into_config()?;
-        config.upgrade = crate::handover::Upgrade::of_this_process(upgrade_timeout);
+        config.upgrade = crate::handover::Upgrade::of_this_process(upgrade_timeout, super::env_file::loaded());
         let runtime = super::current_thread_runtime().map_err(StartError::Runtime)?;
         runtime.block_on(async {
             Application::build_inheriting(config, inherited).await?.run_until_stopped(super::shutdown_signal()).await

@@ -143,6 +143,10 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let exe = dir.path().join("couchlink");
     std::fs::copy(env!("CARGO_BIN_EXE_couchlink"), &exe).unwrap();
     let (pid_file, log_dir, stderr) = (dir.path().join("pid"), dir.path().join("logs"), dir.path().join("stderr"));
+    // A setting from COUCHLINK_ENV_FILE, changed before the last upgrade: the new process reads
+    // the file afresh instead of inheriting the old value.
+    let settings = dir.path().join("couchlink.env");
+    std::fs::write(&settings, "# the tracking cookie\nCOUCHLINK_COOKIE_NAME=tid\n").unwrap();
     let mut command = Command::new(&exe);
     command
         .env_clear()
@@ -154,6 +158,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
         .env("COUCHLINK_LOG_DIR", &log_dir)
         .env("COUCHLINK_PID_FILE", &pid_file)
         .env("COUCHLINK_UPGRADE_TIMEOUT_SECS", "3")
+        .env("COUCHLINK_ENV_FILE", &settings)
         .stdin(Stdio::null())
         .stderr(std::fs::File::create(&stderr).unwrap());
     let mut first: Child = command.spawn().unwrap();
@@ -168,6 +173,9 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let mut current = first.id();
     for n in 1..=3 {
         tokio::time::sleep(Duration::from_millis(400)).await;
+        if n == 3 {
+            std::fs::write(&settings, "COUCHLINK_COOKIE_NAME=visitor\n").unwrap();
+        }
         signal(current, "-USR2");
         let before = current;
         wait_until("the new process serves", Duration::from_secs(20), || {
@@ -182,6 +190,10 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
         })
         .await;
     }
+    let fresh = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let answer = fresh.get(format!("http://{addr}/Upgr1")).send().await.unwrap();
+    let cookie = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.starts_with("visitor="), "the changed setting took effect: {cookie}");
     // A new binary that fails at once: the upgrade is refused and the old process serves on.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let good = dir.path().join("couchlink.good");
@@ -211,7 +223,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     signal(current, "-TERM");
     wait_until("the last process exits", Duration::from_secs(30), || !alive(current)).await;
     let lines = access_log_lines(&log_dir);
-    assert_eq!(lines.len() as u64, answered, "one access log line per answered request");
+    assert_eq!(lines.len() as u64, answered + 1, "one access log line per answered request");
     assert!(lines.iter().all(|l| l.split(' ').count() == 7 && l.ends_with("https://upgraded.example/")), "whole lines");
     assert_eq!(said("requests served since start"), 4, "four processes served and stopped");
 }
