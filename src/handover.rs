@@ -271,10 +271,9 @@ pub struct Upgrade {
 }
 
 impl Upgrade {
-    /// This process's own binary path and arguments (read at start, before the file on disk is
-    /// replaced: `/proc/self/exe` then names the replaced file).
+    /// This process's own binary path and arguments, read at start.
     pub fn of_this_process(timeout: Duration, env_remove: &[String]) -> Option<Upgrade> {
-        let exe = std::env::current_exe().ok()?;
+        let exe = started_from()?;
         Some(Upgrade { exe, args: std::env::args_os().skip(1).collect(), timeout, env_remove: env_remove.to_vec() })
     }
 
@@ -331,6 +330,20 @@ impl Upgrade {
             }
         }
     }
+}
+
+/// The path this process was started from, as it was named (`argv[0]`, found in `PATH` when it
+/// names no folder), not where it leads: an operator who points a symlink at a new build, or
+/// installs one over the path, upgrades to that. `/proc/self/exe` would name the old file.
+fn started_from() -> Option<PathBuf> {
+    let named = PathBuf::from(std::env::args_os().next()?);
+    if named.components().count() > 1 {
+        return std::path::absolute(named).ok();
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path).map(|dir| dir.join(&named)).find(|candidate| candidate.is_file())
+    });
+    found.or_else(|| std::env::current_exe().ok())
 }
 
 /// The first connection on `socket` from process `pid` (anyone else is turned away: the

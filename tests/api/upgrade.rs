@@ -139,9 +139,11 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let db = TestDb::new().await;
     db.put_link("Upgr1", json!({"url": "https://upgraded.example/"})).await;
     let dir = tempfile::tempdir().unwrap();
-    // A copy the test replaces, as an operator installs a new build over the old one.
+    // Started through a symlink the test points elsewhere, as an operator switches builds.
+    let build = dir.path().join("couchlink-build");
+    std::fs::copy(env!("CARGO_BIN_EXE_couchlink"), &build).unwrap();
     let exe = dir.path().join("couchlink");
-    std::fs::copy(env!("CARGO_BIN_EXE_couchlink"), &exe).unwrap();
+    std::os::unix::fs::symlink(&build, &exe).unwrap();
     let (pid_file, log_dir, stderr) = (dir.path().join("pid"), dir.path().join("logs"), dir.path().join("stderr"));
     // A setting from COUCHLINK_ENV_FILE, changed before the last upgrade: the new process reads
     // the file afresh instead of inheriting the old value.
@@ -196,11 +198,12 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     assert!(cookie.starts_with("visitor="), "the changed setting took effect: {cookie}");
     // A new binary that fails at once: the upgrade is refused and the old process serves on.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let good = dir.path().join("couchlink.good");
-    std::fs::rename(&exe, &good).unwrap();
-    std::fs::write(dir.path().join("broken"), "#!/bin/sh\necho 'a broken build' >&2\nexit 3\n").unwrap();
-    Command::new("chmod").args(["+x", dir.path().join("broken").to_str().unwrap()]).status().unwrap();
-    std::fs::rename(dir.path().join("broken"), &exe).unwrap();
+    let broken = dir.path().join("broken");
+    std::fs::write(&broken, "#!/bin/sh\necho 'a broken build' >&2\nexit 3\n").unwrap();
+    Command::new("chmod").args(["+x", broken.to_str().unwrap()]).status().unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&broken, &link).unwrap();
+    std::fs::rename(&link, &exe).unwrap();
     signal(current, "-USR2");
     wait_until("the failed upgrade is said", Duration::from_secs(20), || said("upgrade failed, still serving") == 1)
         .await;
