@@ -234,7 +234,7 @@ def main():
     logs = os.path.join(args.work, "logs")
     env = dict(os.environ, COUCHLINK_COUCHDB_URL=args.couch, COUCHLINK_COUCHDB_USER="couchlink-reader",
                COUCHLINK_COUCHDB_PASSWORD="reader", COUCHLINK_LOG_DIR=logs, COUCHLINK_PID_FILE=pid_file,
-               COUCHLINK_CLICKS_INTERVAL_SECS="1", COUCHLINK_WORKERS="2", COUCHLINK_UPGRADE_TIMEOUT_SECS="5")
+               COUCHLINK_CLICKS_INTERVAL_SECS="10", COUCHLINK_WORKERS="2", COUCHLINK_UPGRADE_TIMEOUT_SECS="5")
     holder = Holder(args, env)
     shutil.copy(builds[0], holder.exe)
     drops = (netstat("ListenDrops"), netstat("ListenOverflows"))

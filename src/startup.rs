@@ -375,6 +375,13 @@ impl Application {
             })?,
         };
         let address = listeners[0][0].local_addr().map_err(StartError::Runtime)?;
+        if matches!(giver, Some(Giver::Predecessor(_))) && config.listen.port() != 0 && config.listen != address {
+            // The sockets are what makes the upgrade seamless; a new address needs a restart.
+            tracing::warn!(
+                "COUCHLINK_LISTEN is {} but the sockets taken over listen on {address}: a new address takes effect at a restart",
+                config.listen
+            );
+        }
         let admin_address = admin_listener.local_addr().map_err(StartError::Runtime)?;
         raise_fd_limit(config.max_connections);
         // Each domain's CouchDB database first: a start refused for its account or database
