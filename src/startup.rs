@@ -286,6 +286,8 @@ pub struct Application {
     giver: Option<Giver>,
     /// Whether the admin listener was passed too.
     admin_inherited: bool,
+    /// Whether serving threads share a socket (fewer passed than threads).
+    sockets_shared: bool,
     address: SocketAddr,
     admin_address: SocketAddr,
     /// One per short domain (one, unnamed, without `domains`).
@@ -364,6 +366,7 @@ impl Application {
                 (sockets, None, None)
             }
         };
+        let sockets_shared = sockets.len() < workers;
         let listeners = deal(sockets, workers).map_err(StartError::Runtime)?;
         let admin_inherited = admin.is_some();
         let admin_listener = match admin {
@@ -442,6 +445,7 @@ impl Application {
             admin_listener,
             giver,
             admin_inherited,
+            sockets_shared,
             address,
             admin_address,
             sites,
@@ -478,6 +482,7 @@ impl Application {
             hangups,
             upgrades,
             admin_inherited,
+            sockets_shared,
             ..
         } = self;
         let (predecessor, socket_activated) = match giver {
@@ -580,8 +585,11 @@ impl Application {
         };
         let app = Arc::new(App { sites, metrics: metrics.clone(), settings });
         let shapes = Arc::new(shapes);
-        let limits = Limits::new(config.max_connections, config.header_timeout);
-        let workers = config.workers.max(1);
+        let mut limits = Limits::new(config.max_connections, config.header_timeout);
+        let workers = listeners.len();
+        if sockets_shared {
+            limits.sharers = workers;
+        }
         // The last snapshots are written before the listeners close: a restart waiting for this
         // process to exit then loses no time to them (the next process binds its port before it
         // reads them, so connections wait in the kernel's queue meanwhile).
@@ -883,7 +891,7 @@ async fn serve_redirects(
 }
 
 /// `sockets` dealt out to `workers` serving threads, round-robin; a thread left without one
-/// shares a copy of another's (one queue, two threads).
+/// shares a copy of another's (one queue, two threads: see [`Limits::my_turn`]).
 fn deal(sockets: Vec<std::net::TcpListener>, workers: usize) -> std::io::Result<Vec<Vec<std::net::TcpListener>>> {
     let mut dealt: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
     let count = sockets.len();
