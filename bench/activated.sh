@@ -42,13 +42,7 @@ serve() {
 serve bound
 serve activated
 grep -q "sockets from systemd" "$work/activated.err" || { echo "the activated proxy did not take systemd's socket" >&2; exit 1; }
-for who in bound activated; do
-  for _ in $(seq 1 600); do
-    entries=$(curl -fsS "http://127.0.0.1:${admin[$who]}/metrics" | awk '/^couchlink_cache_entries /{print $2}')
-    [ "${entries:-0}" -ge "$links" ] && break
-    sleep 0.5
-  done
-done
+for who in bound activated; do wait_cache_full "${admin[$who]}" "$links"; done
 # one ROW CONNECTIONS WHO: a wrk round with the server's CPU per request.
 one() {
   local pid_var="${3}_pid"

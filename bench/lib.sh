@@ -47,6 +47,16 @@ couchdb_with_links() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Waits (at most 30 s) until URL answers 2xx, else stops the script.
 wait_http() { for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
+# wait_cache_full ADMIN_PORT LINKS: waits (at most 5 minutes) until the couchlink whose admin
+# listener is on ADMIN_PORT holds LINKS links in its cache.
+wait_cache_full() {
+  local entries
+  for _ in $(seq 1 600); do
+    entries=$(curl -fsS "http://127.0.0.1:$1/metrics" | awk '/^couchlink_cache_entries /{print $2}')
+    [ "${entries:-0}" -ge "$2" ] && return 0
+    sleep 0.5
+  done
+}
 # The value of NAME= in the last RESULT line wrk's report.lua printed (stdin).
 field() { sed -n "s/.*RESULT.* $1=\([^ ]*\).*/\1/p" | tail -1; }
 # The median of the numbers on stdin, one a line.

@@ -46,13 +46,7 @@ serve() {
 serve this target/release/couchlink
 serve base "$baseline_bin"
 echo "== $(date -u +%H:%M:%S) waiting until both hold every link"
-for who in this base; do
-  for _ in $(seq 1 600); do
-    entries=$(curl -fsS "http://127.0.0.1:${admin[$who]}/metrics" | awk '/^couchlink_cache_entries /{print $2}')
-    [ "${entries:-0}" -ge "$links" ] && break
-    sleep 0.5
-  done
-done
+for who in this base; do wait_cache_full "${admin[$who]}" "$links"; done
 
 # rows NAME CONNECTIONS SCRIPT: interleaved rounds, who goes first alternating.
 rows() {
