@@ -141,7 +141,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         listener,
         Arc::new(Console::new(sites, couch_url, false)),
         limits,
-        std::future::pending(),
+        std::future::pending::<()>(),
         Duration::from_secs(1),
     ));
     let console = format!("http://{console_addr}/");

@@ -113,7 +113,7 @@ async fn behind_nginx_the_console_logs_in_and_refuses_writes_from_other_sites() 
         listener,
         std::sync::Arc::new(Console::new(vec![site], couch, true)),
         couchlink::http::accept::Limits::new(16, Duration::from_secs(10)),
-        std::future::pending(),
+        std::future::pending::<()>(),
         Duration::from_secs(1),
     ));
     let nginx = Nginx::start_shipped("deploy/nginx-console.conf", "127.0.0.1:8092", upstream);
