@@ -169,11 +169,14 @@ function (newDoc, oldDoc, userCtx, secObj) {
     checkTarget(newDoc.fallback, 'fallback');
   }
   if (newDoc.hasOwnProperty('targets')) {
-    // Kept in step with src/visitor/mod.rs (Os::NAMES, Device::NAMES).
+    // Kept in step with src/visitor/mod.rs (Os::NAMES, Device::NAMES) and src/domain/link.rs
+    // (Rule::from_value).
     var ALLOWED = {
       os: ['ios', 'android', 'windows', 'macos', 'linux', 'chromeos'],
       device: ['mobile', 'tablet', 'desktop'],
-      lang: null
+      lang: null,
+      country: null,
+      query: null
     };
     var targets = newDoc.targets;
     if (!Array.isArray(targets)) {
@@ -187,23 +190,49 @@ function (newDoc, oldDoc, userCtx, secObj) {
         refuse(which + ' must be an object with "when" and "url", like {"when": {"os": ["android"]}, "url": "https://play.google.com/store/apps/details?id=..."}.');
       }
       for (var key in rule) {
-        if (key !== 'when' && key !== 'url') {
-          refuse(which + ' has "' + key + '": a rule holds only "when" (its conditions) and "url".');
+        if (key !== 'when' && key !== 'url' && key !== 'split') {
+          refuse(which + ' has "' + key + '": a rule holds only "when" (its conditions) and "url" or "split".');
         }
       }
+      var split = rule.hasOwnProperty('split');
+      if (split && rule.hasOwnProperty('url')) {
+        refuse(which + ' has both "url" and "split": give one (a split sends each visitor to one of its variants).');
+      }
       var when = rule.when;
+      if (split && !rule.hasOwnProperty('when')) {
+        when = {};
+      }
       if (typeof when !== 'object' || when === null || Array.isArray(when)) {
         refuse(which + ' needs "when", its conditions, like {"os": ["ios"]} or {"device": ["mobile"], "lang": ["fr"]}.');
       }
       var conditions = 0;
       for (var c in when) {
         if (!ALLOWED.hasOwnProperty(c)) {
-          refuse(which + ': "' + c + '" is no condition; a rule can ask for "os", "device" and "lang".');
+          refuse(which + ': "' + c + '" is no condition; a rule can ask for "os", "device", "lang", "country" and "query".');
         }
         var values = when[c];
+        if (c === 'query') {
+          if (typeof values !== 'object' || values === null || Array.isArray(values) || Object.keys(values).length === 0) {
+            refuse(which + ': "query" must be an object of parameter names, each with a list of values, like ' +
+              '{"utm_source": ["flyer", "poster"]}.');
+          }
+          for (var name in values) {
+            var wanted = values[name];
+            if (name === '' || !Array.isArray(wanted) || wanted.length === 0) {
+              refuse(which + ': "query"."' + name + '" must be a list of one or more values, like ["flyer"].');
+            }
+            for (var q = 0; q < wanted.length; q++) {
+              if (typeof wanted[q] !== 'string') {
+                refuse(which + ': "query"."' + name + '" holds ' + JSON.stringify(wanted[q]) + ': values are text, like "flyer".');
+              }
+            }
+          }
+          conditions++;
+          continue;
+        }
         if (!Array.isArray(values) || values.length === 0) {
           refuse(which + ': "' + c + '" must be a list of one or more values, like ' +
-            (c === 'lang' ? '["fr", "de"]' : '["' + ALLOWED[c][0] + '"]') + '.');
+            (c === 'lang' ? '["fr", "de"]' : c === 'country' ? '["IE", "GB"]' : '["' + ALLOWED[c][0] + '"]') + '.');
         }
         for (var v = 0; v < values.length; v++) {
           var value = values[v];
@@ -212,6 +241,11 @@ function (newDoc, oldDoc, userCtx, secObj) {
               refuse(which + ': "lang" holds ' + JSON.stringify(value) + ': use language codes without a ' +
                 'region, like "fr" or "de" (a visitor\'s preferred language, fr-CH included, is matched by its "fr").');
             }
+          } else if (c === 'country') {
+            if (typeof value !== 'string' || !/^[A-Z]{2}$/.test(value)) {
+              refuse(which + ': "country" holds ' + JSON.stringify(value) + ': use ISO 3166-1 codes of two ' +
+                'letters in upper case, like "IE" or "GB".');
+            }
           } else if (ALLOWED[c].indexOf(value) === -1) {
             refuse(which + ': "' + c + '" holds ' + JSON.stringify(value) + '; allowed: ' +
               ALLOWED[c].join(', ') + ' (lower case).');
@@ -219,9 +253,47 @@ function (newDoc, oldDoc, userCtx, secObj) {
         }
         conditions++;
       }
+      if (split) {
+        var variants = rule.split;
+        if (!Array.isArray(variants) || variants.length < 2 || variants.length > 16) {
+          refuse(which + ': "split" must be a list of 2 to 16 variants, like [{"weight": 50, "url": ' +
+            '"https://example.com/a"}, {"weight": 50, "url": "https://example.com/b"}].');
+        }
+        var total = 0;
+        var seen = {};
+        for (var s = 0; s < variants.length; s++) {
+          var variant = variants[s];
+          var named = which + ': variant ' + (s + 1) + ' of "split"';
+          if (typeof variant !== 'object' || variant === null || Array.isArray(variant)) {
+            refuse(named + ' must be an object with "weight" and "url".');
+          }
+          for (var vk in variant) {
+            if (vk !== 'weight' && vk !== 'url') {
+              refuse(named + ' has "' + vk + '": a variant holds only "weight" and "url".');
+            }
+          }
+          var weight = variant.weight;
+          if (typeof weight !== 'number' || weight % 1 !== 0 || weight < 0 || weight > 1000000) {
+            refuse(named + ': "weight" must be a whole number from 0 to 1000000 (its share of the visitors).');
+          }
+          total += weight;
+          if (typeof variant.url !== 'string' || variant.url.length === 0) {
+            refuse(named + ' needs a "url": where its visitors go.');
+          }
+          if (seen.hasOwnProperty(variant.url)) {
+            refuse(named + ': "url" ' + variant.url + ' is another variant\'s too.');
+          }
+          seen[variant.url] = true;
+          checkTarget(variant.url, 'url" of variant ' + (s + 1) + ' of rule ' + (r + 1) + ' of "targets');
+        }
+        if (total === 0) {
+          refuse(which + ': every variant of "split" has weight 0; give one a share of the visitors.');
+        }
+        continue;
+      }
       if (conditions === 0) {
-        refuse(which + ' has no condition: give "os", "device" or "lang" (a rule without one would ' +
-          'take every visitor; change "url" instead).');
+        refuse(which + ' has no condition: give "os", "device", "lang", "country" or "query" (a rule without one would ' +
+          'take every visitor; change "url" instead, or make it a "split").');
       }
       if (typeof rule.url !== 'string' || rule.url.length === 0) {
         refuse(which + ' needs a "url": where the visitors it matches go.');

@@ -18,6 +18,7 @@ use crate::message::{Body, Field, Headers, Reply, Request, Status};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
 use crate::store::{LinkStore, Unavailable};
+use crate::visitor::geoip::GeoIp;
 use crate::visitor::Visitor;
 
 /// Everything a request needs, built once at start-up.
@@ -126,6 +127,11 @@ pub struct Settings {
     /// Where a link that does not work (inactive, expired, not yet started) and has no
     /// `fallback` of its own sends people, instead of a 404 (`COUCHLINK_FALLBACK_URL`).
     pub fallback: Option<Arc<str>>,
+    /// The database `when.country` rules place addresses with (`COUCHLINK_GEOIP`), one for
+    /// every domain.
+    pub geoip: Option<Arc<GeoIp>>,
+    /// Without one: the link revisions whose country conditions were already warned about.
+    warned_without_geoip: Arc<std::sync::Mutex<std::collections::HashSet<usize>>>,
 }
 
 impl Settings {
@@ -137,6 +143,23 @@ impl Settings {
             honor_privacy_signals: false,
             anonymize_ip: false,
             fallback: None,
+            geoip: None,
+            warned_without_geoip: Arc::default(),
+        }
+    }
+
+    /// A request for `link`, one of whose rules asks for a country, with no GeoIP database:
+    /// counted, and said once per revision (the cached revision's address tells them apart).
+    fn country_without_geoip(&self, id: LinkId, link: &Arc<Link>, metrics: &Metrics) {
+        metrics.country_without_geoip();
+        let mut warned = self.warned_without_geoip.lock().unwrap_or_else(|e| e.into_inner());
+        if warned.len() >= 10_000 {
+            warned.clear();
+        }
+        if warned.insert(Arc::as_ptr(link) as usize) {
+            tracing::warn!(
+                "link {id} has a country condition but no GeoIP database is configured (COUCHLINK_GEOIP): served as if it never matched"
+            );
         }
     }
 
@@ -185,6 +208,11 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
     let index = app.sites.pick(request);
     let site = app.sites.get(index);
     let headers = &request.headers;
+    let tracked = !app.settings.untracked(headers);
+    let received = if tracked { tracking_cookie(headers, &app.settings.cookie_name, now) } else { None };
+    let cookie = tracked.then(|| received.unwrap_or_else(|| TrackingId::generate(now)));
+    let client = app.settings.trusted_proxies.client_ip(peer.ip(), headers.all(app.settings.trusted_proxies.header()));
+    let logged_ip = app.settings.logged_ip(client);
     let outcome = if request.has_body {
         // Nothing here reads a body; the connection closes after this answer.
         Outcome::NotImplemented
@@ -193,10 +221,19 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
             "GET" | "HEAD" => match &site.store {
                 Some(store) => {
                     let invited = if wants_json(headers) { invitation(store, request.path, now).await } else { None };
-                    let visitor = Visitor::new(headers.field(Field::UserAgent), headers.field(Field::AcceptLanguage));
+                    let visitor = Visitor::new(headers.field(Field::UserAgent), headers.field(Field::AcceptLanguage))
+                        .with_request(
+                            request.query,
+                            Some(logged_ip),
+                            cookie.as_ref().map(TrackingId::as_str),
+                            app.settings.geoip.as_deref(),
+                        );
                     match invited {
                         Some(outcome) => outcome,
-                        None => locate(store, &app.settings, request.path, request.query, now, &visitor).await,
+                        None => {
+                            let asked = Asked { settings: &app.settings, metrics: &site.metrics, visitor: &visitor };
+                            locate(store, asked, request.path, request.query, now).await
+                        }
                     }
                 }
                 None => Outcome::NotFound(None),
@@ -204,9 +241,6 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
             _ => Outcome::NotImplemented,
         }
     };
-    let tracked = !app.settings.untracked(headers);
-    let received = if tracked { tracking_cookie(headers, &app.settings.cookie_name, now) } else { None };
-    let cookie = tracked.then(|| received.unwrap_or_else(|| TrackingId::generate(now)));
     let counted = match &outcome {
         Outcome::Redirect { id: Some(id), .. } => Counted::Redirect(*id),
         Outcome::NotFound(Some(id)) => Counted::NotFound(*id),
@@ -231,10 +265,9 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         Outcome::NotImplemented => plain(Status::NotImplemented, cookie, now, index),
         Outcome::Unavailable => plain(Status::Unavailable, cookie, now, index),
     };
-    let client = app.settings.trusted_proxies.client_ip(peer.ip(), headers.all(app.settings.trusted_proxies.header()));
     site.log.write(&Entry {
         time: now,
-        client: app.settings.logged_ip(client),
+        client: logged_ip,
         tracking: reply.cookie.as_ref(),
         user_agent: headers.field(Field::UserAgent),
         target: request.target.as_bytes(),
@@ -299,8 +332,8 @@ fn plain(status: Status, cookie: Option<TrackingId>, now: OffsetDateTime, site: 
 pub enum Location {
     /// The cached link's own plain location.
     Plain(Arc<Link>),
-    /// The plain location of this rule of the cached link's `targets`.
-    Rule(Arc<Link>, usize),
+    /// The plain location of this rule of the cached link's `targets`, and of its variant.
+    Rule(Arc<Link>, usize, usize),
     /// Worked out for this request.
     Resolved(String),
 }
@@ -310,7 +343,9 @@ impl Location {
     pub fn as_str(&self) -> &str {
         match self {
             Location::Plain(link) => link.plain_location().expect("only links with a plain location"),
-            Location::Rule(link, rule) => link.targets()[*rule].plain_location().expect("only rules with one"),
+            Location::Rule(link, rule, variant) => {
+                link.targets()[*rule].variants()[*variant].plain_location().expect("only variants with one")
+            }
             Location::Resolved(location) => location,
         }
     }
@@ -327,8 +362,7 @@ impl AsRef<str> for Location {
 /// `targets` that matches) and for its fallback (or the server's) while not.
 struct LiveLinks<'a> {
     store: &'a LinkStore,
-    fallback: Option<&'a Arc<str>>,
-    visitor: &'a Visitor<'a>,
+    asked: Asked<'a>,
     now: OffsetDateTime,
     /// A link's `targets` were consulted: the answer varies with the visitor.
     varied: AtomicBool,
@@ -341,30 +375,51 @@ struct LiveLinks<'a> {
 enum Target {
     /// The link works: its `url`.
     Url(Arc<Link>),
-    /// The link works, and this rule of its `targets` matched.
-    Rule(Arc<Link>, usize),
+    /// The link works, and this rule of its `targets` matched (and this variant of it).
+    Rule(Arc<Link>, usize, usize),
     /// It does not: its own `fallback`.
     Fallback(Arc<Link>),
     /// It does not and has none: `COUCHLINK_FALLBACK_URL`.
     ServerFallback(Arc<str>),
 }
 
+/// What a link's rules are asked with: the visitor, and the settings and counters a country
+/// condition needs.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    settings: &'a Settings,
+    metrics: &'a Metrics,
+    visitor: &'a Visitor<'a>,
+}
+
+impl Asked<'_> {
+    /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant.
+    fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
+        let rules = link.targets();
+        if self.settings.geoip.is_none() && rules.iter().any(crate::domain::Rule::asks_country) {
+            self.settings.country_without_geoip(id, link, self.metrics);
+        }
+        let rule = rules.iter().position(|rule| rule.matches(self.visitor))?;
+        Some((rule, rules[rule].pick(self.visitor, id.as_str())))
+    }
+}
+
 impl LiveLinks<'_> {
-    /// Where `link` sends this visitor now, `None` for a 404.
-    fn target(&self, link: &Arc<Link>) -> Option<Target> {
+    /// Where `link` (`id`'s) sends this visitor now, `None` for a 404.
+    fn target(&self, id: LinkId, link: &Arc<Link>) -> Option<Target> {
         if link.live_target(self.now).is_some() {
             if link.targets().is_empty() {
                 return Some(Target::Url(link.clone()));
             }
             self.varied.store(true, Relaxed);
-            Some(match link.targets().iter().position(|rule| rule.matches(self.visitor)) {
-                Some(rule) => Target::Rule(link.clone(), rule),
+            Some(match self.asked.choose(id, link) {
+                Some((rule, variant)) => Target::Rule(link.clone(), rule, variant),
                 None => Target::Url(link.clone()),
             })
         } else if link.fallback().is_some() {
             Some(Target::Fallback(link.clone()))
         } else {
-            self.fallback.map(|f| Target::ServerFallback(f.clone()))
+            self.asked.settings.fallback.as_ref().map(|f| Target::ServerFallback(f.clone()))
         }
     }
 }
@@ -373,7 +428,7 @@ impl AsRef<str> for Target {
     fn as_ref(&self) -> &str {
         match self {
             Target::Url(link) => &link.url,
-            Target::Rule(link, rule) => &link.targets()[*rule].url,
+            Target::Rule(link, rule, variant) => &link.targets()[*rule].variants()[*variant].url,
             Target::Fallback(link) => link.fallback().expect("only links with a fallback"),
             Target::ServerFallback(url) => url,
         }
@@ -393,20 +448,13 @@ impl Ruleset for LiveLinks<'_> {
         if found.is_some() && self.first == id {
             self.first_known.store(true, Relaxed);
         }
-        Ok(found.and_then(|link| self.target(&link)))
+        Ok(found.and_then(|link| self.target(id, &link)))
     }
 }
 
 /// Resolves a request path (the shortlink resolution draft, see [`crate::resolve`]) to a
 /// redirect, a 404, or a 503.
-async fn locate(
-    store: &LinkStore,
-    settings: &Settings,
-    path: &str,
-    query: Option<&str>,
-    now: OffsetDateTime,
-    visitor: &Visitor<'_>,
-) -> Outcome {
+async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&str>, now: OffsetDateTime) -> Outcome {
     // The resolution looks up the path and each of its prefixes, and only an ID (five letters
     // and digits, no `/`) is ever found: a path whose first segment is none is a 404 without
     // one.
@@ -414,15 +462,8 @@ async fn locate(
     let Some(first) = LinkId::parse_bytes(first_segment.as_bytes()) else {
         return Outcome::NotFound(None);
     };
-    let rules = LiveLinks {
-        store,
-        fallback: settings.fallback.as_ref(),
-        visitor,
-        now,
-        varied: AtomicBool::new(false),
-        first,
-        first_known: AtomicBool::new(false),
-    };
+    let rules =
+        LiveLinks { store, asked, now, varied: AtomicBool::new(false), first, first_known: AtomicBool::new(false) };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
     if query.is_none() {
@@ -435,9 +476,9 @@ async fn locate(
             };
             if link.live_target(now).is_some() {
                 let vary = !link.targets().is_empty();
-                let location = match link.targets().iter().position(|rule| rule.matches(visitor)) {
-                    Some(rule) if link.targets()[rule].plain_location().is_some() => {
-                        Some(Location::Rule(link.clone(), rule))
+                let location = match asked.choose(id, &link) {
+                    Some((rule, variant)) if link.targets()[rule].variants()[variant].plain_location().is_some() => {
+                        Some(Location::Rule(link.clone(), rule, variant))
                     }
                     None if link.plain_location().is_some() => Some(Location::Plain(link.clone())),
                     _ => None,
@@ -448,7 +489,7 @@ async fn locate(
             }
             // An internal redirect, a target to refuse, or a fallback: the full resolution
             // decides.
-            if rules.target(&link).is_none() {
+            if rules.target(id, &link).is_none() {
                 return Outcome::NotFound(Some(id));
             }
         }

@@ -26,6 +26,7 @@ pub struct Metrics {
     feed_reconnects: AtomicU64,
     feed_changes: AtomicU64,
     unusable_documents: AtomicU64,
+    country_without_geoip: AtomicU64,
     workers: AtomicUsize,
     connections: [AtomicU64; WORKER_SLOTS],
 }
@@ -73,7 +74,7 @@ pub struct ClicksGauges {
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 24] = [
+const PLAIN: [Plain; 25] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -132,6 +133,12 @@ const PLAIN: [Plain; 24] = [
         "counter",
         "Link documents read that cannot be served as written (wrong types: 404; a url not in canonical form: acts as inactive, its fallback or 404).",
         |m, _| m.unusable_documents.load(Relaxed),
+    ),
+    (
+        "couchlink_country_rules_without_geoip_total",
+        "counter",
+        "Requests for links with a country condition while no GeoIP database is configured (COUCHLINK_GEOIP): served as if the condition never matched.",
+        |m, _| m.country_without_geoip.load(Relaxed),
     ),
     ("couchlink_access_log_lines_total", "counter", "Access log lines written to disk.", |_, g| g.log.lines_written),
     ("couchlink_clicks_documents_written_total", "counter", "Live counts documents written to the clicks database.", |_, g| {
@@ -221,6 +228,11 @@ impl Metrics {
     /// Counts a link document read that cannot be served.
     pub fn unusable_document(&self) {
         self.unusable_documents.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a request for a link with a country condition while no GeoIP database is set.
+    pub fn country_without_geoip(&self) {
+        self.country_without_geoip.fetch_add(1, Relaxed);
     }
 
     /// How many threads serve redirects (each gets its connection count).

@@ -114,6 +114,8 @@ pub struct ServerConfig {
     /// A file this process writes its pid to once it serves (and removes at exit, unless a
     /// successor wrote its own).
     pub pid_file: Option<PathBuf>,
+    /// The country database `when.country` rules use (`COUCHLINK_GEOIP`), read once at start.
+    pub geoip: Option<PathBuf>,
 }
 
 /// Where and how often a proxy writes its live counts (docs/reference.md, "Live counts").
@@ -206,6 +208,7 @@ impl ServerConfig {
             clicks: Some(ClicksConfig::new()),
             upgrade: None,
             pid_file: None,
+            geoip: None,
         }
     }
 }
@@ -272,6 +275,9 @@ pub enum StartError {
     /// The listeners passed by systemd or by the process being upgraded cannot be used.
     #[error(transparent)]
     Inherit(#[from] handover::InheritError),
+    /// The GeoIP database (`COUCHLINK_GEOIP`) cannot be used.
+    #[error("COUCHLINK_GEOIP: {0}")]
+    GeoIp(#[source] crate::visitor::geoip::GeoIpError),
 }
 
 /// The proxy, built and ready to serve: its listeners bound, its access logs open, CouchDB
@@ -300,6 +306,8 @@ pub struct Application {
     hangups: Option<tokio::signal::unix::Signal>,
     /// SIGUSR2 (an upgrade), caught from the start for the same reason.
     upgrades: Option<tokio::signal::unix::Signal>,
+    /// The country database, read.
+    geoip: Option<Arc<crate::visitor::geoip::GeoIp>>,
 }
 
 /// One short domain, checked and with its log open, before it serves.
@@ -351,6 +359,11 @@ impl Application {
         inherited: Option<Inherited>,
     ) -> Result<Application, StartError> {
         let workers = config.workers.max(1);
+        // Read before anything is bound: a file missing or damaged is a misconfiguration.
+        let geoip = match &config.geoip {
+            Some(path) => Some(Arc::new(crate::visitor::geoip::GeoIp::open(path).map_err(StartError::GeoIp)?)),
+            None => None,
+        };
         let (sockets, admin, giver) = match inherited {
             Some(Inherited { redirect, admin, giver }) => (redirect, admin, Some(giver)),
             None => {
@@ -453,6 +466,7 @@ impl Application {
             _file_size_limit: file_size_limit,
             hangups,
             upgrades,
+            geoip,
         })
     }
 
@@ -483,6 +497,7 @@ impl Application {
             upgrades,
             admin_inherited,
             sockets_shared,
+            geoip,
             ..
         } = self;
         let (predecessor, socket_activated) = match giver {
@@ -562,6 +577,17 @@ impl Application {
         settings.honor_privacy_signals = config.honor_privacy_signals;
         settings.anonymize_ip = config.anonymize_ip;
         settings.fallback = config.fallback_url.as_deref().map(Arc::from);
+        if let Some(db) = &geoip {
+            tracing::info!(
+                "country rules use {} ({}, built {})",
+                db.path().display(),
+                db.database_type(),
+                time::OffsetDateTime::from_unix_timestamp(db.build_epoch() as i64)
+                    .map(|t| t.date().to_string())
+                    .unwrap_or_default()
+            );
+        }
+        settings.geoip = geoip;
         let mut shapes: Vec<Shape> =
             running.iter().map(|s| Shape::new(s.public_url.clone(), &config.cookie_name)).collect();
         let handler_site = |s: &RunningSite| Site {

@@ -35,11 +35,17 @@ pub struct CreateArgs {
     #[arg(long, value_parser = super::target_flag)]
     pub fallback: Option<String>,
     /// A rule sending some visitors elsewhere, repeatable (the first that matches wins):
-    /// CONDITIONS=URL, conditions `os=`, `device=` and `lang=` with comma-separated values,
-    /// joined by `;`. For example --target os=ios=https://apps.apple.com/app/id1 or
-    /// --target 'device=desktop;lang=fr=https://example.com/fr/'.
+    /// CONDITIONS=URL, conditions `os=`, `device=`, `lang=`, `country=` and `query.NAME=` with
+    /// comma-separated values, joined by `;`. For example --target os=ios=https://apps.apple.com/app/id1,
+    /// --target 'device=desktop;lang=fr=https://example.com/fr/' or
+    /// --target 'country=IE,GB;query.utm_source=flyer=https://example.com/print'.
     #[arg(long = "target", value_parser = target_rule)]
     pub targets: Vec<serde_json::Value>,
+    /// A variant of a split for every visitor no --target takes, repeatable (two or more):
+    /// WEIGHT=URL, e.g. --split 70=https://example.com/a --split 30=https://example.com/b. Each
+    /// visitor keeps the variant they first got.
+    #[arg(long = "split", value_parser = split_variant)]
+    pub split: Vec<serde_json::Value>,
     /// Address redirects are served on (the base of the printed URL when no public URL is set).
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -51,7 +57,8 @@ pub struct CreateArgs {
 impl CreateArgs {
     /// Creates the link and prints its short URL on stdout.
     pub fn execute(self) -> Result<(), CreateError> {
-        let link = self.new_link();
+        let mut link = self.new_link();
+        link.targets = self.rules()?;
         let editor = CouchClient::new(&self.couch.into()).map_err(|e| CreateError::Store(e.into()))?;
         let ids = std::iter::repeat_with(LinkId::random);
         let id = super::current_thread_runtime()
@@ -82,6 +89,18 @@ impl CreateArgs {
             fallback: self.fallback.clone(),
             targets: self.targets.clone(),
         }
+    }
+
+    /// The rules, the split last: checked as the proxy reads them.
+    fn rules(&self) -> Result<Vec<serde_json::Value>, CreateError> {
+        let mut rules = self.targets.clone();
+        if !self.split.is_empty() {
+            let rule = json!({"split": self.split});
+            crate::domain::Rule::from_value(&rule)
+                .map_err(|reason| CreateError::Split(format!("--split: {reason}")))?;
+            rules.push(rule);
+        }
+        Ok(rules)
     }
 }
 
@@ -127,6 +146,9 @@ pub enum CreateError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// The `--split` variants do not make a split.
+    #[error("{0}")]
+    Split(String),
 }
 
 impl From<NewLinkError> for CreateError {
@@ -166,10 +188,27 @@ fn target_rule(text: &str) -> Result<serde_json::Value, String> {
     for condition in conditions.split(';') {
         let (key, values) = condition.split_once('=').ok_or(usage)?;
         let values: Vec<&str> = values.split(',').map(str::trim).collect();
-        when.insert(key.trim().to_owned(), json!(values));
+        match key.trim().strip_prefix("query.") {
+            Some(name) => {
+                let query = when.entry("query").or_insert_with(|| json!({}));
+                query[name] = json!(values);
+            }
+            None => {
+                when.insert(key.trim().to_owned(), json!(values));
+            }
+        }
     }
     let rule = json!({"when": when, "url": url});
     crate::domain::Rule::from_value(&rule).map(|_| rule).map_err(|reason| format!("{reason}; {usage}"))
+}
+
+/// `--split WEIGHT=URL` as a split's variant holds it.
+fn split_variant(text: &str) -> Result<serde_json::Value, String> {
+    let usage = "write WEIGHT=URL, like 70=https://example.com/a";
+    let (weight, url) = text.split_once('=').ok_or(usage)?;
+    let weight: u32 = weight.trim().parse().map_err(|_| format!("the weight is a whole number; {usage}"))?;
+    super::target_flag(url)?;
+    Ok(json!({"weight": weight, "url": url}))
 }
 
 /// `--expires` as the document holds it (RFC 3339, UTC): a date's end (the next day's midnight)

@@ -132,6 +132,10 @@ pub struct ServeArgs {
     /// A file to write the serving process's pid to (an upgrade's new process writes its own).
     #[arg(long, env = "COUCHLINK_PID_FILE")]
     pub pid_file: Option<PathBuf>,
+    /// A MaxMind-format country or city database (GeoLite2, DB-IP Lite) for rules'
+    /// `when.country`, read at start (a new file takes effect at an upgrade or restart).
+    #[arg(long, env = "COUCHLINK_GEOIP")]
+    pub geoip: Option<PathBuf>,
 }
 
 /// A cookie name is an RFC 6265 token.
@@ -222,6 +226,7 @@ impl ServeArgs {
             // Set by `execute`: only the process `couchlink serve` runs in can start itself anew.
             upgrade: None,
             pid_file: self.pid_file,
+            geoip: self.geoip,
         })
     }
 }

@@ -5,9 +5,10 @@
 
 use std::borrow::Cow;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 
 use super::line::{self, Line};
+/// The country database, shared with the proxy's `when.country` rules.
+pub use crate::visitor::geoip::{GeoIp, GeoIpError};
 use crate::visitor::Client;
 
 /// What `--by` names: each stands for one or more [`Breakdown`]s.
@@ -171,14 +172,14 @@ impl Agent {
     /// What the percent-encoded `encoded` counts as; the User-Agent parser runs only when
     /// `devices` asks for the device and OS.
     pub fn of(encoded: &[u8], devices: bool) -> Agent {
-        // `Client::of` always answers (compiling the parser first if need be), so `read` does.
-        Agent::read(encoded, devices, |ua| Some(Client::of(ua))).expect("Client::of always answers")
+        // `Client::of_uap` always answers (compiling the parser first if need be), so `read` does.
+        Agent::read(encoded, devices, |ua| Some(Client::of_uap(ua))).expect("Client::of_uap always answers")
     }
 
     /// [`Agent::of`], or `None` while the User-Agent parser is still being compiled
     /// ([`crate::visitor::prepare`]).
     pub fn of_if_ready(encoded: &[u8], devices: bool) -> Option<Agent> {
-        Agent::read(encoded, devices, Client::of_if_ready)
+        Agent::read(encoded, devices, Client::of_uap_if_ready)
     }
 
     fn read(encoded: &[u8], devices: bool, parse: impl Fn(Option<&[u8]>) -> Option<Client>) -> Option<Agent> {
@@ -249,102 +250,6 @@ fn form_decoded(value: &[u8]) -> Cow<'_, str> {
     let spaced: Vec<u8> = value.iter().map(|&b| if b == b'+' { b' ' } else { b }).collect();
     let decoded: Vec<u8> = percent_encoding::percent_decode(&spaced).collect();
     Cow::Owned(String::from_utf8_lossy(&decoded).into_owned())
-}
-
-/// A MaxMind-format database (GeoLite2 Country or City, DB-IP Lite), read whole into memory.
-pub struct GeoIp {
-    reader: maxminddb::Reader<Vec<u8>>,
-    path: PathBuf,
-}
-
-impl std::fmt::Debug for GeoIp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GeoIp").field("path", &self.path).field("type", &self.database_type()).finish()
-    }
-}
-
-/// Why countries cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum GeoIpError {
-    /// `--by country` without a database.
-    #[error("--by country needs a GeoIP database: --geoip FILE.mmdb (GeoLite2 Country or City, DB-IP Lite)")]
-    NoDatabase,
-    /// The file could not be read.
-    #[error("cannot read the GeoIP database {path}")]
-    Read {
-        /// Which.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not a MaxMind DB file, or a damaged one.
-    #[error("{path} is not a readable MaxMind DB file (GeoLite2 Country or City, DB-IP Lite)")]
-    Invalid {
-        /// Which.
-        path: PathBuf,
-        /// What the reader found.
-        #[source]
-        source: maxminddb::MaxMindDbError,
-    },
-    /// A database of something other than places.
-    #[error("{path} is a {kind:?} database, which has no countries: --geoip needs a country or city database (GeoLite2 Country or City, DB-IP Lite)")]
-    NoCountries {
-        /// Which.
-        path: PathBuf,
-        /// Its `database_type`.
-        kind: String,
-    },
-    /// A lookup met a damaged part of the file.
-    #[error("the GeoIP database {path} is damaged: looking up {ip} failed")]
-    Lookup {
-        /// Which.
-        path: PathBuf,
-        /// The address looked up.
-        ip: IpAddr,
-        /// What the reader found.
-        #[source]
-        source: maxminddb::MaxMindDbError,
-    },
-}
-
-impl GeoIp {
-    /// Reads the database at `path`, refusing anything that is not a country or city database.
-    pub fn open(path: &Path) -> Result<GeoIp, GeoIpError> {
-        let bytes = std::fs::read(path).map_err(|source| GeoIpError::Read { path: path.to_owned(), source })?;
-        let reader = maxminddb::Reader::from_source(bytes)
-            .map_err(|source| GeoIpError::Invalid { path: path.to_owned(), source })?;
-        let kind = reader.metadata().database_type.to_ascii_lowercase();
-        if !kind.contains("country") && !kind.contains("city") {
-            return Err(GeoIpError::NoCountries {
-                path: path.to_owned(),
-                kind: reader.metadata().database_type.clone(),
-            });
-        }
-        Ok(GeoIp { reader, path: path.to_owned() })
-    }
-
-    /// The file read.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// What the database says it is (`GeoLite2-Country`, `DBIP-City-Lite`, ...).
-    pub fn database_type(&self) -> &str {
-        &self.reader.metadata().database_type
-    }
-
-    /// When it was built, seconds since 1970.
-    pub fn build_epoch(&self) -> u64 {
-        self.reader.metadata().build_epoch
-    }
-
-    /// The ISO 3166 code of the country `ip` is in, if the database places it.
-    pub fn country(&self, ip: IpAddr) -> Result<Option<&str>, GeoIpError> {
-        let damaged = |source| GeoIpError::Lookup { path: self.path.clone(), ip, source };
-        let found = self.reader.lookup(ip).map_err(damaged)?;
-        found.decode_path(&maxminddb::path!["country", "iso_code"]).map_err(damaged)
-    }
 }
 
 #[cfg(test)]

@@ -2,11 +2,14 @@
 //! system and kind of device its `User-Agent` names, and the language it prefers
 //! ([`language`]).
 //!
-//! The strings are read by the ua-parser project's regular expressions (uap-core, through the
-//! `ua-parser` crate): only the device class is decided here, from what they extract. The
-//! expressions are compiled on first use (about 0.1 s), so a proxy whose links have no such
-//! condition never pays for them, and each serving thread keeps the answers for the strings it
-//! saw last: real traffic repeats a few hundred User-Agents.
+//! Two readings of a User-Agent, one the oracle of the other:
+//! - [`Client::of_uap`], the ua-parser project's regular expressions (uap-core, through the
+//!   `ua-parser` crate), for the report: thorough, compiled on first use (about 0.1 s, 28 MiB),
+//!   and about 6 us for a browser's string not seen before, 47 us for 400 random bytes;
+//! - [`Client::of`], for the proxy's rules: a few substring searches, bounded by the string's
+//!   length whatever it holds, so that a client sending a new User-Agent with every request
+//!   costs the proxy next to nothing more. Tests hold it to uap-core's answers for real
+//!   browsers' strings.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,6 +18,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 pub mod bot;
+pub mod geoip;
 pub mod language;
 
 /// An operating system a rule can name.
@@ -172,9 +176,84 @@ thread_local! {
     static SEEN: RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>> = RefCell::default();
 }
 
+/// The substrings [`Client::of`] looks for, each searched once (SIMD, memchr).
+struct Needles {
+    finders: [memchr::memmem::Finder<'static>; 12],
+}
+
+const CROS: usize = 0;
+const ANDROID: usize = 1;
+const IPHONE: usize = 2;
+const IPAD: usize = 3;
+const IPOD: usize = 4;
+const WINDOWS_PHONE: usize = 5;
+const WINDOWS: usize = 6;
+const MACINTOSH: usize = 7;
+const MAC_OS_X: usize = 8;
+const LINUX: usize = 9;
+const MOBILE: usize = 10;
+const KINDLE: usize = 11;
+
+static NEEDLES: std::sync::LazyLock<Needles> = std::sync::LazyLock::new(|| Needles {
+    finders: [
+        "CrOS",
+        "Android",
+        "iPhone",
+        "iPad",
+        "iPod",
+        "Windows Phone",
+        "Windows",
+        "Macintosh",
+        "Mac OS X",
+        "Linux",
+        "Mobile",
+        "Kindle",
+    ]
+    .map(memchr::memmem::Finder::new),
+});
+
 impl Client {
-    /// What `user_agent` says (nothing for none, or one that is not text).
+    /// What `user_agent` says, read in time proportional to its length (see the module's
+    /// documentation): the operating system by the token browsers put in their strings, the
+    /// device by uap-core's and Chrome's rules (an iPad or a Kindle is a tablet, so is an
+    /// Android device whose string says no `Mobile`), and bots by the one bot list.
     pub fn of(user_agent: Option<&[u8]>) -> Client {
+        let Some(ua) = user_agent.filter(|ua| !ua.is_empty()) else { return Client::default() };
+        if bot::is_bot_cached(Some(ua)) {
+            return Client { os: None, device: None, bot: true };
+        }
+        let needles = &NEEDLES.finders;
+        let has = |n: usize| needles[n].find(ua).is_some();
+        let os = if has(CROS) {
+            Some(Os::Chromeos)
+        } else if has(ANDROID) {
+            Some(Os::Android)
+        } else if has(IPHONE) || has(IPAD) || has(IPOD) {
+            Some(Os::Ios)
+        } else if has(WINDOWS_PHONE) {
+            None
+        } else if has(WINDOWS) {
+            Some(Os::Windows)
+        } else if has(MACINTOSH) || has(MAC_OS_X) {
+            Some(Os::Macos)
+        } else if has(LINUX) {
+            Some(Os::Linux)
+        } else {
+            None
+        };
+        let tablet = has(IPAD) || has(KINDLE) || (os == Some(Os::Android) && !has(MOBILE));
+        let device = match os {
+            _ if tablet && os.is_some() => Some(Device::Tablet),
+            Some(Os::Ios | Os::Android) => Some(Device::Mobile),
+            Some(Os::Windows | Os::Macos | Os::Linux | Os::Chromeos) => Some(Device::Desktop),
+            None => None,
+        };
+        Client { os, device, bot: false }
+    }
+
+    /// What `user_agent` says by uap-core (nothing for none, or one that is not text), each
+    /// serving thread keeping the answers for the strings it saw last.
+    pub fn of_uap(user_agent: Option<&[u8]>) -> Client {
         let Some(bytes) = user_agent else { return Client::default() };
         if let Some(client) = SEEN.with(|seen| seen.borrow().get(bytes).copied()) {
             return client;
@@ -190,9 +269,9 @@ impl Client {
         client
     }
 
-    /// [`Client::of`], or `None` while the expressions are still being compiled.
-    pub fn of_if_ready(user_agent: Option<&[u8]>) -> Option<Client> {
-        EXTRACTORS.get().map(|_| Client::of(user_agent))
+    /// [`Client::of_uap`], or `None` while the expressions are still being compiled.
+    pub fn of_uap_if_ready(user_agent: Option<&[u8]>) -> Option<Client> {
+        EXTRACTORS.get().map(|_| Client::of_uap(user_agent))
     }
 
     fn parse(ua: &str) -> Client {
@@ -221,18 +300,71 @@ impl Client {
 }
 
 /// One request's visitor as a link's rules see it: what its `User-Agent` and `Accept-Language`
-/// say, each read only if a rule asks.
+/// say, where its address is, its query and its tracking ID, each read only if a rule asks.
 pub struct Visitor<'a> {
     user_agent: Option<&'a [u8]>,
     accept_language: Option<&'a [u8]>,
+    /// The request's query (after `?`, undecoded).
+    query: Option<&'a str>,
+    /// The client's address as logged (after trusted proxies, anonymised if configured).
+    address: Option<std::net::IpAddr>,
+    /// The tracking ID the response carries (received or new), when it carries one.
+    tracking: Option<&'a str>,
+    geoip: Option<&'a geoip::GeoIp>,
     client: OnceLock<Client>,
     language: OnceLock<Option<language::Language>>,
+    country: OnceLock<Option<geoip::Country>>,
 }
 
 impl<'a> Visitor<'a> {
-    /// The visitor sending these headers.
+    /// The visitor sending these headers (nothing else known of it).
     pub fn new(user_agent: Option<&'a [u8]>, accept_language: Option<&'a [u8]>) -> Self {
-        Visitor { user_agent, accept_language, client: Default::default(), language: Default::default() }
+        Visitor {
+            user_agent,
+            accept_language,
+            query: None,
+            address: None,
+            tracking: None,
+            geoip: None,
+            client: Default::default(),
+            language: Default::default(),
+            country: Default::default(),
+        }
+    }
+
+    /// The same, with what the rest of the request says: its query, its address as logged,
+    /// its tracking ID, and the database that places addresses (if one is configured).
+    pub fn with_request(
+        mut self,
+        query: Option<&'a str>,
+        address: Option<std::net::IpAddr>,
+        tracking: Option<&'a str>,
+        geoip: Option<&'a geoip::GeoIp>,
+    ) -> Self {
+        (self.query, self.address, self.tracking, self.geoip) = (query, address, tracking, geoip);
+        self
+    }
+
+    /// The country its address is in: none without a database, an address, or a place for it.
+    pub fn country(&self) -> Option<geoip::Country> {
+        *self.country.get_or_init(|| self.geoip.zip(self.address).and_then(|(db, ip)| db.country_code(ip)))
+    }
+
+    /// Whether its query has parameter `name` (form-decoded, as `URLSearchParams` reads it)
+    /// with one of `values`.
+    pub fn query_has(&self, name: &str, values: &[Box<str>]) -> bool {
+        let Some(query) = self.query else { return false };
+        form_urlencoded::parse(query.as_bytes()).any(|(n, v)| n == name && values.iter().any(|want| **want == *v))
+    }
+
+    /// What keeps a visitor on one variant of a split: its tracking ID, or without one (privacy
+    /// signals honoured) its address as logged.
+    pub fn sticky_key(&self) -> std::borrow::Cow<'a, str> {
+        match (self.tracking, self.address) {
+            (Some(tracking), _) => tracking.into(),
+            (None, Some(address)) => address.to_string().into(),
+            (None, None) => "".into(),
+        }
     }
 
     /// What its `User-Agent` says.
@@ -279,7 +411,59 @@ mod tests {
         let bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
         assert_eq!(client(bot), (None, None, true));
         assert_eq!(Client::of(None), Client::default());
-        assert_eq!(Client::of(Some(b"\xff\xfe")), Client::default());
+        assert_eq!(Client::of_uap(Some(b"\xff\xfe")), Client::default());
+    }
+
+    /// The rules' fast reading agrees with uap-core (the plain model) on real clients' strings:
+    /// browsers, in-app browsers, tablets, crawlers that pose as phones, and odd ones.
+    #[test]
+    fn the_fast_reading_agrees_with_uap_core_on_real_user_agents() {
+        let corpus = [
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/126.0.6478.54 Mobile/15E148 Safari/604.1",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 Instagram 301.0.0.29.124",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/21E236 [FBAN/FBIOS;FBAV/460.0.0.48.109]",
+            "Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+            "Mozilla/5.0 (iPod touch; CPU iPhone OS 15_8 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/15.6 Mobile/15E148 Safari/604.1",
+            "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36",
+            "Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/25.0 Chrome/121.0.0.0 Mobile Safari/537.36",
+            "Mozilla/5.0 (Linux; Android 13; SM-X710) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Android 14; Mobile; rv:127.0) Gecko/127.0 Firefox/127.0",
+            "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36 EdgA/126.0.0.0",
+            "Mozilla/5.0 (Linux; Android 13; Pixel 7 Build/TQ3A.230805.001; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/126.0.6478.71 Mobile Safari/537.36 [FB_IAB/FB4A;FBAV/471.0.0.35.79;]",
+            "Mozilla/5.0 (Linux; Android 9; KFTRWI) AppleWebKit/537.36 (KHTML, like Gecko) Silk/126.3.1 like Chrome/126.0.6478.71 Safari/537.36",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36 Edg/126.0.0.0",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36 OPR/111.0.0.0",
+            "Mozilla/5.0 (Windows NT 6.1; WOW64; Trident/7.0; rv:11.0) like Gecko",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15",
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 14.5; rv:127.0) Gecko/20100101 Firefox/127.0",
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0",
+            "Mozilla/5.0 (X11; Fedora; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0",
+            "Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+            "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.6478.126 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+            "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+            "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
+            "curl/8.5.0",
+        ];
+        for ua in corpus {
+            let (fast, uap) = (Client::of(Some(ua.as_bytes())), Client::of_uap(Some(ua.as_bytes())));
+            // uap-core files some tools under no device rather than a crawler; the rules treat
+            // both alike (no condition on the OS or the device matches).
+            let seen = |c: Client| (c.os, c.device);
+            assert_eq!(seen(fast), seen(uap), "{ua}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any bytes at all: an answer, no panic (the proxy reads what any client sends).
+        #[test]
+        fn the_fast_reading_answers_anything(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            let _ = Client::of(Some(&bytes));
+        }
     }
 
     #[test]

@@ -463,6 +463,12 @@ async fn create_takes_rules_a_fallback_and_a_start_as_flags() {
         "os=ios=https://apps.apple.com/app/id1?mt=8",
         "--target",
         "device=desktop;lang=fr,de=https://example.com/eu/",
+        "--target",
+        "country=IE,GB;query.utm_source=flyer,poster=https://example.com/print",
+        "--split",
+        "70=https://example.com/a",
+        "--split",
+        "30=https://example.com/b",
         "--fallback",
         "https://example.com/ended",
         "--valid-from",
@@ -476,7 +482,9 @@ async fn create_takes_rules_a_fallback_and_a_start_as_flags() {
         doc["targets"],
         json!([
             {"when": {"os": ["ios"]}, "url": "https://apps.apple.com/app/id1?mt=8"},
-            {"when": {"device": ["desktop"], "lang": ["fr", "de"]}, "url": "https://example.com/eu/"}
+            {"when": {"device": ["desktop"], "lang": ["fr", "de"]}, "url": "https://example.com/eu/"},
+            {"when": {"country": ["IE", "GB"], "query": {"utm_source": ["flyer", "poster"]}}, "url": "https://example.com/print"},
+            {"split": [{"weight": 70, "url": "https://example.com/a"}, {"weight": 30, "url": "https://example.com/b"}]}
         ])
     );
     assert_eq!(
@@ -488,6 +496,14 @@ async fn create_takes_rules_a_fallback_and_a_start_as_flags() {
     {
         let (status, stderr) = run_binary(&["create", "https://example.com/", "--target", bad], &env);
         assert!(!status.success() && stderr.contains(says), "{bad}: {stderr}");
+    }
+    for (bad, says) in [
+        (vec!["--split", "1=https://a.example/"], "--split: \"split\" must be a list of 2 to 16"),
+        (vec!["--split", "x=https://a.example/"], "the weight is a whole number"),
+        (vec!["--target", "country=ie=https://a.example/"], "ISO 3166-1 codes in upper case"),
+    ] {
+        let (status, stderr) = run_binary(&[&["create", "https://example.com/"][..], &bad].concat(), &env);
+        assert!(!status.success() && stderr.contains(says), "{bad:?}: {stderr}");
     }
 }
 

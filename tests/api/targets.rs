@@ -176,3 +176,182 @@ async fn the_validation_function_refuses_a_bad_rule_with_a_reason_naming_it() {
     let r = db.request_as(Some(EDITOR), Method::PUT, "Rule1", Some(&good)).await;
     assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
 }
+
+/// `GET /{id}?query` from the address `from` (told by the trusted proxy's `X-Forwarded-For`),
+/// with the tracking cookie `tid` if any: (status, Location, Vary, the cookie set).
+async fn visit_from(app: &TestApp, path: &str, from: &str, tid: Option<&str>) -> (u16, String, String, String) {
+    let mut request = app.http.get(format!("{}{path}", app.base)).header("X-Forwarded-For", from);
+    if let Some(tid) = tid {
+        request = request.header("Cookie", format!("tid={tid}"));
+    }
+    let r = request.send().await.unwrap();
+    let header = |name: &str| r.headers().get(name).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    (r.status().as_u16(), header("location"), header("vary"), header("set-cookie"))
+}
+
+/// couchlink behind a trusted proxy on loopback, placing addresses with the test database
+/// (203.0.113.0/25 France, 203.0.113.128/25 Germany, 2001:db8:1::/48 Japan; nothing for
+/// 192.0.2.0/24), anonymising addresses if asked.
+async fn app_with_countries(anonymize: bool) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("countries.mmdb");
+    crate::support::report_fixtures::geoip_db(&db);
+    let app = spawn_app_on(TestDb::new().await, |c| {
+        c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
+        c.geoip = Some(db.clone());
+        c.anonymize_ip = anonymize;
+    })
+    .await;
+    (app, dir)
+}
+
+#[tokio::test]
+async fn countries_send_visitors_where_their_address_is_over_ipv4_and_ipv6() {
+    let (app, _dir) = app_with_countries(false).await;
+    let targets = json!([
+        {"when": {"country": ["FR"]}, "url": "https://example.com/fr"},
+        {"when": {"country": ["DE", "JP"]}, "url": "https://example.com/de-jp"},
+    ]);
+    app.db.put_link("Geo01", json!({"url": WEB, "targets": targets})).await;
+    for (from, location) in [
+        ("203.0.113.7", "https://example.com/fr"),
+        ("203.0.113.200", "https://example.com/de-jp"),
+        ("2001:db8:1::abcd", "https://example.com/de-jp"),
+        // Placed nowhere, or in a country no rule names: the link's url.
+        ("192.0.2.1", WEB),
+        ("198.51.100.9", WEB),
+        ("2001:db8:2::1", WEB),
+    ] {
+        let (status, got, vary, _) = visit_from(&app, "/Geo01", from, None).await;
+        assert_eq!((status, got.as_str()), (302, location), "from {from}");
+        assert!(vary.contains("User-Agent"), "a response that consulted a rule says Vary: {vary:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_anonymised_address_is_placed_as_the_first_of_its_block() {
+    let (app, _dir) = app_with_countries(true).await;
+    let targets = json!([{"when": {"country": ["DE"]}, "url": "https://example.com/de"}]);
+    app.db.put_link("Geo02", json!({"url": WEB, "targets": targets})).await;
+    // 203.0.113.200 is in Germany, but its /24's first address, 203.0.113.0, is in France: as
+    // the log keeps it, and as the report would place it.
+    let (_, got, _, _) = visit_from(&app, "/Geo02", "203.0.113.200", None).await;
+    assert_eq!(got, WEB);
+}
+
+#[tokio::test]
+async fn a_query_condition_and_a_split_combine_with_the_others() {
+    let (app, _dir) = app_with_countries(false).await;
+    let targets = json!([
+        {"when": {"query": {"utm_source": ["flyer", "poster"]}, "country": ["FR"]}, "url": "https://example.com/print-fr"},
+        {"when": {"query": {"utm_source": ["flyer", "poster"]}}, "url": "https://example.com/print"},
+        {"split": [{"weight": 1, "url": "https://example.com/a"}, {"weight": 1, "url": "https://example.com/b"}]},
+    ]);
+    app.db.put_link("Split", json!({"url": WEB, "targets": targets})).await;
+    let (_, got, vary, _) = visit_from(&app, "/Split?utm_source=poster", "203.0.113.7", None).await;
+    assert!(got.starts_with("https://example.com/print-fr?"), "{got}");
+    assert!(!vary.is_empty());
+    let (_, got, _, _) = visit_from(&app, "/Split?utm_source=flyer", "198.51.100.9", None).await;
+    assert!(got.starts_with("https://example.com/print?"), "{got}");
+    // Everyone else is split, and keeps their variant on every visit.
+    let mut seen = std::collections::HashMap::new();
+    for n in 0..40 {
+        let tid = format!("20261126120000{n:016x}");
+        let (_, first, vary, _) = visit_from(&app, "/Split", "192.0.2.1", Some(&tid)).await;
+        assert!(first == "https://example.com/a" || first == "https://example.com/b", "{first}");
+        assert!(!vary.is_empty(), "a split varies");
+        for _ in 0..3 {
+            assert_eq!(visit_from(&app, "/Split", "192.0.2.1", Some(&tid)).await.1, first, "{tid} kept its variant");
+        }
+        *seen.entry(first).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "both variants get visitors: {seen:?}");
+    // A new visitor's variant follows the tracking ID the response gives them.
+    let (_, first, _, cookie) = visit_from(&app, "/Split", "192.0.2.1", None).await;
+    let tid = cookie.strip_prefix("tid=").unwrap().split(';').next().unwrap().to_owned();
+    assert_eq!(visit_from(&app, "/Split", "192.0.2.1", Some(&tid)).await.1, first);
+}
+
+#[tokio::test]
+async fn without_a_geoip_database_a_country_condition_never_matches_and_is_counted() {
+    let app = spawn_app_on(TestDb::new().await, |c| c.trusted_proxies = "127.0.0.1/32".parse().unwrap()).await;
+    let targets = json!([{"when": {"country": ["FR"]}, "url": "https://example.com/fr"}]);
+    app.db.put_link("Geo03", json!({"url": WEB, "targets": targets})).await;
+    for _ in 0..3 {
+        assert_eq!(visit_from(&app, "/Geo03", "203.0.113.7", None).await.1, WEB);
+    }
+    let metrics =
+        app.http.get(format!("http://{}/metrics", app.admin_addr)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("\ncouchlink_country_rules_without_geoip_total 3\n"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_geoip_database_missing_or_damaged_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("damaged.mmdb");
+    std::fs::write(&damaged, b"not a MaxMind database").unwrap();
+    for (path, says) in [
+        (dir.path().join("missing.mmdb"), "cannot read the GeoIP database"),
+        (damaged, "is not a readable MaxMind DB file"),
+    ] {
+        let db = TestDb::new().await;
+        let mut config = test_config(&db, dir.path());
+        config.geoip = Some(path.clone());
+        let error = start_and_stop(config).await.unwrap_err();
+        let said = couchlink::errors::Causes(&error).to_string();
+        assert!(said.starts_with("COUCHLINK_GEOIP: ") && said.contains(says), "{said}");
+    }
+}
+
+#[tokio::test]
+async fn the_validation_function_checks_countries_queries_and_splits_naming_rule_and_field() {
+    let db = TestDb::new().await;
+    let url = "https://example.com/";
+    let cases = [
+        (json!([{"when": {"country": ["ie"]}, "url": url}]), "Rule 1 of \"targets\": \"country\" holds \"ie\""),
+        (json!([{"when": {"country": "IE"}, "url": url}]), "Rule 1 of \"targets\": \"country\" must be a list"),
+        (
+            json!([{"when": {"query": {"utm_source": "flyer"}}, "url": url}]),
+            "Rule 1 of \"targets\": \"query\".\"utm_source\" must be a list",
+        ),
+        (json!([{"when": {"query": {}}, "url": url}]), "Rule 1 of \"targets\": \"query\" must be an object"),
+        (json!([{"split": [{"weight": 1, "url": url}]}]), "Rule 1 of \"targets\": \"split\" must be a list of 2 to 16"),
+        (
+            json!([{"when": {"os": ["ios"]}, "url": url}, {"split": [{"weight": 1, "url": url}, {"weight": 1.5, "url": "https://example.com/b"}]}]),
+            "Rule 2 of \"targets\": variant 2 of \"split\": \"weight\" must be a whole number",
+        ),
+        (
+            json!([{"split": [{"weight": 0, "url": url}, {"weight": 0, "url": "https://example.com/b"}]}]),
+            "Rule 1 of \"targets\": every variant",
+        ),
+        (
+            json!([{"split": [{"weight": 1, "url": url}, {"weight": 1, "url": url}]}]),
+            "Rule 1 of \"targets\": variant 2 of \"split\": \"url\"",
+        ),
+        (
+            json!([{"split": [{"weight": 1, "url": url}, {"weight": 1, "url": "https://Example.com/"}]}]),
+            "In the \"url\" of variant 2 of rule 1 of \"targets\"",
+        ),
+        (
+            json!([{"when": {"os": ["ios"]}, "url": url, "split": []}]),
+            "Rule 1 of \"targets\" has both \"url\" and \"split\"",
+        ),
+    ];
+    for (targets, says) in cases {
+        let doc = json!({"url": url, "targets": targets});
+        let r = db.request_as(Some(EDITOR), Method::PUT, "Rule2", Some(&doc)).await;
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(status, 403, "{doc} was stored");
+        assert!(body["reason"].as_str().unwrap().starts_with(says), "{doc}: {body}");
+        // The proxy reads the same document as unusable, for the same rule.
+        let link = couchlink::domain::Link::from_doc(serde_json::from_value(doc.clone()).unwrap());
+        assert!(link.is_err(), "{doc} is served");
+    }
+    let good = json!({"url": url, "targets": [
+        {"when": {"country": ["IE", "GB"], "query": {"utm_source": ["flyer"]}}, "url": "/H83if"},
+        {"split": [{"weight": 3, "url": "https://example.com/a"}, {"weight": 0, "url": "https://example.com/b"}]},
+    ]});
+    let r = db.request_as(Some(EDITOR), Method::PUT, "Rule2", Some(&good)).await;
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+}
