@@ -137,8 +137,9 @@ def edit_latency(couch_port, db, user, password, proxy_port, edits):
           f"ref_p50_ms={pick(reference, 0.5):.2f} ref_p99_ms={pick(reference, 0.99):.2f}")
 
 
-def load_rules(couch_port, db, user, password, id_file, n):
-    """Writes n links with five rules each (targets) through _bulk_docs, their IDs to id_file."""
+def load_rules(couch_port, db, user, password, id_file, n, countries=False):
+    """Writes n links with five rules each (targets) through _bulk_docs, their IDs to id_file;
+    with countries, a sixth asking for a country, and a country condition on the third."""
     rule_ids = ids(n, seed=7)
     with open(id_file, "w") as f:
         f.write("\n".join(rule_ids) + "\n")
@@ -151,6 +152,9 @@ def load_rules(couch_port, db, user, password, id_file, n):
         {"when": {"device": ["desktop"], "lang": ["fr"]}, "url": "https://example.com/fr/"},
         {"when": {"lang": ["de"]}, "url": "https://example.com/de/"},
     ]
+    if countries:
+        targets[2]["when"]["country"] = ["FR", "DE", "IE"]
+        targets.append({"when": {"country": ["US", "GB"], "lang": ["en"]}, "url": "https://example.com/en/"})
     docs = [{"_id": i, "url": f"https://example.com/landing/{i}", "targets": targets} for i in rule_ids]
     for start in range(0, n, 5000):
         conn.request("POST", f"/{db}/_bulk_docs", json.dumps({"docs": docs[start:start + 5000]}), headers)
@@ -255,6 +259,8 @@ if __name__ == "__main__":
         edit_latency(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
     elif command == "rules":
         load_rules(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
+    elif command == "country-rules":
+        load_rules(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), countries=True)
     elif command == "edit":
         edit_many(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8])
     elif command == "served":

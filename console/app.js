@@ -93,18 +93,48 @@ function Clicks({ site, id }) {
   </section>`;
 }
 
-// A rule of `targets` as the form edits it: the conditions it knows as comma-separated text,
-// and any other condition kept as it was (the editor never drops what it cannot show).
+// A rule of `targets` as the form edits it: the conditions it knows as text (lists
+// comma-separated; query parameters as `name=value,value; name=value`), its URL or its split
+// (`WEIGHT URL` a line), and any other condition kept as it was (the editor never drops what it
+// cannot show). CouchDB's validation function judges the result and names the field it refuses.
 const CONDITIONS = [
   ['os', 'Operating systems (ios, android, windows, macos, linux, chromeos)'],
   ['device', 'Devices (mobile, tablet, desktop)'],
   ['lang', 'Languages (fr, de, pt-br)'],
+  ['country', 'Countries (IE, GB: ISO codes in capitals)'],
 ];
+const EDITED = ['os', 'device', 'lang', 'country', 'query'];
+function queryText(query) {
+  if (!query || typeof query !== 'object') return '';
+  return Object.entries(query).map(([name, values]) => `${name}=${Array.isArray(values) ? values.join(',') : ''}`).join('; ');
+}
+function queryOf(text) {
+  const query = {};
+  for (const part of text.split(';')) {
+    const at = part.indexOf('=');
+    if (at < 0) continue;
+    const name = part.slice(0, at).trim();
+    const values = part.slice(at + 1).split(',').map((v) => v.trim()).filter(Boolean);
+    if (name && values.length) query[name] = values;
+  }
+  return query;
+}
+function splitText(split) {
+  return (Array.isArray(split) ? split : []).map((v) => `${v && v.weight} ${v && v.url}`).join('\n');
+}
+function splitOf(text) {
+  return text.split('\n').map((line) => line.trim()).filter(Boolean).map((line) => {
+    const [weight, ...url] = line.split(/\s+/);
+    return { weight: /^\d+$/.test(weight) ? Number(weight) : weight, url: url.join(' ') };
+  });
+}
 function toRule(rule) {
   const when = (rule && rule.when) || {};
-  const form = { url: (rule && rule.url) || '', other: {} };
+  const form = { url: (rule && typeof rule.url === 'string' && rule.url) || '', other: {} };
   for (const [name] of CONDITIONS) form[name] = Array.isArray(when[name]) ? when[name].join(', ') : '';
-  for (const name of Object.keys(when)) if (!CONDITIONS.some(([c]) => c === name)) form.other[name] = when[name];
+  form.query = queryText(when.query);
+  form.split = splitText(rule && rule.split);
+  for (const name of Object.keys(when)) if (!EDITED.includes(name)) form.other[name] = when[name];
   return form;
 }
 function fromRule(form) {
@@ -113,20 +143,28 @@ function fromRule(form) {
     const values = form[name].split(',').map((v) => v.trim()).filter(Boolean);
     if (values.length) when[name] = values;
   }
+  const query = queryOf(form.query);
+  if (Object.keys(query).length) when.query = query;
+  const split = splitOf(form.split);
+  if (split.length) return Object.keys(when).length ? { when, split } : { split };
   return { when, url: form.url.trim() };
 }
 
 function Rules({ rules, onChange }) {
   const edit = (i, field) => (e) => onChange(rules.map((r, j) => (j === i ? { ...r, [field]: e.target.value } : r)));
   return html`<fieldset>
-    <legend>Rules: the first whose conditions all hold sends the visitor to its URL</legend>
+    <legend>Rules: the first whose conditions all hold sends the visitor to its URL, or splits them</legend>
     ${rules.map((rule, i) => html`<fieldset aria-label=${`Rule ${i + 1}`}>
       <legend>Rule ${i + 1}</legend>
       ${CONDITIONS.map(([name, label]) => html`<label for=${`r${i}-${name}`}>${label}</label>
         <input id=${`r${i}-${name}`} type="text" value=${rule[name]} onInput=${edit(i, name)} />`)}
+      <label for=${`r${i}-query`}>Query parameters (utm_source=flyer,poster; utm_medium=print)</label>
+      <input id=${`r${i}-query`} type="text" value=${rule.query} onInput=${edit(i, 'query')} />
       ${Object.keys(rule.other).length > 0 && html`<p>Other conditions, kept as they are: <code>${JSON.stringify(rule.other)}</code></p>`}
       <label for=${`r${i}-url`}>Rule ${i + 1}'s URL</label>
       <input id=${`r${i}-url`} type="url" value=${rule.url} onInput=${edit(i, 'url')} />
+      <label for=${`r${i}-split`}>Or a split instead of one URL: a weight and a URL a line (each visitor keeps their variant)</label>
+      <textarea id=${`r${i}-split`} rows="3" value=${rule.split} onInput=${edit(i, 'split')}></textarea>
       <p><button type="button" onClick=${() => onChange(rules.filter((_, j) => j !== i))}>Remove rule ${i + 1}</button></p>
     </fieldset>`)}
     <p><button type="button" onClick=${() => onChange([...rules, toRule({})])}>Add a rule</button></p>

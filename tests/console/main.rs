@@ -292,8 +292,22 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     click_button(&browser, "Save").await;
     let alert = browser.find("#e-targets").await.text().await.unwrap();
     assert!(alert.contains("\"device\"") && alert.contains("watch"), "{alert}");
-    browser.shot("rules").await;
     click_button(&browser, "Cancel").await;
+    // A second rule: a country and a campaign parameter, split between two pages.
+    click_button(&browser, "Edit").await;
+    click_button(&browser, "Add a rule").await;
+    fill(&browser, "#r1-country", "IE, GB").await;
+    fill(&browser, "#r1-query", "utm_source=flyer,poster").await;
+    fill(&browser, "#r1-split", "70 https://example.com/a\n30 https://example.com/b").await;
+    browser.shot("rules").await;
+    click_button(&browser, "Save").await;
+    page_says(&browser, "Points to: https://example.com/winter").await;
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(
+        stored["targets"][1],
+        json!({"when": {"country": ["IE", "GB"], "query": {"utm_source": ["flyer", "poster"]}},
+               "split": [{"weight": 70, "url": "https://example.com/a"}, {"weight": 30, "url": "https://example.com/b"}]})
+    );
 
     db.put_link(
         &id,
