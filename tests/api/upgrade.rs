@@ -337,3 +337,58 @@ async fn a_stopping_proxy_says_draining_on_healthz_until_its_connections_are_don
     );
     assert!(proxy.terminate().success());
 }
+
+/// A country database placing 203.0.113.0/24 in `country`.
+fn countries(path: &Path, country: &str) {
+    let mut writer = mmdb_writer::Writer::new("GeoLite2-Country");
+    let record = json!({"country": {"iso_code": country, "names": {"en": country}}});
+    writer.insert("203.0.113.0/24".parse::<ipnet::IpNet>().unwrap(), &record).unwrap();
+    std::fs::write(path, writer.to_bytes().unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn a_replaced_geoip_database_takes_effect_at_an_upgrade() {
+    let db = TestDb::new().await;
+    let targets = json!([{"when": {"country": ["FR"]}, "url": "https://example.com/fr"}]);
+    db.put_link("GeoUp", json!({"url": "https://example.com/", "targets": targets})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (geoip, pid_file, stderr) = (dir.path().join("geo.mmdb"), dir.path().join("pid"), dir.path().join("stderr"));
+    countries(&geoip, "FR");
+    let mut first = Command::new(env!("CARGO_BIN_EXE_couchlink"))
+        .env_clear()
+        .arg("serve")
+        .envs(reader_env(&db))
+        .envs(QUICK)
+        .env("COUCHLINK_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_LOG_DIR", dir.path().join("logs"))
+        .env("COUCHLINK_PID_FILE", &pid_file)
+        .env("COUCHLINK_GEOIP", &geoip)
+        .env("COUCHLINK_TRUSTED_PROXIES", "127.0.0.1")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
+    wait_until("it serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    let addr: std::net::SocketAddr =
+        said.split("serving redirects on http://").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let location = || async {
+        let r = http.get(format!("http://{addr}/GeoUp")).header("X-Forwarded-For", "203.0.113.7").send().await.unwrap();
+        r.headers()["location"].to_str().unwrap().to_owned()
+    };
+    assert_eq!(location().await, "https://example.com/fr");
+    // The file is replaced (a monthly GeoLite2 update): the running process keeps what it read.
+    countries(&geoip, "DE");
+    assert_eq!(location().await, "https://example.com/fr");
+    let before = first.id();
+    signal(before, "-USR2");
+    wait_until("the new process serves", Duration::from_secs(20), || pid_in(&pid_file).is_some_and(|p| p != before))
+        .await;
+    processes.seen.push(pid_in(&pid_file).unwrap());
+    assert!(exits(&mut first).await.success());
+    assert_eq!(location().await, "https://example.com/", "the new database places the address in Germany");
+    signal(pid_in(&pid_file).unwrap(), "-TERM");
+}
