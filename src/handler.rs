@@ -225,7 +225,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
                         .with_request(
                             request.query,
                             Some(logged_ip),
-                            cookie.as_ref().map(TrackingId::as_str),
+                            cookie.as_ref().map(|tid| &tid.as_bytes()[..]),
                             app.settings.geoip.as_deref(),
                         );
                     match invited {
@@ -396,6 +396,9 @@ impl Asked<'_> {
     /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant.
     fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
         let rules = link.targets();
+        if rules.is_empty() {
+            return None;
+        }
         if self.settings.geoip.is_none() && rules.iter().any(crate::domain::Rule::asks_country) {
             self.settings.country_without_geoip(id, link, self.metrics);
         }

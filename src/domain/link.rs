@@ -234,7 +234,7 @@ impl Rule {
             if variant.weight == 0 {
                 continue;
             }
-            let u = unit_hash(&[key.as_bytes(), link.as_bytes(), variant.url.as_bytes()]);
+            let u = unit_hash(&[&key, link.as_bytes(), variant.url.as_bytes()]);
             let score = -u.ln() / f64::from(variant.weight);
             if score < best.0 {
                 best = (score, i);
@@ -733,7 +733,7 @@ mod tests {
         (0..10_000)
             .map(|n| {
                 let tid = format!("20261126120000{n:016x}");
-                let visitor = Visitor::new(None, None).with_request(None, None, Some(&tid), None);
+                let visitor = Visitor::new(None, None).with_request(None, None, Some(tid.as_bytes()), None);
                 rule.pick(&visitor, "H83if")
             })
             .collect()
@@ -753,7 +753,7 @@ mod tests {
         let elsewhere: Vec<usize> = (0..10_000)
             .map(|n| {
                 let tid = visitor(n);
-                rule.pick(&Visitor::new(None, None).with_request(None, None, Some(&tid), None), "Other")
+                rule.pick(&Visitor::new(None, None).with_request(None, None, Some(tid.as_bytes()), None), "Other")
             })
             .collect();
         assert!(elsewhere.iter().zip(&got).filter(|(a, b)| a != b).count() > 3_000);

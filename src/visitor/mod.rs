@@ -171,9 +171,39 @@ pub fn prepare() {
 /// rare with real traffic's few hundred strings).
 const CACHED: usize = 4096;
 
+/// Answers per User-Agent (foldhash, as the link cache: a User-Agent is a hundred bytes or more,
+/// hashed per request).
+type Answers = RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>>;
+
 thread_local! {
-    /// foldhash, as the link cache: a User-Agent is a hundred bytes or more, hashed per request.
-    static SEEN: RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>> = RefCell::default();
+    /// [`Client::of_uap`]'s answers.
+    static SEEN: Answers = RefCell::default();
+    /// The same for [`Client::of`]'s reading: one hash lookup for a string seen before instead
+    /// of the bot list and the searches; the longest strings are not kept (a client sending a
+    /// new long string every time gains nothing from them).
+    static SEEN_FAST: Answers = RefCell::default();
+}
+
+/// Longest User-Agent [`Client::of`] remembers.
+const REMEMBERED_BYTES: usize = 512;
+
+/// `compute(key)`, remembered in `cache` (emptied at [`CACHED`] entries).
+fn remembered(
+    cache: &'static std::thread::LocalKey<Answers>,
+    key: &[u8],
+    compute: impl FnOnce(&[u8]) -> Client,
+) -> Client {
+    if let Some(client) = cache.with_borrow(|seen| seen.get(key).copied()) {
+        return client;
+    }
+    let client = compute(key);
+    cache.with_borrow_mut(|seen| {
+        if seen.len() >= CACHED {
+            seen.clear();
+        }
+        seen.insert(key.into(), client);
+    });
+    client
 }
 
 /// The substrings [`Client::of`] looks for, each searched once (SIMD, memchr).
@@ -219,11 +249,33 @@ impl Client {
     /// Android device whose string says no `Mobile`), and bots by the one bot list.
     pub fn of(user_agent: Option<&[u8]>) -> Client {
         let Some(ua) = user_agent.filter(|ua| !ua.is_empty()) else { return Client::default() };
+        if ua.len() <= REMEMBERED_BYTES {
+            return remembered(&SEEN_FAST, ua, Client::read);
+        }
+        Client::read(ua)
+    }
+
+    /// [`Client::of`]'s reading itself.
+    fn read(ua: &[u8]) -> Client {
         if bot::is_bot_cached(Some(ua)) {
             return Client { os: None, device: None, bot: true };
         }
         let needles = &NEEDLES.finders;
-        let has = |n: usize| needles[n].find(ua).is_some();
+        // Browsers name the system in their first comment, `Mozilla/5.0 (iPhone; CPU ...)`:
+        // the system's tokens are looked for there (most strings' first 60 bytes), `Mobile`
+        // and `Kindle` anywhere.
+        let (open, close) = (b'(', b')');
+        let comment = match memchr::memchr(open, ua) {
+            Some(start) => {
+                let end = memchr::memchr(close, &ua[start..]).map_or(ua.len(), |at| start + at);
+                &ua[start..end]
+            }
+            None => ua,
+        };
+        let has = |n: usize| {
+            let haystack = if matches!(n, MOBILE | KINDLE) { ua } else { comment };
+            needles[n].find(haystack).is_some()
+        };
         let os = if has(CROS) {
             Some(Os::Chromeos)
         } else if has(ANDROID) {
@@ -255,18 +307,7 @@ impl Client {
     /// serving thread keeping the answers for the strings it saw last.
     pub fn of_uap(user_agent: Option<&[u8]>) -> Client {
         let Some(bytes) = user_agent else { return Client::default() };
-        if let Some(client) = SEEN.with(|seen| seen.borrow().get(bytes).copied()) {
-            return client;
-        }
-        let client = std::str::from_utf8(bytes).map(Client::parse).unwrap_or_default();
-        SEEN.with(|seen| {
-            let mut seen = seen.borrow_mut();
-            if seen.len() >= CACHED {
-                seen.clear();
-            }
-            seen.insert(bytes.into(), client);
-        });
-        client
+        remembered(&SEEN, bytes, |bytes| std::str::from_utf8(bytes).map(Client::parse).unwrap_or_default())
     }
 
     /// [`Client::of_uap`], or `None` while the expressions are still being compiled.
@@ -309,7 +350,7 @@ pub struct Visitor<'a> {
     /// The client's address as logged (after trusted proxies, anonymised if configured).
     address: Option<std::net::IpAddr>,
     /// The tracking ID the response carries (received or new), when it carries one.
-    tracking: Option<&'a str>,
+    tracking: Option<&'a [u8]>,
     geoip: Option<&'a geoip::GeoIp>,
     client: OnceLock<Client>,
     language: OnceLock<Option<language::Language>>,
@@ -338,7 +379,7 @@ impl<'a> Visitor<'a> {
         mut self,
         query: Option<&'a str>,
         address: Option<std::net::IpAddr>,
-        tracking: Option<&'a str>,
+        tracking: Option<&'a [u8]>,
         geoip: Option<&'a geoip::GeoIp>,
     ) -> Self {
         (self.query, self.address, self.tracking, self.geoip) = (query, address, tracking, geoip);
@@ -359,11 +400,11 @@ impl<'a> Visitor<'a> {
 
     /// What keeps a visitor on one variant of a split: its tracking ID, or without one (privacy
     /// signals honoured) its address as logged.
-    pub fn sticky_key(&self) -> std::borrow::Cow<'a, str> {
+    pub fn sticky_key(&self) -> std::borrow::Cow<'a, [u8]> {
         match (self.tracking, self.address) {
             (Some(tracking), _) => tracking.into(),
-            (None, Some(address)) => address.to_string().into(),
-            (None, None) => "".into(),
+            (None, Some(address)) => address.to_string().into_bytes().into(),
+            (None, None) => (&b""[..]).into(),
         }
     }
 
