@@ -12,9 +12,18 @@ local visitors = {
 }
 math.randomseed(os.time())
 
+-- BENCH_FORWARDED=1: each request from a random address of bench-geoip's networks, through
+-- X-Forwarded-For (for a couchlink that believes loopback), so that country rules are decided too.
+local forwarded = os.getenv("BENCH_FORWARDED") == "1"
+
 request = function()
   local v = visitors[math.random(#visitors)]
-  return wrk.format("GET", "/" .. ids[math.random(#ids)], {["User-Agent"] = v[1], ["Accept-Language"] = v[2]})
+  local headers = {["User-Agent"] = v[1], ["Accept-Language"] = v[2]}
+  if forwarded then
+    headers["X-Forwarded-For"] = string.format("%d.%d.%d.%d", 2 * math.random(1, 100), math.random(0, 255),
+      math.random(0, 255), math.random(1, 254))
+  end
+  return wrk.format("GET", "/" .. ids[math.random(#ids)], headers)
 end
 
 dofile((os.getenv("BENCH_DIR") or "bench") .. "/report.lua")

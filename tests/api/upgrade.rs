@@ -65,13 +65,18 @@ impl Load {
         Load { stop, answered, failures, tasks }
     }
 
-    /// Stops the clients: (answered, failures).
-    async fn finish(self) -> (u64, Vec<String>) {
+    /// Stops the clients, checks that not one request failed and that more than a hundred were
+    /// answered (`said` adds to the message), and says how many were.
+    async fn finish(self, said: impl FnOnce() -> String) -> u64 {
         self.stop.store(true, Relaxed);
         for task in self.tasks {
             task.await.unwrap();
         }
-        (self.answered.load(Relaxed), self.failures.lock().unwrap().clone())
+        let (answered, failures) = (self.answered.load(Relaxed), self.failures.lock().unwrap().clone());
+        let asked = answered + failures.len() as u64;
+        assert!(failures.is_empty(), "{} of {asked} requests failed: {failures:?}\n{}", failures.len(), said());
+        assert!(answered > 100, "only {answered} requests answered");
+        answered
     }
 }
 
@@ -210,14 +215,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     assert!(said("exited before it was ready: exit status: 3") == 1, "{}", std::fs::read_to_string(&stderr).unwrap());
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(pid_in(&pid_file), Some(current), "the old process still serves");
-    let (answered, failures) = load.finish().await;
-    assert!(
-        failures.is_empty(),
-        "{} of {} requests failed: {failures:?}",
-        failures.len(),
-        answered + failures.len() as u64
-    );
-    assert!(answered > 100, "only {answered} requests answered");
+    let answered = load.finish(|| std::fs::read_to_string(&stderr).unwrap_or_default()).await;
 
     // Every replaced process finishes its drain and exits; one listens at the end.
     assert!(exits(&mut first).await.success());
@@ -278,17 +276,9 @@ async fn socket_activated_restarts_refuse_no_connection() {
         wait_until("the restarted process serves", Duration::from_secs(20), || serving(n)).await;
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let (answered, failures) = load.finish().await;
+    let answered = load.finish(|| std::fs::read_to_string(&stderr).unwrap_or_default()).await;
     signal(child.id(), "-TERM");
     assert!(exits(&mut child).await.success());
-    let said = std::fs::read_to_string(&stderr).unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} of {} requests failed: {failures:?}\n{said}",
-        failures.len(),
-        answered + failures.len() as u64
-    );
-    assert!(answered > 100, "only {answered} requests answered");
     assert_eq!(access_log_lines(&log_dir).len() as u64, answered, "one access log line per answered request");
     let text = std::fs::read_to_string(&stderr).unwrap();
     let on_the_socket = format!("serving redirects on http://{addr} ");
