@@ -80,6 +80,25 @@ impl Load {
     }
 }
 
+/// `exe serve` for `db` on ports of its own, as an upgradable process: its pid in `pid_file`,
+/// its access log in `dir/logs`, its stderr in `stderr`; the rest of its settings in `env`.
+fn serve(exe: &Path, db: &TestDb, dir: &Path, pid_file: &Path, stderr: &Path, env: &[(&str, &Path)]) -> Child {
+    Command::new(exe)
+        .env_clear()
+        .arg("serve")
+        .envs(reader_env(db))
+        .envs(QUICK)
+        .env("COUCHLINK_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_LOG_DIR", dir.join("logs"))
+        .env("COUCHLINK_PID_FILE", pid_file)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(stderr).unwrap())
+        .spawn()
+        .unwrap()
+}
+
 fn pid_in(file: &Path) -> Option<u32> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
@@ -154,21 +173,8 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     // the file afresh instead of inheriting the old value.
     let settings = dir.path().join("couchlink.env");
     std::fs::write(&settings, "# the tracking cookie\nCOUCHLINK_COOKIE_NAME=tid\n").unwrap();
-    let mut command = Command::new(&exe);
-    command
-        .env_clear()
-        .arg("serve")
-        .envs(reader_env(&db))
-        .envs(QUICK)
-        .env("COUCHLINK_LISTEN", "127.0.0.1:0")
-        .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
-        .env("COUCHLINK_LOG_DIR", &log_dir)
-        .env("COUCHLINK_PID_FILE", &pid_file)
-        .env("COUCHLINK_UPGRADE_TIMEOUT_SECS", "3")
-        .env("COUCHLINK_ENV_FILE", &settings)
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap());
-    let mut first: Child = command.spawn().unwrap();
+    let env = [("COUCHLINK_UPGRADE_TIMEOUT_SECS", Path::new("3")), ("COUCHLINK_ENV_FILE", &settings)];
+    let mut first = serve(&exe, &db, dir.path(), &pid_file, &stderr, &env);
     let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
     let said = |text: &str| std::fs::read_to_string(&stderr).unwrap_or_default().matches(text).count();
     wait_until("the first process serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
@@ -344,21 +350,9 @@ async fn a_replaced_geoip_database_takes_effect_at_an_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let (geoip, pid_file, stderr) = (dir.path().join("geo.mmdb"), dir.path().join("pid"), dir.path().join("stderr"));
     countries(&geoip, "FR");
-    let mut first = Command::new(env!("CARGO_BIN_EXE_couchlink"))
-        .env_clear()
-        .arg("serve")
-        .envs(reader_env(&db))
-        .envs(QUICK)
-        .env("COUCHLINK_LISTEN", "127.0.0.1:0")
-        .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
-        .env("COUCHLINK_LOG_DIR", dir.path().join("logs"))
-        .env("COUCHLINK_PID_FILE", &pid_file)
-        .env("COUCHLINK_GEOIP", &geoip)
-        .env("COUCHLINK_TRUSTED_PROXIES", "127.0.0.1")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
+    let env = [("COUCHLINK_GEOIP", geoip.as_path()), ("COUCHLINK_TRUSTED_PROXIES", Path::new("127.0.0.1"))];
+    let exe = Path::new(env!("CARGO_BIN_EXE_couchlink"));
+    let mut first = serve(exe, &db, dir.path(), &pid_file, &stderr, &env);
     let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
     wait_until("it serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
     let said = std::fs::read_to_string(&stderr).unwrap();
