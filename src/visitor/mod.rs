@@ -206,40 +206,38 @@ fn remembered(
     client
 }
 
-/// The substrings [`Client::of`] looks for, each searched once (SIMD, memchr).
+/// The substrings [`Client::of`] looks for (SIMD, memchr).
 struct Needles {
-    finders: [memchr::memmem::Finder<'static>; 12],
+    cros: memchr::memmem::Finder<'static>,
+    android: memchr::memmem::Finder<'static>,
+    iphone: memchr::memmem::Finder<'static>,
+    ipad: memchr::memmem::Finder<'static>,
+    ipod: memchr::memmem::Finder<'static>,
+    windows_phone: memchr::memmem::Finder<'static>,
+    windows: memchr::memmem::Finder<'static>,
+    macintosh: memchr::memmem::Finder<'static>,
+    mac_os_x: memchr::memmem::Finder<'static>,
+    linux: memchr::memmem::Finder<'static>,
+    mobile: memchr::memmem::Finder<'static>,
+    kindle: memchr::memmem::Finder<'static>,
 }
 
-const CROS: usize = 0;
-const ANDROID: usize = 1;
-const IPHONE: usize = 2;
-const IPAD: usize = 3;
-const IPOD: usize = 4;
-const WINDOWS_PHONE: usize = 5;
-const WINDOWS: usize = 6;
-const MACINTOSH: usize = 7;
-const MAC_OS_X: usize = 8;
-const LINUX: usize = 9;
-const MOBILE: usize = 10;
-const KINDLE: usize = 11;
-
-static NEEDLES: std::sync::LazyLock<Needles> = std::sync::LazyLock::new(|| Needles {
-    finders: [
-        "CrOS",
-        "Android",
-        "iPhone",
-        "iPad",
-        "iPod",
-        "Windows Phone",
-        "Windows",
-        "Macintosh",
-        "Mac OS X",
-        "Linux",
-        "Mobile",
-        "Kindle",
-    ]
-    .map(memchr::memmem::Finder::new),
+static NEEDLES: std::sync::LazyLock<Needles> = std::sync::LazyLock::new(|| {
+    let find = memchr::memmem::Finder::new;
+    Needles {
+        cros: find("CrOS"),
+        android: find("Android"),
+        iphone: find("iPhone"),
+        ipad: find("iPad"),
+        ipod: find("iPod"),
+        windows_phone: find("Windows Phone"),
+        windows: find("Windows"),
+        macintosh: find("Macintosh"),
+        mac_os_x: find("Mac OS X"),
+        linux: find("Linux"),
+        mobile: find("Mobile"),
+        kindle: find("Kindle"),
+    }
 });
 
 impl Client {
@@ -260,7 +258,7 @@ impl Client {
         if bot::is_bot_cached(Some(ua)) {
             return Client { os: None, device: None, bot: true };
         }
-        let needles = &NEEDLES.finders;
+        let n = &*NEEDLES;
         // Browsers name the system in their first comment, `Mozilla/5.0 (iPhone; CPU ...)`:
         // the system's tokens are looked for there (most strings' first 60 bytes), `Mobile`
         // and `Kindle` anywhere.
@@ -272,28 +270,26 @@ impl Client {
             }
             None => ua,
         };
-        let has = |n: usize| {
-            let haystack = if matches!(n, MOBILE | KINDLE) { ua } else { comment };
-            needles[n].find(haystack).is_some()
-        };
-        let os = if has(CROS) {
+        let has = |finder: &memchr::memmem::Finder<'_>| finder.find(comment).is_some();
+        let os = if has(&n.cros) {
             Some(Os::Chromeos)
-        } else if has(ANDROID) {
+        } else if has(&n.android) {
             Some(Os::Android)
-        } else if has(IPHONE) || has(IPAD) || has(IPOD) {
+        } else if has(&n.iphone) || has(&n.ipad) || has(&n.ipod) {
             Some(Os::Ios)
-        } else if has(WINDOWS_PHONE) {
+        } else if has(&n.windows_phone) {
             None
-        } else if has(WINDOWS) {
+        } else if has(&n.windows) {
             Some(Os::Windows)
-        } else if has(MACINTOSH) || has(MAC_OS_X) {
+        } else if has(&n.macintosh) || has(&n.mac_os_x) {
             Some(Os::Macos)
-        } else if has(LINUX) {
+        } else if has(&n.linux) {
             Some(Os::Linux)
         } else {
             None
         };
-        let tablet = has(IPAD) || has(KINDLE) || (os == Some(Os::Android) && !has(MOBILE));
+        let anywhere = |finder: &memchr::memmem::Finder<'_>| finder.find(ua).is_some();
+        let tablet = has(&n.ipad) || anywhere(&n.kindle) || (os == Some(Os::Android) && !anywhere(&n.mobile));
         let device = match os {
             _ if tablet && os.is_some() => Some(Device::Tablet),
             Some(Os::Ios | Os::Android) => Some(Device::Mobile),
