@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use super::CouchArgs;
 use crate::couch::{CouchClient, CouchError};
 use crate::domain::{Link, LinkId, PublicUrl};
+use crate::qr::colour::{Colour, ColourError, Colours};
 use crate::qr::render::{self, Look};
 use crate::qr::{self as tags, Level, Tag, TooLong};
 
@@ -35,6 +36,14 @@ pub struct QrArgs {
     /// Light modules around the symbol (QR readers want 4).
     #[arg(long, default_value_t = 4)]
     pub border: u32,
+    /// The modules' colour, CSS hex (PNG and SVG). Refused when it and --bg are too alike for
+    /// phone readers: a symbol contrast under 40% (ISO/IEC 15415 grade C).
+    #[arg(long, default_value = "#000000", value_parser = colour)]
+    pub fg: Colour,
+    /// The ground's colour, border included, CSS hex (PNG and SVG). Light modules on a dark
+    /// ground are made with a warning: some readers fail on them.
+    #[arg(long, default_value = "#ffffff", value_parser = colour)]
+    pub bg: Colour,
     /// Error correction level; default: the highest that fits the smallest symbol.
     #[arg(long, value_enum)]
     pub ec: Option<Level>,
@@ -53,6 +62,11 @@ pub struct QrArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub on: super::DomainChoice,
+}
+
+/// `--fg`/`--bg` as a colour.
+fn colour(text: &str) -> Result<Colour, String> {
+    Colour::parse(text).map_err(|e| e.to_string())
 }
 
 /// The picture formats.
@@ -132,6 +146,12 @@ pub enum QrError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// Colours readers could not tell apart, or colours for a terminal drawing.
+    #[error(transparent)]
+    Colours(#[from] ColourError),
+    /// Colours asked for the terminal's drawing.
+    #[error("--fg and --bg are for PNG and SVG; the terminal draws with its own colours")]
+    TerminalColours,
 }
 
 impl QrArgs {
@@ -158,7 +178,18 @@ impl QrArgs {
                 return Err(QrError::NotLive(problems));
             }
         }
-        let look = Look { scale: self.scale.get(), border: self.border };
+        let colours = Colours::new(self.fg, self.bg)?;
+        if self.format == Format::Terminal && colours != Colours::PLAIN {
+            return Err(QrError::TerminalColours);
+        }
+        if colours.reversed() {
+            tracing::warn!(
+                "{} modules on a {} ground are light on dark: allowed by the QR standard, but some phone readers fail on them; try the print with several",
+                colours.fg,
+                colours.bg
+            );
+        }
+        let look = Look { scale: self.scale.get(), border: self.border, colours };
         let widest = tags.iter().map(|t| t.code.size() as u64).max().unwrap_or(0);
         let pixels = (widest + 2 * u64::from(look.border)) * u64::from(look.scale);
         if pixels > MAX_PIXELS {

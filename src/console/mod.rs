@@ -79,12 +79,16 @@ impl Console {
             Route::Qr { site, id, png } => {
                 let text = crate::qr::tag_text(&self.sites[site].public_url, &id);
                 match crate::qr::encode(&text, None) {
-                    Ok(tag) if png => {
-                        respond(200, "image/png", render::png(&tag.code, Look { scale: 8, border: 4 }).into())
-                    }
-                    Ok(tag) => {
-                        respond(200, "image/svg+xml", render::svg(&tag.code, Look { scale: 8, border: 4 }).into())
-                    }
+                    Ok(tag) if png => respond(
+                        200,
+                        "image/png",
+                        render::png(&tag.code, Look { scale: 8, border: 4, colours: render::Colours::PLAIN }).into(),
+                    ),
+                    Ok(tag) => respond(
+                        200,
+                        "image/svg+xml",
+                        render::svg(&tag.code, Look { scale: 8, border: 4, colours: render::Colours::PLAIN }).into(),
+                    ),
                     Err(e) => json_error(400, "bad_request", &e.to_string()),
                 }
             }

@@ -2,6 +2,7 @@
 //! QR's compact alphanumeric mode, the case-sensitive path in byte mode, split optimally.
 //! Offline, and never used by the redirect path.
 
+pub mod colour;
 pub mod render;
 
 use qrcodegen::{QrCode, QrCodeEcc, QrSegment, Version};

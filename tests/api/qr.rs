@@ -144,3 +144,31 @@ async fn check_warns_about_links_that_would_not_redirect_and_the_tag_text_redire
     .unwrap();
     assert_eq!(String::from_utf8_lossy(&curl.stdout), "302 https://example.com/wp/?p=14");
 }
+
+#[test]
+fn coloured_and_reversed_tags_read_back_and_colours_too_alike_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (colours, reversed) in
+        [(["#1a1a6e", "#fff5d6"], false), (["#b00020", "#ffffff"], false), (["#ffffff", "#202020"], true)]
+    {
+        for format in ["png", "svg"] {
+            let extra = ["--fg", colours[0], "--bg", colours[1]];
+            let (text, modules, stderr) = tag(dir.path(), "http://0x1f.ie", "H83if", format, &extra, Reader::Rust);
+            assert_eq!((text.as_str(), modules), ("HTTP://0X1F.IE/H83if", 21), "{colours:?} as {format}");
+            assert_eq!(stderr.contains("light on dark"), reversed, "{colours:?}: {stderr}");
+        }
+    }
+    let svg = dir.path().join("H83if-svg---fg#1a1a6e--bg#fff5d6");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("fill=\"#fff5d6\"") && text.contains("fill=\"#1a1a6e\""), "{text}");
+    for (extra, says) in [
+        (vec!["--fg", "#777777", "--bg", "#999999"], "symbol contrast of 13%: phone readers need at least 40%"),
+        (vec!["--fg", "#ffff00"], "symbol contrast of 7%"),
+        (vec!["--fg", "red"], "\"red\" is not a colour: write it in CSS hex"),
+        (vec!["--fg", "#1a1a6e", "--format", "terminal"], "--fg and --bg are for PNG and SVG"),
+    ] {
+        let out = qr(&[&["H83if", "--public-url", "http://0x1f.ie"][..], &extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
+    }
+}

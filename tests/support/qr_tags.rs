@@ -70,6 +70,18 @@ fn greyscale(path: &Path) -> (usize, usize, Vec<u8>) {
     (info.width as usize, info.height as usize, luma)
 }
 
+/// The negative of the PNG at `path` (grey levels inverted), written into `dir`.
+pub fn negative(path: &Path, dir: &Path) -> PathBuf {
+    let (width, height, luma) = greyscale(path);
+    let out = dir.join("negative.png");
+    let mut encoder =
+        png::Encoder::new(std::io::BufWriter::new(std::fs::File::create(&out).unwrap()), width as u32, height as u32);
+    encoder.set_color(png::ColorType::Grayscale);
+    let inverted: Vec<u8> = luma.iter().map(|l| 255 - l).collect();
+    encoder.write_header().unwrap().write_image_data(&inverted).unwrap();
+    out
+}
+
 /// Renders the SVG at `svg` into the PNG `png` with `reader`'s renderer.
 pub fn render_svg(svg: &Path, png: &Path, reader: Reader) {
     match reader {
@@ -132,12 +144,16 @@ pub fn tag(dir: &Path, base: &str, id: &str, format: &str, extra: &[&str], reade
     let output = qr(&args);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{args:?}: {stderr}");
+    // Light modules on a dark ground (the tool warned): zbar and rqrr read only dark on light,
+    // so their negative is read, as a reader that handles reversed symbols would.
+    let reversed = stderr.contains("light on dark");
+    let read = |png: &Path| if reversed { decode(&negative(png, dir), reader) } else { decode(png, reader) };
     let (text, modules) = match format {
-        "png" => (decode(&file, reader), png_width(&file) / 3 - 8),
+        "png" => (read(&file), png_width(&file) / 3 - 8),
         "svg" => {
             let png = dir.join("rendered.png");
             render_svg(&file, &png, reader);
-            (decode(&png, reader), png_width(&png) / 3 - 8)
+            (read(&png), png_width(&png) / 3 - 8)
         }
         _ => {
             let png = dir.join("terminal.png");

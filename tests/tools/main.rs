@@ -25,6 +25,15 @@ mod qr {
                 let (text, got, _) = tag(dir.path(), base, "H83if", "png", &["--ec", level], Reader::Debian);
                 assert_eq!((text.as_str(), got), (expected, modules), "{base} at {level}");
             }
+            // Coloured, and reversed (light on dark: zbar reads its negative, as readers that
+            // handle reversal do).
+            for colours in [["#1a1a6e", "#fff5d6"], ["#ffffff", "#202020"]] {
+                for format in ["png", "svg"] {
+                    let extra = ["--fg", colours[0], "--bg", colours[1]];
+                    let (text, modules, _) = tag(dir.path(), base, "H83if", format, &extra, Reader::Debian);
+                    assert_eq!((text.as_str(), modules), (expected, 21), "{base} {colours:?} as {format}");
+                }
+            }
         }
     }
 }
