@@ -12,6 +12,7 @@ use crate::couch::{CouchClient, CouchError};
 use crate::domain::{Link, LinkId, PublicUrl};
 use crate::qr::colour::{Colour, ColourError, Colours};
 use crate::qr::render::{self, Look};
+use crate::qr::sheet::{Layout, Paper, SheetError};
 use crate::qr::{self as tags, Level, Tag, TooLong};
 
 /// The widest picture drawn (a version 40 symbol at scale 100 is 18,500 pixels).
@@ -50,6 +51,17 @@ pub struct QrArgs {
     /// Output file (one ID), or folder (one file per ID, named ID.png/.svg/.txt); default: stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Every tag on a print sheet of this paper, as one PDF (--out FILE.pdf): a grid of tags at
+    /// --size-mm (or for --distance-m), each with its short URL under it, with crop marks.
+    #[arg(long, value_enum, requires = "out")]
+    pub sheet: Option<Paper>,
+    /// A sheet's tag size, quiet zone included, in millimetres [default: 30].
+    #[arg(long, requires = "sheet", conflicts_with = "distance_m", value_parser = clap::value_parser!(u32).range(10..=250))]
+    pub size_mm: Option<u32>,
+    /// The farthest a sheet's tags will be scanned from, in metres: the tag is a tenth of it
+    /// (the usual 10:1 rule of thumb for QR codes; 0.3 m makes 30 mm tags).
+    #[arg(long, requires = "sheet")]
+    pub distance_m: Option<f32>,
     /// Warn when a link is missing, inactive or expired in CouchDB before its tag is made.
     #[arg(long)]
     pub check: bool,
@@ -149,6 +161,12 @@ pub enum QrError {
     /// Colours readers could not tell apart, or colours for a terminal drawing.
     #[error(transparent)]
     Colours(#[from] ColourError),
+    /// The sheet cannot be laid out.
+    #[error(transparent)]
+    Sheet(#[from] SheetError),
+    /// A distance that makes no tag.
+    #[error("--distance-m {0}: give the scanning distance in metres, 0.1 to 2.5 (tags of 10 to 250 mm)")]
+    Distance(f32),
     /// Colours asked for the terminal's drawing.
     #[error("--fg and --bg are for PNG and SVG; the terminal draws with its own colours")]
     TerminalColours,
@@ -190,6 +208,9 @@ impl QrArgs {
             );
         }
         let look = Look { scale: self.scale.get(), border: self.border, colours };
+        if let Some(paper) = self.sheet {
+            return self.write_sheet(paper, &base, &ids, &tags, look);
+        }
         let widest = tags.iter().map(|t| t.code.size() as u64).max().unwrap_or(0);
         let pixels = (widest + 2 * u64::from(look.border)) * u64::from(look.scale);
         if pixels > MAX_PIXELS {
@@ -206,6 +227,37 @@ impl QrArgs {
             );
         }
         self.write(&ids, &tags, look)
+    }
+
+    /// The print sheet of every tag, to `--out`.
+    fn write_sheet(
+        &self,
+        paper: Paper,
+        base: &PublicUrl,
+        ids: &[LinkId],
+        tags: &[Tag],
+        look: Look,
+    ) -> Result<(), QrError> {
+        let tag_mm = match (self.size_mm, self.distance_m) {
+            (Some(mm), _) => mm as f32,
+            (None, Some(m)) if (0.1..=2.5).contains(&m) => m * 100.0,
+            (None, Some(m)) => return Err(QrError::Distance(m)),
+            (None, None) => 30.0,
+        };
+        let layout = Layout { paper, tag_mm, border: look.border, colours: look.colours };
+        let (cols, rows) = layout.grid()?;
+        let labelled: Vec<(String, &qrcodegen::QrCode)> =
+            ids.iter().zip(tags).map(|(id, tag)| (base.short_url(id).to_string(), &tag.code)).collect();
+        let pdf = layout.pdf(&labelled)?;
+        let file = self.out.as_deref().expect("--sheet requires --out");
+        std::fs::write(file, pdf).map_err(|source| write_error(file, source))?;
+        tracing::info!(
+            "{} tags of {tag_mm} mm on {} {paper:?} page(s) of {cols}×{rows}: {}",
+            tags.len(),
+            tags.len().div_ceil(cols * rows),
+            file.display()
+        );
+        Ok(())
     }
 
     fn write(&self, ids: &[LinkId], tags: &[Tag], look: Look) -> Result<(), QrError> {

@@ -4,6 +4,7 @@
 
 pub mod colour;
 pub mod render;
+pub mod sheet;
 
 use qrcodegen::{QrCode, QrCodeEcc, QrSegment, Version};
 

@@ -172,3 +172,24 @@ fn coloured_and_reversed_tags_read_back_and_colours_too_alike_are_refused() {
         assert!(!out.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_print_sheet_takes_a_size_or_a_scanning_distance_and_refuses_what_cannot_be_laid_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sheet.pdf").display().to_string();
+    let base = ["--public-url", "http://0x1f.ie", "H83if", "Promo"];
+    let made = qr(&[&base[..], &["--sheet", "letter", "--distance-m", "0.4", "--out", &out]].concat());
+    let stderr = String::from_utf8_lossy(&made.stderr);
+    assert!(made.status.success() && stderr.contains("2 tags of 40 mm on 1 Letter page(s)"), "{stderr}");
+    assert!(std::fs::read(&out).unwrap().starts_with(b"%PDF-"));
+    for (extra, says) in [
+        (vec!["--sheet", "a4"], "--out"),
+        (vec!["--sheet", "a4", "--out", &out, "--distance-m", "5"], "give the scanning distance in metres"),
+        (vec!["--sheet", "a4", "--out", &out, "--size-mm", "300"], "300 is not in 10..=250"),
+        (vec!["--sheet", "a4", "--out", &out, "--size-mm", "30", "--distance-m", "0.3"], "cannot be used with"),
+    ] {
+        let refused = qr(&[&base[..], &extra].concat());
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
+    }
+}

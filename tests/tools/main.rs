@@ -1,9 +1,10 @@
 //! The checks that need Debian tools beyond the default suite's (a Rust toolchain, Node.js,
 //! Python 3 and curl): QR tags read back by zbar's `zbarimg` and rendered by librsvg's
-//! `rsvg-convert`, the report's HTML page in headless Chromium, and the GoAccess recipe of
-//! `docs/reference.md` with the real GoAccess. Each fails at once, naming the package, when its
-//! tool is missing. Run with `cargo test --test tools` (`.ci/run` installs the packages:
-//! `apt-get install zbar-tools librsvg2-bin chromium goaccess`).
+//! `rsvg-convert`, print sheets rasterised by poppler's `pdftoppm`, the report's HTML page in
+//! headless Chromium, and the GoAccess recipe of `docs/reference.md` with the real GoAccess. Each
+//! fails at once, naming the package, when its tool is missing. Run with `cargo test --test
+//! tools` (`.ci/run` installs the packages: `apt-get install zbar-tools librsvg2-bin
+//! poppler-utils chromium goaccess`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -34,6 +35,77 @@ mod qr {
                     assert_eq!((text.as_str(), modules), (expected, 21), "{base} {colours:?} as {format}");
                 }
             }
+        }
+    }
+}
+
+mod sheet {
+    use std::path::Path;
+
+    use couchlink::qr::colour::Colours;
+    use couchlink::qr::sheet::{Layout, Paper};
+
+    use crate::support::process::tool;
+    use crate::support::qr_tags::{decode, qr, Reader};
+
+    /// Pixels per millimetre at 300 dpi.
+    const PX_PER_MM: f32 = 300.0 / 25.4;
+
+    /// The grey pixels of the PNG at `path`: (width, height, pixels).
+    fn grey(path: &Path) -> (usize, usize, Vec<u8>) {
+        let mut decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+        decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let samples = info.color_type.samples();
+        let luma = buf[..info.buffer_size()].chunks(samples).map(|px| px[0]).collect();
+        (info.width as usize, info.height as usize, luma)
+    }
+
+    /// The square of `side_mm` at (`left_mm`, `top_mm`) of a page, with 2 mm around, as a PNG.
+    fn crop(page: &(usize, usize, Vec<u8>), left_mm: f32, top_mm: f32, side_mm: f32, out: &Path) {
+        let (width, _, pixels) = page;
+        let (x0, y0) = (((left_mm - 2.0) * PX_PER_MM) as usize, ((top_mm - 2.0) * PX_PER_MM) as usize);
+        let side = ((side_mm + 4.0) * PX_PER_MM) as usize;
+        let mut cell = Vec::with_capacity(side * side);
+        for y in y0..y0 + side {
+            cell.extend_from_slice(&pixels[y * width + x0..y * width + x0 + side]);
+        }
+        let file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+        let mut encoder = png::Encoder::new(file, side as u32, side as u32);
+        encoder.set_color(png::ColorType::Grayscale);
+        encoder.write_header().unwrap().write_image_data(&cell).unwrap();
+    }
+
+    /// A 48-link A4 sheet, rasterised by poppler's pdftoppm at 300 dpi: every tag is read by
+    /// zbarimg at its own place in the grid (row by row, in the order the IDs were given).
+    #[test]
+    fn every_tag_of_a_48_link_sheet_reads_back_at_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<String> = (0..48).map(|n| format!("Sh{n:03}")).collect();
+        let pdf = dir.path().join("campaign.pdf");
+        let mut args = vec!["--public-url", "https://0x1f.ie", "--sheet", "a4", "--size-mm", "30", "--out"];
+        let out = pdf.display().to_string();
+        args.push(&out);
+        args.extend(ids.iter().map(String::as_str));
+        let made = qr(&args);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let raster = tool("pdftoppm", "poppler-utils")
+            .args(["-r", "300", "-gray", "-png"])
+            .arg(&pdf)
+            .arg(dir.path().join("page"))
+            .output()
+            .unwrap();
+        assert!(raster.status.success(), "pdftoppm: {}", String::from_utf8_lossy(&raster.stderr));
+        let layout = Layout { paper: Paper::A4, tag_mm: 30.0, border: 4, colours: Colours::PLAIN };
+        let pages: Vec<_> = (1..=2).map(|n| grey(&dir.path().join(format!("page-{n}.png")))).collect();
+        assert!(!dir.path().join("page-3.png").exists(), "48 tags of 30 mm fill two A4 pages");
+        for (index, id) in ids.iter().enumerate() {
+            let (page, left, top) = layout.place(index).unwrap();
+            let cell = dir.path().join(format!("cell-{index}.png"));
+            crop(&pages[page], left, top, 30.0, &cell);
+            assert_eq!(decode(&cell, Reader::Debian), format!("HTTPS://0X1F.IE/{id}"), "tag {index} of the sheet");
         }
     }
 }
