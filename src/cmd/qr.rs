@@ -23,8 +23,12 @@ const MAX_PIXELS: u64 = 20_000;
 #[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account that may read links (only with --check)")))]
 pub struct QrArgs {
     /// Link IDs (5 characters of A-Z, a-z, 0-9).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "ids_from")]
     pub ids: Vec<String>,
+    /// A file of link IDs, one a line (blank lines and lines starting with # skipped), after
+    /// those given as arguments: a print run's list.
+    #[arg(long)]
+    pub ids_from: Option<PathBuf>,
     /// The short links' base URL, e.g. http://0x1f.ie (the tag encodes {base}/{id}).
     #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
     pub public_url: Option<PublicUrl>,
@@ -143,6 +147,15 @@ pub enum QrError {
         /// Its width.
         pixels: u64,
     },
+    /// The file of IDs could not be read.
+    #[error("cannot read the IDs in {path}")]
+    Read {
+        /// Where.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A file or folder could not be written.
     #[error("cannot write {path}")]
     Write {
@@ -175,8 +188,15 @@ pub enum QrError {
 impl QrArgs {
     /// Makes every tag (after `--check`, if asked), then writes them.
     pub fn execute(self) -> Result<(), QrError> {
-        let ids = self
-            .ids
+        let mut named = self.ids.clone();
+        if let Some(file) = &self.ids_from {
+            let text = std::fs::read_to_string(file)
+                .map_err(|source| QrError::Read { path: file.display().to_string(), source })?;
+            named.extend(
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned),
+            );
+        }
+        let ids = named
             .iter()
             .map(|id| LinkId::parse(id).map_err(|_| QrError::BadId(id.clone())))
             .collect::<Result<Vec<_>, _>>()?;

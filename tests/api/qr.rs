@@ -181,6 +181,16 @@ fn a_print_sheet_takes_a_size_or_a_scanning_distance_and_refuses_what_cannot_be_
     let made = qr(&[&base[..], &["--sheet", "letter", "--distance-m", "0.4", "--out", &out]].concat());
     let stderr = String::from_utf8_lossy(&made.stderr);
     assert!(made.status.success() && stderr.contains("2 tags of 40 mm on 1 Letter page(s)"), "{stderr}");
+    // A print run's list from a file, after the IDs given: 3 tags.
+    let list = dir.path().join("print-run.txt");
+    std::fs::write(&list, "# spring flyers\nSpr01\n\n").unwrap();
+    let listed = ["--ids-from", list.to_str().unwrap()];
+    let made = qr(&[&base[..], &listed, &["--sheet", "a4", "--out", &out]].concat());
+    let stderr = String::from_utf8_lossy(&made.stderr);
+    assert!(made.status.success() && stderr.contains("3 tags of 30 mm on 1 A4 page(s)"), "{stderr}");
+    std::fs::write(&list, "Spr01\nnot-an-id\n").unwrap();
+    let refused = qr(&[&base[..], &listed, &["--sheet", "a4", "--out", &out]].concat());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("\"not-an-id\" is not a link ID"));
     assert!(std::fs::read(&out).unwrap().starts_with(b"%PDF-"));
     for (extra, says) in [
         (vec!["--sheet", "a4"], "--out"),
