@@ -26,7 +26,7 @@ for _ in $(seq 1 "$rounds"); do
 done
 pages=$(python3 -c "import re,sys; print(max(int(n) for n in re.findall(rb'/Count (\d+)', open(sys.argv[1],'rb').read())))" "$work/sheet.pdf")
 echo "couchlink $(git rev-parse --short HEAD)$(git diff --quiet || echo "+changes"): $links links, median of $rounds rounds"
-printf 'seconds  sheet (PDF, %s pages, %s KiB) %s   PNG files %s   %s\n' "$pages" "$(( $(stat -c %s "$work/sheet.pdf") / 1024 ))" \
+printf 'seconds  sheet (PDF, %s pages, %s KiB) %s   PNG files %s   %s\n' "$pages" "$(( $(wc -c <"$work/sheet.pdf") / 1024 ))" \
   "$(med run sheet seconds)" "$(med run pngs seconds)" "$(ratio "$(med run sheet seconds)" "$(med run pngs seconds)")"
 printf 'peak RSS sheet %s KiB   PNG files %s KiB   %s\n' "$(med run sheet rss_kib)" "$(med run pngs rss_kib)" \
   "$(ratio "$(med run sheet rss_kib)" "$(med run pngs rss_kib)")"
