@@ -49,7 +49,7 @@ pub fn decode(path: &Path, reader: Reader) -> String {
 }
 
 /// The PNG at `path` as one luminance byte a pixel (transparent pixels white).
-fn greyscale(path: &Path) -> (usize, usize, Vec<u8>) {
+pub fn greyscale(path: &Path) -> (usize, usize, Vec<u8>) {
     let mut decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
     // Palettes and 1-bit greys (what couchlink writes) as 8 bits a sample.
     decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);

@@ -46,22 +46,10 @@ mod sheet {
     use couchlink::qr::sheet::{Layout, Paper};
 
     use crate::support::process::tool;
-    use crate::support::qr_tags::{decode, qr, Reader};
+    use crate::support::qr_tags::{decode, greyscale, qr, Reader};
 
     /// Pixels per millimetre at 300 dpi.
     const PX_PER_MM: f32 = 300.0 / 25.4;
-
-    /// The grey pixels of the PNG at `path`: (width, height, pixels).
-    fn grey(path: &Path) -> (usize, usize, Vec<u8>) {
-        let mut decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
-        decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-        let mut reader = decoder.read_info().unwrap();
-        let mut buf = vec![0; reader.output_buffer_size()];
-        let info = reader.next_frame(&mut buf).unwrap();
-        let samples = info.color_type.samples();
-        let luma = buf[..info.buffer_size()].chunks(samples).map(|px| px[0]).collect();
-        (info.width as usize, info.height as usize, luma)
-    }
 
     /// The square of `side_mm` at (`left_mm`, `top_mm`) of a page, with 2 mm around, as a PNG.
     fn crop(page: &(usize, usize, Vec<u8>), left_mm: f32, top_mm: f32, side_mm: f32, out: &Path) {
@@ -99,7 +87,7 @@ mod sheet {
             .unwrap();
         assert!(raster.status.success(), "pdftoppm: {}", String::from_utf8_lossy(&raster.stderr));
         let layout = Layout { paper: Paper::A4, tag_mm: 30.0, border: 4, colours: Colours::PLAIN };
-        let pages: Vec<_> = (1..=2).map(|n| grey(&dir.path().join(format!("page-{n}.png")))).collect();
+        let pages: Vec<_> = (1..=2).map(|n| greyscale(&dir.path().join(format!("page-{n}.png")))).collect();
         assert!(!dir.path().join("page-3.png").exists(), "48 tags of 30 mm fill two A4 pages");
         for (index, id) in ids.iter().enumerate() {
             let (page, left, top) = layout.place(index).unwrap();
