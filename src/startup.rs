@@ -505,15 +505,18 @@ impl Application {
             Some(Giver::Systemd) => (None, true),
             None => (None, false),
         };
-        // Copies of the listening sockets, for a successor (an upgrade).
+        // Copies of the listening sockets, for a successor (an upgrade), made only when one can
+        // be started: a copy left open keeps a closed listener's queue filling until exit.
         let mut handover_fds: Vec<(OwnedFd, &'static str)> = Vec::new();
-        for listener in listeners.iter().flatten() {
-            if let Ok(fd) = listener.as_fd().try_clone_to_owned() {
-                handover_fds.push((fd, handover::REDIRECT));
+        if config.upgrade.is_some() && upgrades.is_some() {
+            for listener in listeners.iter().flatten() {
+                if let Ok(fd) = listener.as_fd().try_clone_to_owned() {
+                    handover_fds.push((fd, handover::REDIRECT));
+                }
             }
-        }
-        if let Ok(fd) = admin_listener.as_fd().try_clone_to_owned() {
-            handover_fds.push((fd, handover::ADMIN));
+            if let Ok(fd) = admin_listener.as_fd().try_clone_to_owned() {
+                handover_fds.push((fd, handover::ADMIN));
+            }
         }
         let metrics = Arc::new(Metrics::default());
         let (stop, stopped) = watch::channel(false);
