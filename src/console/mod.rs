@@ -87,7 +87,8 @@ impl Console {
                     Ok(tag) => respond(
                         200,
                         "image/svg+xml",
-                        render::svg(&tag.code, Look { scale: 8, border: 4, colours: render::Colours::PLAIN }).into(),
+                        render::svg(&tag.code, Look { scale: 8, border: 4, colours: render::Colours::PLAIN }, None)
+                            .into(),
                     ),
                     Err(e) => json_error(400, "bad_request", &e.to_string()),
                 }

@@ -3,6 +3,7 @@
 //! Offline, and never used by the redirect path.
 
 pub mod colour;
+pub mod logo;
 pub mod render;
 pub mod sheet;
 
@@ -111,6 +112,12 @@ pub struct TooLong {
 /// that level; without, the smallest version at level L, then the highest level that still fits
 /// that version (more damage tolerated at no size cost).
 pub fn encode(text: &str, level: Option<Level>) -> Result<Tag, TooLong> {
+    encode_from(text, level, 1)
+}
+
+/// Encodes `text` like [`encode`], in a symbol of version `smallest` or more (a logo needs
+/// room the smallest symbol may not have).
+pub fn encode_from(text: &str, level: Option<Level>, smallest: u8) -> Result<Tag, TooLong> {
     let ecc = level.unwrap_or(Level::L).ecc();
     let too_long = || TooLong { chars: text.len(), level: level.unwrap_or(Level::L) };
     // No version holds more than 7089 characters (all digits, 40-L).
@@ -120,8 +127,11 @@ pub fn encode(text: &str, level: Option<Level>) -> Result<Tag, TooLong> {
     // The character count fields widen at versions 10 and 27, so the best split is worked out
     // once for each of those three groups, and each group's versions tried smallest first.
     for (first, last) in [(1, 9), (10, 26), (27, 40)] {
+        if last < smallest {
+            continue;
+        }
         let segments = optimal_segments(text.as_bytes(), first);
-        for version in first..=last {
+        for version in first.max(smallest)..=last {
             let v = Version::new(version);
             if let Ok(code) = QrCode::encode_segments_advanced(&segments, ecc, v, v, None, level.is_none()) {
                 return Ok(Tag { code, text: text.to_owned() });

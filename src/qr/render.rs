@@ -4,8 +4,11 @@
 use std::fmt::Write as _;
 
 use qrcodegen::QrCode;
+use resvg::tiny_skia::{self, FillRule, Paint, PathBuilder, Pixmap, PixmapPaint, Transform};
+use resvg::usvg;
 
 pub use super::colour::Colours;
+use super::logo::{self, LogoError, Placed};
 
 /// How a symbol is drawn.
 #[derive(Debug, Clone, Copy)]
@@ -59,24 +62,99 @@ pub fn png(code: &QrCode, look: Look) -> Vec<u8> {
     out
 }
 
-/// An SVG: one path of unit squares in a viewBox of modules, sized `scale` pixels per module.
-pub fn svg(code: &QrCode, look: Look) -> String {
+/// Whether the module at (x, y) of the bordered picture is drawn dark: dark, and not under a
+/// logo's hole.
+fn inked(code: &QrCode, look: Look, logo: Option<&Placed>, x: u32, y: u32) -> bool {
+    let size = code.size() as u32;
+    let in_symbol = |v: u32| v.checked_sub(look.border).filter(|&v| v < size);
+    let under_logo = match (logo, in_symbol(x), in_symbol(y)) {
+        (Some(logo), Some(sx), Some(sy)) => logo.hole.covers(size, sx, sy),
+        _ => false,
+    };
+    dark(code, look.border, x, y) && !under_logo
+}
+
+/// The tag drawn in RGBA at `look.scale` pixels per module, with `logo` in its hole.
+pub fn raster(code: &QrCode, look: Look, logo: Option<&Placed>) -> Pixmap {
+    let modules = side(code, look);
+    let scale = look.scale as f32;
+    let mut pixmap = Pixmap::new(modules * look.scale, modules * look.scale).expect("a tag has pixels");
+    let [r, g, b] = look.colours.bg.rgb;
+    pixmap.fill(tiny_skia::Color::from_rgba8(r, g, b, 255));
+    let mut path = PathBuilder::new();
+    for y in 0..modules {
+        for x in 0..modules {
+            if inked(code, look, logo, x, y) {
+                path.push_rect(
+                    tiny_skia::Rect::from_xywh(x as f32 * scale, y as f32 * scale, scale, scale).expect("a module"),
+                );
+            }
+        }
+    }
+    let [r, g, b] = look.colours.fg.rgb;
+    let mut paint = Paint::default();
+    paint.set_color_rgba8(r, g, b, 255);
+    paint.anti_alias = false;
+    if let Some(path) = path.finish() {
+        pixmap.fill_path(&path, &paint, FillRule::Winding, Transform::identity(), None);
+    }
+    if let Some(logo) = logo {
+        let (left, top, width, height) = logo.frame(code.size() as u32, look.border);
+        let drawn = logo.logo.pixmap((width * scale).round() as u32, (height * scale).round() as u32);
+        let (x, y) = ((left * scale).round() as i32, (top * scale).round() as i32);
+        pixmap.draw_pixmap(x, y, drawn.as_ref(), &PixmapPaint::default(), Transform::identity(), None);
+    }
+    pixmap
+}
+
+/// A tag with a logo as a PNG (8-bit RGBA), read back before it is returned.
+pub fn png_with_logo(code: &QrCode, look: Look, logo: &Placed, text: &str) -> Result<Vec<u8>, LogoError> {
+    let pixmap = raster(code, look, Some(logo));
+    logo::check(&pixmap, look.colours.reversed(), text)?;
+    Ok(pixmap.encode_png().expect("encoding to memory"))
+}
+
+/// A tag with a logo as SVG, rasterised by resvg and read back before it is returned.
+pub fn svg_with_logo(code: &QrCode, look: Look, logo: &Placed, text: &str) -> Result<String, LogoError> {
+    let svg = svg(code, look, Some(logo));
+    let unreadable = |why: String| LogoError::Unreadable { text: text.to_owned(), why };
+    let tree = usvg::Tree::from_str(&svg, &usvg::Options::default()).map_err(|e| unreadable(e.to_string()))?;
+    // At least 4 pixels a module, as a camera would see it at reading distance.
+    let zoom = (4.0 / look.scale as f32).max(1.0);
+    let size = tree.size();
+    let mut pixmap = Pixmap::new((size.width() * zoom).ceil() as u32, (size.height() * zoom).ceil() as u32)
+        .expect("a tag has pixels");
+    resvg::render(&tree, Transform::from_scale(zoom, zoom), &mut pixmap.as_mut());
+    logo::check(&pixmap, look.colours.reversed(), text)?;
+    Ok(svg)
+}
+
+/// An SVG: one path of unit squares in a viewBox of modules, sized `scale` pixels per module,
+/// with `logo` (the file itself, as a `data:` URL) in its hole.
+pub fn svg(code: &QrCode, look: Look, logo: Option<&Placed>) -> String {
     let modules = side(code, look);
     let pixels = modules * look.scale;
     let mut path = String::new();
     for y in 0..modules {
         for x in 0..modules {
-            if dark(code, look.border, x, y) {
+            if inked(code, look, logo, x, y) {
                 let _ = write!(path, "M{x},{y}h1v1h-1z");
             }
         }
     }
+    let image = match logo {
+        Some(logo) => {
+            let (x, y, w, h) = logo.frame(code.size() as u32, look.border);
+            format!("<image x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" href=\"{}\"/>\n", logo.logo.data_url())
+        }
+        None => String::new(),
+    };
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
          <svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"{pixels}\" height=\"{pixels}\" \
          viewBox=\"0 0 {modules} {modules}\" shape-rendering=\"crispEdges\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"{bg}\"/>\n\
-         <path d=\"{path}\" fill=\"{fg}\"/>\n</svg>\n",
+         <path d=\"{path}\" fill=\"{fg}\"/>\n{image}</svg>\n",
         bg = look.colours.bg,
         fg = look.colours.fg,
     )
@@ -124,7 +202,7 @@ mod tests {
     #[test]
     fn the_svg_draws_every_dark_module_once() {
         let code = code();
-        let text = svg(&code, Look { scale: 10, border: 2, colours: Colours::PLAIN });
+        let text = svg(&code, Look { scale: 10, border: 2, colours: Colours::PLAIN }, None);
         let dark = (0..21).flat_map(|y| (0..21).map(move |x| (x, y))).filter(|&(x, y)| code.get_module(x, y)).count();
         assert_eq!(text.matches("h1v1h-1z").count(), dark);
         assert!(text.contains("viewBox=\"0 0 25 25\"") && text.contains("width=\"250\""));

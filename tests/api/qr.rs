@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use crate::support::process::tool;
-use crate::support::qr_tags::{decode, qr, tag, Reader};
+use crate::support::qr_tags::{decode, logos, qr, tag, Reader};
 use crate::support::*;
 
 #[test]
@@ -202,4 +202,120 @@ fn a_print_sheet_takes_a_size_or_a_scanning_distance_and_refuses_what_cannot_be_
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert!(!refused.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_logo_tag_reads_back_in_a_symbol_enlarged_only_as_far_as_the_logo_needs() {
+    use couchlink::qr::logo::{Logo, Placed};
+    let dir = tempfile::tempdir().unwrap();
+    let (svg_logo, png_logo) = logos(dir.path());
+    // The helper draws at 3 pixels a module: a 24-pixel logo spans 8 modules.
+    let placed = Placed::new(Logo::load(&svg_logo).unwrap(), Some(24.0), 3).unwrap();
+    let expected = placed.encode("HTTP://0X1F.IE/H83if", 1).unwrap().code.size() as u32;
+    assert!(expected > 21, "an 8-module logo needs more than version 1");
+    for logo in [&svg_logo, &png_logo] {
+        for colours in [["#000000", "#ffffff"], ["#1a1a6e", "#fff5d6"], ["#ffffff", "#202020"]] {
+            for format in ["png", "svg"] {
+                let logo_arg = logo.display().to_string();
+                let extra = ["--logo", &logo_arg, "--logo-width", "24", "--fg", colours[0], "--bg", colours[1]];
+                let (text, modules, _) = tag(dir.path(), "http://0x1f.ie", "H83if", format, &extra, Reader::Rust);
+                assert_eq!(text, "HTTP://0X1F.IE/H83if", "{logo:?} {colours:?} as {format}");
+                // The first version that can lose the hole reads back, or the next ones if not.
+                assert!(modules >= expected && modules <= expected + 8, "{logo:?} {colours:?} {format}: {modules}");
+            }
+        }
+    }
+    // An SVG tag carries the logo itself, not a picture of it.
+    let svg = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("-svg-") && p.to_string_lossy().contains("logo.svg"))
+        .unwrap();
+    assert!(std::fs::read_to_string(svg).unwrap().contains("href=\"data:image/svg+xml;base64,"));
+
+    let logo_arg = png_logo.display().to_string();
+    let base = ["H83if", "--public-url", "http://0x1f.ie", "--logo", &logo_arg];
+    let out = dir.path().join("big.png").display().to_string();
+    let refused = qr(&[&base[..], &["--logo-width", "3000", "--out", &out]].concat());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("more than the largest QR code"), "{stderr}");
+    let largest = stderr.split("--logo-width ").nth(1).unwrap().trim_end().trim_end_matches(')');
+    assert!(!std::path::Path::new(&out).exists(), "a refused logo writes no file");
+    let made = qr(&[&base[..], &["--logo-width", largest, "--out", &out]].concat());
+    assert!(made.status.success(), "the largest that fits: {}", String::from_utf8_lossy(&made.stderr));
+    assert_eq!(decode(std::path::Path::new(&out), Reader::Rust), "HTTP://0X1F.IE/H83if");
+
+    let text_logo = dir.path().join("words.svg");
+    std::fs::write(&text_logo, "<svg xmlns='http://www.w3.org/2000/svg' width='9' height='9'><text>ACME</text></svg>")
+        .unwrap();
+    let gif = dir.path().join("logo.gif");
+    std::fs::write(&gif, b"GIF89a").unwrap();
+    for (extra, says) in [
+        (vec!["--logo", text_logo.to_str().unwrap()], "has text in it: convert it to paths"),
+        (vec!["--logo", gif.to_str().unwrap()], "is neither a PNG nor an SVG file"),
+        (vec!["--logo", svg_logo.to_str().unwrap(), "--format", "terminal"], "--logo is for PNG, SVG and sheets"),
+        (vec!["--logo-width", "20"], "--logo"),
+    ] {
+        let out = qr(&[&["H83if", "--public-url", "http://0x1f.ie"][..], &extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn a_sheet_of_every_link_carries_their_titles_and_a_failed_sheet_leaves_no_file() {
+    let app = spawn_app().await;
+    app.db.put_link("Flyr1", json!({"url": "https://example.com/1", "title": "Spring flyer — café"})).await;
+    app.db.put_link("Flyr2", json!({"url": "https://example.com/2", "title": "Posters & banners"})).await;
+    app.db.put_link("Plain", json!({"url": "https://example.com/3"})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let reader = [
+        "--couchdb-url",
+        &app.db.couch.url,
+        "--couchdb-user",
+        READER.0,
+        "--couchdb-password",
+        READER.1,
+        "--db",
+        &app.db.name,
+    ];
+    let svg = dir.path().join("every.svg");
+    let svg_arg = svg.display().to_string();
+    let made = qr(&[
+        &["--all", "--titles", "--public-url", "http://0x1f.ie", "--sheet", "a4", "--out", &svg_arg][..],
+        &reader,
+    ]
+    .concat());
+    let stderr = String::from_utf8_lossy(&made.stderr);
+    assert!(made.status.success() && stderr.contains("3 tags of 30 mm on 1 A4 page(s)"), "{stderr}");
+    let page = std::fs::read_to_string(&svg).unwrap();
+    // In ID order, each with its title; the design documents are not links.
+    let at = |text: &str| page.find(&format!(">\n{text}\n</text>")).unwrap_or_else(|| panic!("{text} missing: {page}"));
+    assert!(at("http://0x1f.ie/Flyr1") < at("Spring flyer — café"));
+    assert!(at("Spring flyer — café") < at("http://0x1f.ie/Flyr2"));
+    assert!(at("Posters &amp; banners") < at("http://0x1f.ie/Plain"));
+    assert_eq!(page.matches("</text>").count(), 5, "three URLs and two titles");
+
+    // The same as PDF, for IDs given; a title in WinAnsi (the em dash is byte 0x97).
+    let pdf = dir.path().join("two.pdf");
+    let pdf_arg = pdf.display().to_string();
+    let made = qr(&[
+        &["Flyr1", "Plain", "--titles", "--public-url", "http://0x1f.ie", "--sheet", "a4", "--out", &pdf_arg][..],
+        &reader,
+    ]
+    .concat());
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let bytes = std::fs::read(&pdf).unwrap();
+    assert!(bytes.starts_with(b"%PDF-1.7") && bytes.ends_with(b"%%EOF\n"));
+    assert!(!dir.path().join("two.pdf.partial").exists());
+
+    // A tag that cannot be made stops the sheet: no file, and nothing half-written beside it.
+    let long = format!("http://0x1f.ie/{}", "x".repeat(3000));
+    let failed = dir.path().join("failed.pdf");
+    let failed_arg = failed.display().to_string();
+    let refused = qr(&["Flyr1", "--public-url", &long, "--sheet", "a4", "--out", &failed_arg]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot be a QR code"));
+    assert!(!failed.exists() && !dir.path().join("failed.pdf.partial").exists());
+    let wrong = qr(&["Flyr1", "--public-url", "http://0x1f.ie", "--sheet", "a4", "--out", "sheet.png"]);
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("name the file FILE.pdf or FILE.svg"));
 }

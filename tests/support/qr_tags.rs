@@ -136,7 +136,7 @@ pub fn terminal_to_png(text: &str, path: &Path) -> u32 {
 /// Writes the tag of `id` under `base` in `format` into `dir`; what `reader` reads in it, its
 /// modules a side without the 4-module border, and what `couchlink qr` said on stderr.
 pub fn tag(dir: &Path, base: &str, id: &str, format: &str, extra: &[&str], reader: Reader) -> (String, u32, String) {
-    let file: PathBuf = dir.join(format!("{id}-{format}-{}", extra.join("")));
+    let file: PathBuf = dir.join(format!("{id}-{format}-{}", extra.join("").replace('/', "_")));
     let mut args = vec![id, "--public-url", base, "--format", format, "--scale", "3"];
     args.extend_from_slice(extra);
     let out_arg = file.display().to_string();
@@ -162,4 +162,34 @@ pub fn tag(dir: &Path, base: &str, id: &str, format: &str, extra: &[&str], reade
         }
     };
     (text, modules, stderr)
+}
+
+/// Two logos in `dir`, as a designer hands them over: an SVG (a rounded square with a mark) and
+/// a 32-pixel PNG with a transparent corner, both 32 px wide.
+pub fn logos(dir: &Path) -> (PathBuf, PathBuf) {
+    let svg = dir.join("logo.svg");
+    std::fs::write(
+        &svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"32\" height=\"32\" viewBox=\"0 0 64 64\">\
+         <rect width=\"64\" height=\"64\" rx=\"12\" fill=\"#e4572e\"/><path d=\"M16 44 L32 16 L48 44 Z\" fill=\"#fff\"/></svg>",
+    )
+    .unwrap();
+    let png = dir.join("logo.png");
+    let mut pixels = Vec::with_capacity(32 * 32 * 4);
+    for y in 0..32u32 {
+        for x in 0..32u32 {
+            let corner = x + y < 6;
+            let mark = (12..20).contains(&x) || (12..20).contains(&y);
+            pixels.extend(match (corner, mark) {
+                (true, _) => [0, 0, 0, 0],
+                (false, true) => [255, 255, 255, 255],
+                (false, false) => [20, 90, 200, 255],
+            });
+        }
+    }
+    let mut encoder = png::Encoder::new(std::fs::File::create(&png).unwrap(), 32, 32);
+    encoder.set_color(png::ColorType::Rgba);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.write_header().unwrap().write_image_data(&pixels).unwrap();
+    (svg, png)
 }

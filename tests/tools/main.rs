@@ -10,7 +10,7 @@
 mod support;
 
 mod qr {
-    use crate::support::qr_tags::{tag, Reader};
+    use crate::support::qr_tags::{logos, tag, Reader};
 
     #[test]
     fn every_format_reads_back_with_zbarimg_and_rsvg_convert() {
@@ -33,6 +33,21 @@ mod qr {
                     let extra = ["--fg", colours[0], "--bg", colours[1]];
                     let (text, modules, _) = tag(dir.path(), base, "H83if", format, &extra, Reader::Debian);
                     assert_eq!((text.as_str(), modules), (expected, 21), "{base} {colours:?} as {format}");
+                }
+            }
+        }
+        // With a logo (SVG and PNG files), plain, coloured and reversed: read by zbar from the
+        // PNG, and from the SVG as librsvg draws it.
+        let (svg_logo, png_logo) = logos(dir.path());
+        for logo in [&svg_logo, &png_logo] {
+            for colours in [["#000000", "#ffffff"], ["#1a1a6e", "#fff5d6"], ["#ffffff", "#202020"]] {
+                for format in ["png", "svg"] {
+                    let logo_arg = logo.display().to_string();
+                    let extra = ["--logo", &logo_arg, "--logo-width", "24", "--fg", colours[0], "--bg", colours[1]];
+                    let (text, modules, _) =
+                        tag(dir.path(), "https://0x1f.ie", "H83if", format, &extra, Reader::Debian);
+                    assert_eq!(text, "HTTPS://0X1F.IE/H83if", "{logo:?} {colours:?} as {format}");
+                    assert!(modules > 21, "a logo enlarges the symbol");
                 }
             }
         }
@@ -86,7 +101,7 @@ mod sheet {
             .output()
             .unwrap();
         assert!(raster.status.success(), "pdftoppm: {}", String::from_utf8_lossy(&raster.stderr));
-        let layout = Layout { paper: Paper::A4, tag_mm: 30.0, border: 4, colours: Colours::PLAIN };
+        let layout = Layout { paper: Paper::A4, tag_mm: 30.0, border: 4, colours: Colours::PLAIN, titles: false };
         let pages: Vec<_> = (1..=2).map(|n| greyscale(&dir.path().join(format!("page-{n}.png")))).collect();
         assert!(!dir.path().join("page-3.png").exists(), "48 tags of 30 mm fill two A4 pages");
         for (index, id) in ids.iter().enumerate() {
@@ -94,6 +109,55 @@ mod sheet {
             let cell = dir.path().join(format!("cell-{index}.png"));
             crop(&pages[page], left, top, 30.0, &cell);
             assert_eq!(decode(&cell, Reader::Debian), format!("HTTPS://0X1F.IE/{id}"), "tag {index} of the sheet");
+        }
+    }
+
+    /// A page of 30 tags with a logo, coloured, as PDF (rasterised by pdftoppm) and as SVG
+    /// (by rsvg-convert), both at 300 dpi: every tag read by zbarimg at its place.
+    #[test]
+    fn a_sheet_with_a_logo_and_colours_reads_back_as_pdf_and_as_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let (logo, _) = crate::support::qr_tags::logos(dir.path());
+        let ids: Vec<String> = (0..30).map(|n| format!("Lg{n:03}")).collect();
+        let colours = Colours::new(
+            couchlink::qr::colour::Colour::parse("#1a1a6e").unwrap(),
+            couchlink::qr::colour::Colour::parse("#fff5d6").unwrap(),
+        )
+        .unwrap();
+        let layout = Layout { paper: Paper::A4, tag_mm: 30.0, border: 4, colours, titles: false };
+        for kind in ["pdf", "svg"] {
+            let file = dir.path().join(format!("logo.{kind}"));
+            let out = file.display().to_string();
+            let logo_arg = logo.display().to_string();
+            let mut args = vec!["--public-url", "https://0x1f.ie", "--sheet", "a4", "--logo", &logo_arg];
+            args.extend(["--logo-width", "48", "--fg", "#1a1a6e", "--bg", "#fff5d6", "--out", &out]);
+            args.extend(ids.iter().map(String::as_str));
+            let made = qr(&args);
+            assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+            let page = dir.path().join(format!("{kind}-page.png"));
+            let raster = match kind {
+                "pdf" => tool("pdftoppm", "poppler-utils")
+                    .args(["-r", "300", "-gray", "-png", "-singlefile"])
+                    .arg(&file)
+                    .arg(dir.path().join(format!("{kind}-page")))
+                    .output()
+                    .unwrap(),
+                _ => tool("rsvg-convert", "librsvg2-bin")
+                    .args(["-d", "300", "-p", "300", "-b", "white", "-o"])
+                    .arg(&page)
+                    .arg(&file)
+                    .output()
+                    .unwrap(),
+            };
+            assert!(raster.status.success(), "{kind}: {}", String::from_utf8_lossy(&raster.stderr));
+            let pixels = greyscale(&page);
+            for (index, id) in ids.iter().enumerate() {
+                let (page_no, left, top) = layout.place(index).unwrap();
+                assert_eq!(page_no, 0);
+                let cell = dir.path().join(format!("{kind}-cell-{index}.png"));
+                crop(&pixels, left, top, 30.0, &cell);
+                assert_eq!(decode(&cell, Reader::Debian), format!("HTTPS://0X1F.IE/{id}"), "{kind}: tag {index}");
+            }
         }
     }
 }
