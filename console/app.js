@@ -298,11 +298,64 @@ function Editor({ site, doc, onSaved, onCancel }) {
   </form>`;
 }
 
+// A tag's two colours. The console refuses colours phone readers cannot tell apart, and says
+// their contrast (docs/reference.md, `couchlink qr --fg`).
+function ColourPicker({ colours, onChange, prefix }) {
+  return html`<p class="colours">
+    <label class="inline" for=${prefix + '-fg'}>Modules</label>
+    <input id=${prefix + '-fg'} type="color" value=${colours.fg} onInput=${(e) => onChange({ ...colours, fg: e.target.value })} />
+    <label class="inline" for=${prefix + '-bg'}>Ground</label>
+    <input id=${prefix + '-bg'} type="color" value=${colours.bg} onInput=${(e) => onChange({ ...colours, bg: e.target.value })} /></p>`;
+}
+
+// A print sheet of the links ticked in the list: made by the console as `couchlink qr --sheet`
+// makes it, from the IDs and titles the page read from CouchDB.
+function SheetForm({ site, selected, onClear }) {
+  const [colours, setColours] = useState({ fg: '#000000', bg: '#ffffff' });
+  const [paper, setPaper] = useState('a4');
+  const [size, setSize] = useState('30');
+  const [titles, setTitles] = useState(true);
+  const [made, setMade] = useState(null);
+  const [error, setError] = useState('');
+  const ids = [...selected.keys()];
+  async function make(e) {
+    e.preventDefault();
+    setError(''); setMade(null);
+    const body = { tags: ids.map((id) => ({ id, title: selected.get(id) })), paper, size_mm: Number(size), fg: colours.fg, bg: colours.bg, titles };
+    const r = await fetch(`qr/${enc(site.db)}/sheet.pdf`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    if (!r.ok) { setError((await r.json().catch(() => ({}))).reason || `HTTP ${r.status}`); return; }
+    if (made) URL.revokeObjectURL(made.url);
+    const pdf = await r.blob();
+    setMade({ url: URL.createObjectURL(pdf), count: ids.length, kb: Math.ceil(pdf.size / 1024) });
+  }
+  return html`<form onSubmit=${make} aria-label="Print sheet"><fieldset><legend>Print sheet of ${ids.length} tag${ids.length === 1 ? '' : 's'}</legend>
+    <label class="inline" for="s-paper">Paper</label>
+    <select id="s-paper" value=${paper} onChange=${(e) => setPaper(e.target.value)}><option value="a4">A4</option><option value="letter">Letter</option></select>
+    <label class="inline" for="s-size">Tag size (mm)</label>
+    <input id="s-size" type="number" min="10" max="250" value=${size} onInput=${(e) => setSize(e.target.value)} />
+    <label class="inline"><input type="checkbox" checked=${titles} onChange=${(e) => setTitles(e.target.checked)} /> Titles under the tags</label>
+    <${ColourPicker} colours=${colours} onChange=${setColours} prefix="s" />
+    <p><button type="submit">Make the sheet (PDF)</button> <button type="button" onClick=${onClear}>Clear the selection</button></p>
+    ${error && html`<p class="error" role="alert">${error}</p>`}
+    ${made && html`<p class="notice"><a href=${made.url} download="couchlink-sheet.pdf">Download the sheet (${made.count} tags, PDF, ${made.kb} KB)</a></p>`}
+  </fieldset></form>`;
+}
+
 function LinkPage({ site, id, editor, onBack }) {
   const [doc, setDoc] = useState(null);
   const [error, setError] = useState('');
   const [editing, setEditing] = useState(false);
   const [copied, setCopied] = useState(false);
+  const [colours, setColours] = useState({ fg: '#000000', bg: '#ffffff' });
+  const [tagError, setTagError] = useState('');
+  const tagQuery = `?fg=${enc(colours.fg)}&bg=${enc(colours.bg)}`;
+  // Colours too alike are refused by the console with the contrast they have: asked first, so
+  // the page can say why rather than show a broken picture.
+  useEffect(() => {
+    fetch(`qr/${enc(site.db)}/${enc(id)}.svg${tagQuery}`).then(async (r) => {
+      setTagError(r.ok ? '' : ((await r.json().catch(() => ({}))).reason || `HTTP ${r.status}`));
+    });
+  }, [site, id, tagQuery]);
   const load = () => couch('GET', `/${enc(site.db)}/${enc(id)}`).then((a) => (a.status === 200 ? setDoc(a.body) : setError(reason(a))));
   useEffect(() => { load(); }, [site, id]);
   const short = `${site.public_url.replace(/\/$/, '')}/${id}`;
@@ -323,8 +376,10 @@ function LinkPage({ site, id, editor, onBack }) {
     <p>Status: <span class=${`status-${status(doc).replace(/ /g, "-")}`}>${status(doc)}</span></p>
     <p>Points to: ${isWeb(doc.url) ? html`<a href=${doc.url} rel="noopener noreferrer">${doc.url}</a>` : html`<code>${String(doc.url)}</code>`}</p>
     ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).join(', ')}</p>`}
-    <div class="tag"><img src=${qr + '.svg'} alt=${`QR tag of ${short}`} />
-      <p><a href=${qr + '.svg'} download=${id + '.svg'}>Download the tag (SVG)</a> · <a href=${qr + '.png'} download=${id + '.png'}>Download the tag (PNG)</a></p></div>
+    <div class="tag">
+      <${ColourPicker} colours=${colours} onChange=${setColours} prefix="t" />
+      ${tagError ? html`<p class="error" role="alert">${tagError}</p>` : html`<img src=${qr + '.svg' + tagQuery} alt=${`QR tag of ${short}`} />
+      <p><a href=${qr + '.svg' + tagQuery} download=${id + '.svg'}>Download the tag (SVG)</a> · <a href=${qr + '.png' + tagQuery} download=${id + '.png'}>Download the tag (PNG)</a></p>`}</div>
     ${editor && html`<p><button onClick=${() => setEditing(true)}>Edit</button>
       ${doc.inactive ? html` <button onClick=${() => setInactive(false)}>Reactivate</button>` : html` <button onClick=${() => setInactive(true)}>Deactivate</button>`}</p>`}
     <${Clicks} site=${site} id=${id} />
@@ -354,6 +409,14 @@ function Links({ site, editor, onOpen, onNew }) {
   const [clicks, setClicks] = useState({});
   const [search, setSearch] = useState('');
   const [asked, setAsked] = useState('');
+  // Links ticked for a print sheet, kept across pages and searches: ID to title.
+  const [selected, setSelected] = useState(new Map());
+  useEffect(() => { setSelected(new Map()); }, [site]);
+  const tick = (r) => (e) => {
+    const next = new Map(selected);
+    if (e.target.checked) next.set(r.id, typeof r.doc.title === 'string' ? r.doc.title : ''); else next.delete(r.id);
+    setSelected(next);
+  };
   const after = pages[pages.length - 1];
   useEffect(() => {
     setRows(null);
@@ -390,8 +453,9 @@ function Links({ site, editor, onOpen, onNew }) {
     </form>
     ${error && html`<p class="error" role="alert">${error}</p>`}
     ${rows === null ? html`<p>Loading links…</p>` : html`<table aria-label="Links of ${site.db}">
-      <thead><tr><th>ID</th><th>Status</th><th>Points to</th><th class="wide">Title</th><th>Today</th><th class="wide">7 days</th><th>Total</th></tr></thead>
+      <thead><tr><th><span class="hidden">Print</span></th><th>ID</th><th>Status</th><th>Points to</th><th class="wide">Title</th><th>Today</th><th class="wide">7 days</th><th>Total</th></tr></thead>
       <tbody>${rows.slice(0, PAGE).map((r) => html`<tr>
+        <td><input type="checkbox" aria-label=${`Print ${r.id}`} checked=${selected.has(r.id)} onChange=${tick(r)} /></td>
         <td><a href="#" onClick=${(e) => { e.preventDefault(); onOpen(r.id); }}>${r.id}</a></td>
         <td class=${`status-${status(r.doc).replace(/ /g, "-")}`}>${status(r.doc)}</td>
         <td>${String(r.doc.url)}</td><td class="wide">${typeof r.doc.title === 'string' ? r.doc.title : ''}</td>
@@ -399,6 +463,7 @@ function Links({ site, editor, onOpen, onNew }) {
       ${rows.length === 0 && html`<p>No links${asked ? ' match' : ' yet'}.</p>`}`}
     <p>${pages.length > 1 && html`<button onClick=${() => setPages(pages.slice(0, -1))}>Previous page</button>`}
       ${rows && rows.length > PAGE && html` <button onClick=${() => setPages([...pages, rows[PAGE]])}>Next page</button>`}</p>
+    ${selected.size > 0 && html`<${SheetForm} site=${site} selected=${selected} onClear=${() => setSelected(new Map())} />`}
   </section>`;
 }
 

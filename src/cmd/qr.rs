@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
+use rayon::prelude::*;
 use time::OffsetDateTime;
 
 use super::CouchArgs;
@@ -332,6 +333,7 @@ impl QrArgs {
         let pages = (0..page_count).map(|page| {
             let range = page * per_page..((page + 1) * per_page).min(ids.len());
             range
+                .into_par_iter()
                 .map(|i| {
                     // With a logo, read back as the sheet draws it, at 4 pixels a module.
                     let (tag, ()) = tag(base, &ids[i], self.ec, logo, |tag| match logo {

@@ -3,9 +3,11 @@
 //! One more CouchDB client, like Fauxton: no API and no authority of its own, nothing cached or
 //! stored; never on the redirect path (docs/console.md).
 //!
-//! [`route`] decides what a request is (policy, no bytes); [`Console`] answers it.
+//! [`route`] decides what a request is (policy, no bytes); [`Console`] answers it; [`sheet`]
+//! reads the page's request for a print sheet.
 
 pub mod route;
+pub mod sheet;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -55,7 +57,8 @@ impl Console {
     }
 
     async fn answer(&self, parts: Parts, body: Bytes) -> Response<Full<Bytes>> {
-        let route = match route::route(parts.method.as_str(), parts.uri.path(), source(&parts), &self.sites) {
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let route = match route::route(parts.method.as_str(), target, source(&parts), &self.sites) {
             Ok(route) => route,
             Err(refusal) => return json_error(refusal.status, "forbidden", &refusal.reason),
         };
@@ -76,21 +79,29 @@ impl Console {
                     .collect();
                 respond(200, "application/json", Bytes::from(json!({ "sites": sites }).to_string()))
             }
-            Route::Qr { site, id, png } => {
+            Route::Qr { site, id, png, colours } => {
                 let text = crate::qr::tag_text(&self.sites[site].public_url, &id);
+                let look = Look { scale: 8, border: 4, colours };
                 match crate::qr::encode(&text, None) {
-                    Ok(tag) if png => respond(
-                        200,
-                        "image/png",
-                        render::png(&tag.code, Look { scale: 8, border: 4, colours: render::Colours::PLAIN }).into(),
-                    ),
-                    Ok(tag) => respond(
-                        200,
-                        "image/svg+xml",
-                        render::svg(&tag.code, Look { scale: 8, border: 4, colours: render::Colours::PLAIN }, None)
-                            .into(),
-                    ),
+                    Ok(tag) if png => respond(200, "image/png", render::png(&tag.code, look).into()),
+                    Ok(tag) => respond(200, "image/svg+xml", render::svg(&tag.code, look, None).into()),
                     Err(e) => json_error(400, "bad_request", &e.to_string()),
+                }
+            }
+            Route::Sheet { site } => {
+                let public_url = self.sites[site].public_url.clone();
+                let made = tokio::task::spawn_blocking(move || sheet::make(&public_url, &body)).await;
+                match made {
+                    Ok(Ok(pdf)) => {
+                        let mut response = respond(200, "application/pdf", pdf.into());
+                        response.headers_mut().insert(
+                            hyper::header::CONTENT_DISPOSITION,
+                            HeaderValue::from_static("attachment; filename=\"couchlink-sheet.pdf\""),
+                        );
+                        response
+                    }
+                    Ok(Err(reason)) => json_error(400, "bad_request", &reason),
+                    Err(_) => json_error(500, "internal", "the sheet could not be made"),
                 }
             }
             Route::Couch { path } => self.pass(parts, path, body).await,

@@ -4,6 +4,7 @@
 //! makes, and CouchDB decides each of them.
 
 use crate::domain::LinkId;
+use crate::qr::colour::{Colour, Colours};
 
 /// One links database the console offers, with the clicks database its proxies count into.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +27,8 @@ pub enum Route {
     Asset(&'static str),
     /// The sites offered, as JSON (`/console.json`).
     Sites,
-    /// The QR tag of a link of site `site` (index), as SVG or PNG.
+    /// The QR tag of a link of site `site` (index), as SVG or PNG, in the colours asked
+    /// (`?fg=%23rrggbb&bg=...`, black on white by default).
     Qr {
         /// Index into the sites.
         site: usize,
@@ -34,6 +36,14 @@ pub enum Route {
         id: LinkId,
         /// `true`: PNG; `false`: SVG.
         png: bool,
+        /// The modules' and the ground's colours.
+        colours: Colours,
+    },
+    /// A print sheet (PDF) of tags of site `site`, as the page's JSON body lists them
+    /// (`POST /qr/{db}/sheet.pdf`, from the console's own page only).
+    Sheet {
+        /// Index into the sites.
+        site: usize,
     },
     /// Passed to CouchDB as `path` (with the request's query): under `/couch/`, the rest.
     Couch {
@@ -79,11 +89,12 @@ pub enum Source {
     Elsewhere,
 }
 
-/// Decides where `method path` goes, coming from `source`. CouchDB requests are passed only
-/// from the console's own page: a write must say so (`Origin`; browsers send it with every
-/// `POST`, `PUT` and `DELETE`), and any request another site's page makes is refused here,
-/// before CouchDB.
-pub fn route(method: &str, path: &str, source: Source, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+/// Decides where `method target` goes (a path, and maybe a `?query`), coming from `source`.
+/// CouchDB requests are passed only from the console's own page: a write must say so
+/// (`Origin`; browsers send it with every `POST`, `PUT` and `DELETE`), and any request another
+/// site's page makes is refused here, before CouchDB.
+pub fn route(method: &str, target: &str, source: Source, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let read = matches!(method, "GET" | "HEAD");
     if let Some(couch) = path.strip_prefix("/couch") {
         match source {
@@ -96,6 +107,13 @@ pub fn route(method: &str, path: &str, source: Source, sites: &[ConsoleSite]) ->
             _ => return couch_route(method, couch, sites).map(|path| Route::Couch { path }),
         }
     }
+    if let (Some(db), "POST") = (path.strip_prefix("/qr/").and_then(|r| r.strip_suffix("/sheet.pdf")), method) {
+        if source != Source::OwnPage {
+            return Err(refuse(403, "a print sheet is made for the console's own page (Origin)"));
+        }
+        let site = sites.iter().position(|s| s.db == db).ok_or_else(|| refuse(404, "not a database of the console"))?;
+        return Ok(Route::Sheet { site });
+    }
     if !read {
         return Err(refuse(405, format!("{method} is not allowed here")));
     }
@@ -105,7 +123,7 @@ pub fn route(method: &str, path: &str, source: Source, sites: &[ConsoleSite]) ->
         _ => {}
     }
     if let Some(rest) = path.strip_prefix("/qr/") {
-        return qr_route(rest, sites);
+        return qr_route(rest, query, sites);
     }
     let name = path.trim_start_matches('/');
     match ASSETS.iter().find(|(n, _, _)| *n == name) {
@@ -114,8 +132,8 @@ pub fn route(method: &str, path: &str, source: Source, sites: &[ConsoleSite]) ->
     }
 }
 
-/// `/qr/{db}/{id}.svg|png`.
-fn qr_route(rest: &str, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+/// `/qr/{db}/{id}.svg|png`, with `fg` and `bg` in the query.
+fn qr_route(rest: &str, query: &str, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
     let (db, file) = rest.split_once('/').ok_or_else(|| refuse(404, "no such tag"))?;
     let site = sites.iter().position(|s| s.db == db).ok_or_else(|| refuse(404, "not a database of the console"))?;
     let (id, png) = match (file.strip_suffix(".svg"), file.strip_suffix(".png")) {
@@ -124,7 +142,17 @@ fn qr_route(rest: &str, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
         _ => return Err(refuse(404, "a tag is .svg or .png")),
     };
     let id = LinkId::parse(id).map_err(|e| refuse(404, e.to_string()))?;
-    Ok(Route::Qr { site, id, png })
+    let (mut fg, mut bg) = (Colour::BLACK, Colour::WHITE);
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        let colour = || Colour::parse(&value).map_err(|e| refuse(400, e.to_string()));
+        match name.as_ref() {
+            "fg" => fg = colour()?,
+            "bg" => bg = colour()?,
+            _ => {}
+        }
+    }
+    let colours = Colours::new(fg, bg).map_err(|e| refuse(400, e.to_string()))?;
+    Ok(Route::Qr { site, id, png, colours })
 }
 
 /// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
@@ -246,8 +274,19 @@ mod tests {
         let s = sites();
         assert_eq!(
             route("GET", "/qr/links/H83if.svg", Source::OwnPage, &s),
-            Ok(Route::Qr { site: 0, id: LinkId::parse("H83if").unwrap(), png: false })
+            Ok(Route::Qr { site: 0, id: LinkId::parse("H83if").unwrap(), png: false, colours: Colours::PLAIN })
         );
+        let coloured = route("GET", "/qr/links/H83if.svg?fg=%231a1a6e&bg=%23fff5d6", Source::OwnPage, &s);
+        let Ok(Route::Qr { colours, .. }) = coloured else { panic!("{coloured:?}") };
+        assert_eq!((colours.fg.to_string(), colours.bg.to_string()), ("#1a1a6e".into(), "#fff5d6".into()));
+        let pale = route("GET", "/qr/links/H83if.svg?fg=%23777777&bg=%23999999", Source::OwnPage, &s).unwrap_err();
+        assert!(pale.status == 400 && pale.reason.contains("symbol contrast of 13%"), "{pale:?}");
+        assert_eq!(route("GET", "/qr/links/H83if.png?fg=red", Source::OwnPage, &s).unwrap_err().status, 400);
+        // A sheet is made for the page itself, by POST; not for another site's page.
+        assert_eq!(route("POST", "/qr/links/sheet.pdf", Source::OwnPage, &s), Ok(Route::Sheet { site: 0 }));
+        assert_eq!(route("POST", "/qr/links/sheet.pdf", Source::Elsewhere, &s).unwrap_err().status, 403);
+        assert_eq!(route("POST", "/qr/links/sheet.pdf", Source::Unsaid, &s).unwrap_err().status, 403);
+        assert_eq!(route("POST", "/qr/other/sheet.pdf", Source::OwnPage, &s).unwrap_err().status, 404);
         assert!(matches!(route("GET", "/qr/links/H83if.png", Source::OwnPage, &s), Ok(Route::Qr { png: true, .. })));
         assert_eq!(route("GET", "/qr/other/H83if.svg", Source::OwnPage, &s).unwrap_err().status, 404);
         assert_eq!(route("GET", "/qr/links/H83if.gif", Source::OwnPage, &s).unwrap_err().status, 404);

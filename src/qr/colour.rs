@@ -89,7 +89,7 @@ impl std::fmt::Display for Colour {
 }
 
 /// A tag's two colours, checked: readable, and whether they are reversed (light on dark).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Colours {
     /// The dark modules' colour (the foreground).
     pub fg: Colour,

@@ -34,7 +34,8 @@ const MARK_GAP_MM: f32 = 1.0;
 const LOGO_DPI: f32 = 600.0;
 
 /// The paper sizes a sheet is laid out on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Paper {
     /// ISO A4, 210 × 297 mm.
     A4,

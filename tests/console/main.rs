@@ -384,6 +384,53 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     page_says(&browser, &id).await;
     browser.shot("search").await;
 
+    // A print sheet of the links ticked, in the colours picked: the console makes the PDF.
+    browser.client.goto(&console).await.unwrap();
+    page_says(&browser, &id).await;
+    let boxes =
+        browser.client.find_all(Locator::Css("section[aria-label=Links] tbody input[type=checkbox]")).await.unwrap();
+    for tick in &boxes {
+        tick.click().await.unwrap();
+    }
+    page_says(&browser, &format!("Print sheet of {} tag", boxes.len())).await;
+    set_colour(&browser, "s-fg", "#1a1a6e").await;
+    click_button(&browser, "Make the sheet (PDF)").await;
+    let link = browser.find("a[download='couchlink-sheet.pdf']").await;
+    let text = link.text().await.unwrap();
+    assert!(text.starts_with(&format!("Download the sheet ({} tags, PDF, ", boxes.len())), "{text}");
+    assert!(link.attr("href").await.unwrap().unwrap_or_default().starts_with("blob:"));
+    // The same request the page made (its CSP keeps scripts from reading the blob back).
+    let cookies = browser.client.get_all_cookies().await.unwrap();
+    let session = cookies.iter().find(|c| c.name() == "AuthSession").unwrap().value().to_owned();
+    let sheet = http
+        .post(format!("{console}qr/{}/sheet.pdf", db.name))
+        .header("origin", console.trim_end_matches('/'))
+        .header("cookie", format!("AuthSession={session}"))
+        .json(&json!({"tags": [{"id": id, "title": "Summer flyer"}], "paper": "letter", "size_mm": 40,
+                      "fg": "#1a1a6e", "bg": "#ffffff", "titles": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sheet.status(), 200);
+    assert_eq!(sheet.headers()["content-type"], "application/pdf");
+    let pdf = sheet.bytes().await.unwrap();
+    assert!(pdf.starts_with(b"%PDF-1.7") && pdf.windows(8).any(|w| w == b"/Count 1"));
+    browser.shot("print-sheet").await;
+    set_colour(&browser, "s-fg", "#eeeeee").await;
+    click_button(&browser, "Make the sheet (PDF)").await;
+    let said = page_says(&browser, "symbol contrast").await;
+    assert!(said.contains("phone readers need at least 40%"), "{said}");
+    // One tag in colours, on the link's page; colours too alike are refused with the reason.
+    open_link(&browser, &id).await;
+    set_colour(&browser, "t-fg", "#1a1a6e").await;
+    let started = Instant::now();
+    while !browser.find(".tag img").await.attr("src").await.unwrap().unwrap_or_default().contains("fg=%231a1a6e") {
+        assert!(started.elapsed() < Duration::from_secs(10), "the tag never took its colour");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    set_colour(&browser, "t-bg", "#2a2a7e").await;
+    page_says(&browser, "symbol contrast of").await;
+
     // On a phone-sized screen, nothing runs off its side; no credentials in the browser's storage.
     browser.client.set_window_size(390, 844).await.unwrap();
     browser.client.refresh().await.unwrap();
@@ -476,6 +523,14 @@ async fn open_link(browser: &Browser, id: &str) {
         assert!(started.elapsed() < Duration::from_secs(10), "{id} never showed in the list");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Sets the colour input `id` as a person picking `value` would (an input event).
+async fn set_colour(browser: &Browser, id: &str, value: &str) {
+    browser.find(&format!("#{id}")).await;
+    let script = "const i = document.getElementById(arguments[0]); i.value = arguments[1];
+                  i.dispatchEvent(new Event('input', {bubbles: true}));";
+    browser.client.execute(script, vec![json!(id), json!(value)]).await.unwrap();
 }
 
 /// Clicks the button named `name` (waiting for it).
