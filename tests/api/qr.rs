@@ -209,15 +209,15 @@ fn a_logo_tag_reads_back_in_a_symbol_enlarged_only_as_far_as_the_logo_needs() {
     use couchlink::qr::logo::{Logo, Placed};
     let dir = tempfile::tempdir().unwrap();
     let (svg_logo, png_logo) = logos(dir.path());
-    // The helper draws at 3 pixels a module: a 24-pixel logo spans 8 modules.
-    let placed = Placed::new(Logo::load(&svg_logo).unwrap(), Some(24.0), 3).unwrap();
+    // The helper draws at 12 pixels a module: a 96-pixel logo spans 8 modules.
+    let placed = Placed::new(Logo::load(&svg_logo).unwrap(), Some(96.0), 12).unwrap();
     let expected = placed.encode("HTTP://0X1F.IE/H83if", 1).unwrap().code.size() as u32;
     assert!(expected > 21, "an 8-module logo needs more than version 1");
     for logo in [&svg_logo, &png_logo] {
         for colours in [["#000000", "#ffffff"], ["#1a1a6e", "#fff5d6"], ["#ffffff", "#202020"]] {
             for format in ["png", "svg"] {
                 let logo_arg = logo.display().to_string();
-                let extra = ["--logo", &logo_arg, "--logo-width", "24", "--fg", colours[0], "--bg", colours[1]];
+                let extra = ["--logo", &logo_arg, "--logo-width", "96", "--fg", colours[0], "--bg", colours[1]];
                 let (text, modules, _) = tag(dir.path(), "http://0x1f.ie", "H83if", format, &extra, Reader::Rust);
                 assert_eq!(text, "HTTP://0X1F.IE/H83if", "{logo:?} {colours:?} as {format}");
                 // The first version that can lose the hole reads back, or the next ones if not.
@@ -316,6 +316,32 @@ async fn a_sheet_of_every_link_carries_their_titles_and_a_failed_sheet_leaves_no
     let refused = qr(&["Flyr1", "--public-url", &long, "--sheet", "a4", "--out", &failed_arg]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot be a QR code"));
     assert!(!failed.exists() && !dir.path().join("failed.pdf.partial").exists());
+    // --check works for sheets: with --strict, a link that would not redirect stops the sheet.
+    app.db.put_link("Sleep", json!({"url": "https://example.com/4", "inactive": true})).await;
+    let strict = dir.path().join("strict.pdf");
+    let strict_arg = strict.display().to_string();
+    let refused = qr(&[
+        &[
+            "Flyr1",
+            "Sleep",
+            "--check",
+            "--strict",
+            "--public-url",
+            "http://0x1f.ie",
+            "--sheet",
+            "a4",
+            "--out",
+            &strict_arg,
+        ][..],
+        &reader,
+    ]
+    .concat());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("Sleep: the link is inactive") && said.contains("1 of the links would not redirect"),
+        "{said}"
+    );
+    assert!(!strict.exists());
     let wrong = qr(&["Flyr1", "--public-url", "http://0x1f.ie", "--sheet", "a4", "--out", "sheet.png"]);
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("name the file FILE.pdf or FILE.svg"));
 }

@@ -8,6 +8,10 @@ use std::process::{Command, Output};
 
 use super::process::tool;
 
+/// Pixels per module of the tags `tag` makes: print resolution (a 30 mm version 3 tag printed at
+/// 300 dpi has about 12 pixels a module).
+pub const SCALE: u32 = 12;
+
 /// Which decoder reads tags back.
 #[derive(Debug, Clone, Copy)]
 pub enum Reader {
@@ -137,7 +141,8 @@ pub fn terminal_to_png(text: &str, path: &Path) -> u32 {
 /// modules a side without the 4-module border, and what `couchlink qr` said on stderr.
 pub fn tag(dir: &Path, base: &str, id: &str, format: &str, extra: &[&str], reader: Reader) -> (String, u32, String) {
     let file: PathBuf = dir.join(format!("{id}-{format}-{}", extra.join("").replace('/', "_")));
-    let mut args = vec![id, "--public-url", base, "--format", format, "--scale", "3"];
+    let scale = SCALE.to_string();
+    let mut args = vec![id, "--public-url", base, "--format", format, "--scale", &scale];
     args.extend_from_slice(extra);
     let out_arg = file.display().to_string();
     args.extend(["--out", &out_arg]);
@@ -149,11 +154,11 @@ pub fn tag(dir: &Path, base: &str, id: &str, format: &str, extra: &[&str], reade
     let reversed = stderr.contains("light on dark");
     let read = |png: &Path| if reversed { decode(&negative(png, dir), reader) } else { decode(png, reader) };
     let (text, modules) = match format {
-        "png" => (read(&file), png_width(&file) / 3 - 8),
+        "png" => (read(&file), png_width(&file) / SCALE - 8),
         "svg" => {
             let png = dir.join("rendered.png");
             render_svg(&file, &png, reader);
-            (read(&png), png_width(&png) / 3 - 8)
+            (read(&png), png_width(&png) / SCALE - 8)
         }
         _ => {
             let png = dir.join("terminal.png");

@@ -43,7 +43,7 @@ mod qr {
             for colours in [["#000000", "#ffffff"], ["#1a1a6e", "#fff5d6"], ["#ffffff", "#202020"]] {
                 for format in ["png", "svg"] {
                     let logo_arg = logo.display().to_string();
-                    let extra = ["--logo", &logo_arg, "--logo-width", "24", "--fg", colours[0], "--bg", colours[1]];
+                    let extra = ["--logo", &logo_arg, "--logo-width", "96", "--fg", colours[0], "--bg", colours[1]];
                     let (text, modules, _) =
                         tag(dir.path(), "https://0x1f.ie", "H83if", format, &extra, Reader::Debian);
                     assert_eq!(text, "HTTPS://0X1F.IE/H83if", "{logo:?} {colours:?} as {format}");
