@@ -325,6 +325,18 @@ struct ViewRow {
     value: Value,
 }
 
+/// A map view's rows with their documents' IDs.
+#[derive(Deserialize)]
+struct KeyIdRows {
+    rows: Vec<KeyIdRow>,
+}
+
+#[derive(Deserialize)]
+struct KeyIdRow {
+    key: Value,
+    id: String,
+}
+
 /// What a view is asked for: reduced, grouped to `group_level` (all of each key without one),
 /// between two keys (`Value::Null`: from the first, to the last).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -899,6 +911,34 @@ impl CouchClient {
                 return Ok(rows.rows.into_iter().map(|row| (row.key, row.value)).collect());
             }
             match self.refused(response).await {
+                CouchError::Refused { error, .. } if error == "timeout" && began.elapsed() < BULK_TIMEOUT => continue,
+                refused => return Err(refused),
+            }
+        }
+    }
+
+    /// The rows map view `design/view` has under each of `keys` (`POST` with `keys`, one
+    /// request): each row's key and its document's ID. `Ok(None)` when the design document or
+    /// the view does not exist. A view behind is brought up to date by the query, asked again
+    /// while CouchDB answers `timeout` (see [`CouchClient::view`]).
+    pub async fn view_ids(
+        &self,
+        design: &str,
+        view: &str,
+        keys: &[Value],
+    ) -> Result<Option<Vec<(Value, String)>>, CouchError> {
+        let url = format!("{}/_view/{}", self.design_doc_url(design), segment(view));
+        let began = std::time::Instant::now();
+        loop {
+            let req =
+                self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"keys": keys}));
+            let response = self.send(req).await?;
+            if response.status().is_success() {
+                let rows: KeyIdRows = Self::json(response, &url).await?;
+                return Ok(Some(rows.rows.into_iter().map(|row| (row.key, row.id)).collect()));
+            }
+            match self.refused(response).await {
+                CouchError::Refused { status: 404, .. } => return Ok(None),
                 CouchError::Refused { error, .. } if error == "timeout" && began.elapsed() < BULK_TIMEOUT => continue,
                 refused => return Err(refused),
             }

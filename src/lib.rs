@@ -26,6 +26,8 @@
 //!   restart), checked against the database it came from.
 //! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
 //! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
+//! - [`design`]: the design documents couchlink installs (validation function, the console's
+//!   views, the import's index), from the plain files under `couchdb/`.
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
 //! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
@@ -73,6 +75,7 @@ pub mod client_ip;
 pub mod cmd;
 pub mod console;
 pub mod couch;
+pub mod design;
 pub mod domain;
 pub mod errors;
 pub mod follower;

@@ -22,7 +22,8 @@ use crate::domain::PublicUrl;
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account with the editor role (the agent writes links)")))]
 pub struct AgentArgs {
-    /// Print the agent's DID (creating its keys if there are none yet) and exit.
+    /// Print the agent's DID (creating its keys if there are none yet) and exit; needs the
+    /// agent's public URL, which is part of the DID.
     #[arg(long)]
     pub print_did: bool,
     /// Address the agent listens on for DIDComm messages (never the redirect listener).
@@ -84,6 +85,9 @@ pub enum AgentError {
     /// The async runtime.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// A DID to publish, without the endpoint senders would reach.
+    #[error("set COUCHLINK_AGENT_PUBLIC_URL (or --agent-public-url) to the URL senders reach the agent at, e.g. https://0x1f.ie/didcomm: the DID holds it, and one naming this machine's {0} reaches nobody (give --agent-public-url http://{0}/ to test locally)")]
+    NoAgentUrl(SocketAddr),
     /// No base for the short URLs it hands out.
     #[error("set COUCHLINK_PUBLIC_URL (or --public-url) to the short links' base URL, e.g. https://0x1f.ie")]
     NoShortUrlBase,
@@ -97,6 +101,9 @@ impl AgentArgs {
 
     /// Prints the DID, or serves until SIGTERM or SIGINT.
     pub fn execute(self) -> Result<(), AgentError> {
+        if self.print_did && self.agent_public_url.is_none() {
+            return Err(AgentError::NoAgentUrl(self.listen));
+        }
         let (identity, created) = Identity::load_or_create(&self.keys)?;
         if created {
             tracing::info!("created the agent's keys in {} (mode 0600)", self.keys.display());

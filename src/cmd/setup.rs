@@ -10,13 +10,8 @@ use super::{BadCredentials, CouchArgs, RoleArgs};
 use crate::couch::{CouchClient, CouchError};
 use crate::domain::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 
-/// The design document's name in the links database (`_design/couchlink`).
-pub const DESIGN_DOC: &str = "couchlink";
-/// The validation function, reviewed as a plain file under `couchdb/`.
-const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/validate_doc_update.js");
-/// The console's design document in the links database (`_design/console`): its search and
-/// newest-first views (docs/console.md).
-pub const CONSOLE_DESIGN_DOC: &str = "console";
+pub use crate::design::{console_design, validate_doc_update_source, CONSOLE_DESIGN_DOC, DESIGN_DOC};
+use crate::design::{import_design, IMPORT_DESIGN_DOC};
 
 /// Flags of `couchlink setup`.
 #[derive(Debug, Clone, Args)]
@@ -155,6 +150,8 @@ pub struct Report {
     pub design: Step,
     /// The console's design document (search and newest-first views).
     pub console: Step,
+    /// The import's index (imported links by source).
+    pub import: Step,
     /// The clicks database, its `_security` and its design document (validation and views),
     /// by name; `None` when counting is off.
     pub clicks: Option<(String, Step, Step, Step)>,
@@ -180,7 +177,11 @@ impl fmt::Display for Report {
         if !self.security_changes.is_empty() {
             write!(f, " ({})", self.security_changes.join(", "))?;
         }
-        write!(f, "\ndesign document: {}\nconsole's views: {}", self.design, self.console)?;
+        write!(
+            f,
+            "\ndesign document: {}\nconsole's views: {}\nimport's index: {}",
+            self.design, self.console, self.import
+        )?;
         if let Some((name, database, security, design)) = &self.clicks {
             write!(f, "\nclicks database {name}: {database}, _security: {security}, design document: {design}")?;
         }
@@ -217,23 +218,6 @@ pub enum SetupError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
-}
-
-/// The validation function as stored for a database whose editors hold one of `editor_roles`:
-/// the file without its leading comment lines (CouchDB compiles the stored source as one
-/// function expression), with the roles written in.
-pub fn validate_doc_update_source(editor_roles: &[&str]) -> String {
-    let source = VALIDATE_DOC_UPDATE
-        .lines()
-        .skip_while(|l| l.starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_owned();
-    let line = |roles: String| format!("var EDITOR_ROLES = {roles};");
-    let template = line(r#"["links:editor"]"#.to_owned());
-    assert!(source.contains(&template), "couchdb/validate_doc_update.js declares EDITOR_ROLES");
-    source.replacen(&template, &line(serde_json::to_string(editor_roles).expect("strings serialise")), 1)
 }
 
 /// The `_security` object couchlink asks for on a fresh database with `roles`.
@@ -328,6 +312,7 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
     let wanted = json!({"language": "javascript", "validate_doc_update": validate_doc_update_source(&editor_roles)});
     let design = ensure_design(admin, DESIGN_DOC, wanted).await?;
     let console = ensure_design(admin, CONSOLE_DESIGN_DOC, console_design()).await?;
+    let import = ensure_design(admin, IMPORT_DESIGN_DOC, import_design()).await?;
 
     let clicks = match &options.clicks_db {
         Some(name) => Some(ensure_clicks(&admin.for_database(name), options, &plan.shared_roles).await?),
@@ -346,17 +331,10 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
         shared_roles: plan.shared_roles,
         design,
         console,
+        import,
         clicks,
         reader,
     })
-}
-
-/// `_design/console`: the console's views, plain files under `couchdb/console/`.
-pub fn console_design() -> Value {
-    json!({"language": "javascript", "views": {
-        "search": {"map": include_str!("../../couchdb/console/search.js")},
-        "recent": {"map": include_str!("../../couchdb/console/recent.js")},
-    }})
 }
 
 /// The clicks database (docs/reference.md, "Live counts"): made if missing; its `_security`

@@ -393,9 +393,15 @@ fn query_condition(value: Option<&serde_json::Value>) -> Result<Box<[QueryCondit
         .collect()
 }
 
-/// A number in (0, 1) from `parts`, the same in every process and build: FNV-1a over the parts
-/// (each followed by a 0xff byte, which UTF-8 never holds), then SplitMix64's finaliser.
+/// A number in (0, 1) from `parts`, the same in every process and build.
 fn unit_hash(parts: &[&[u8]]) -> f64 {
+    ((stable_hash(parts) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+/// A 64-bit hash of `parts`, the same in every process and build (a split's variant, an
+/// import's fresh IDs): FNV-1a over the parts (each followed by a 0xff byte, which UTF-8 never
+/// holds), then SplitMix64's finaliser.
+pub fn stable_hash(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
         for &b in part.iter().chain(&[0xff]) {
@@ -405,8 +411,7 @@ fn unit_hash(parts: &[&[u8]]) -> f64 {
     }
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
-    ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    h ^ (h >> 31)
 }
 
 /// A link's document fields, as a cache snapshot stores them.

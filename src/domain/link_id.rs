@@ -59,6 +59,16 @@ impl LinkId {
         LinkId(id)
     }
 
+    /// The ID a number names: its five lowest base-62 digits (62^5 is about 916 million).
+    pub fn from_number(mut n: u64) -> Self {
+        let mut id = [0u8; 5];
+        for b in id.iter_mut().rev() {
+            *b = ALPHABET[(n % 62) as usize];
+            n /= 62;
+        }
+        LinkId(id)
+    }
+
     /// Its 5 ASCII bytes (no UTF-8 check, unlike [`LinkId::as_str`]: what writers of bytes use).
     pub fn as_bytes(&self) -> &[u8; 5] {
         &self.0

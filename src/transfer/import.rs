@@ -12,6 +12,7 @@ use super::plan::{self, Fate};
 use super::read::Row;
 use super::validate::{Validator, ValidatorError};
 use crate::couch::{BulkOutcome, CouchClient, CouchError, IdState};
+use crate::design::{IMPORT_DESIGN_DOC, IMPORT_VIEW};
 use crate::domain::LinkId;
 
 /// IDs asked of `_all_docs` at once, and documents sent to `_bulk_docs` at once.
@@ -19,14 +20,19 @@ pub const BATCH: usize = 1000;
 /// Requests in flight at once: CouchDB runs the validation functions of each `_bulk_docs` in a
 /// JavaScript process of its own, so a second request keeps a second core busy.
 pub const IN_FLIGHT: usize = 2;
-/// Reading the whole database is chosen over asking for each wanted ID while it holds at most
-/// this many documents per ID: a `_changes` row with its document costs CouchDB 3.5 less than
-/// half of a key looked up with `_all_docs` (docs/benchmarks.md).
+/// Reading the whole database is chosen over asking for each row while it holds at most this
+/// many documents per row: a `_changes` row with its document costs CouchDB 3.5 less than half
+/// of a key looked up with `_all_docs` (docs/benchmarks.md). Past it, rows are looked up by key:
+/// their codes in `_all_docs`, earlier runs' rows in the import's index (`_design/import`), and
+/// fresh IDs in `_all_docs` again, so a larger database costs no more.
 const SCAN_FACTOR: u64 = 2;
 /// Documents per `_changes` page when reading the whole database.
 const SCAN_PAGE: usize = 5000;
-/// Rounds of fresh IDs drawn for rows whose ID was taken meanwhile, before giving up on them.
+/// Rounds of writing for rows whose ID was taken meanwhile, before giving up on them.
 const ROUNDS: usize = 5;
+/// Fresh IDs offered to one row (its [`plan::candidate`]s) before giving up on it: each is taken
+/// with a chance of the database's size over 916 million.
+const CANDIDATES: u32 = 20;
 
 /// How to import.
 #[derive(Debug, Clone, Copy)]
@@ -141,21 +147,22 @@ pub async fn import(
         }
     }
     let entries = plan::without_duplicates(entries, &mut outcome.invalid);
-    let (to_write, mut used) = assign_ids(editor, how.system, entries, &mut outcome).await?;
+    let to_write = assign_ids(editor, how.system, entries, &mut outcome).await?;
+    let mut chosen: HashSet<LinkId> = to_write.iter().map(|(_, id, _, _)| *id).collect();
     let mut valid = check(editor, how.system, to_write, &mut outcome, progress).await?;
     outcome.invalid.sort_by(|a, b| (&a.place.file, a.place.line).cmp(&(&b.place.file, b.place.line)));
     if !outcome.invalid.is_empty() && !how.skip_invalid {
         return Err(ImportError::Invalid(Box::new(outcome)));
     }
     if how.dry_run {
-        outcome.written = valid.iter().map(|(entry, id, kept, _)| stored(entry, *id, *kept)).collect();
+        outcome.written = valid.iter().map(|(entry, id, kept, _, _)| stored(entry, *id, *kept)).collect();
         return Ok(outcome);
     }
     // In ID order: CouchDB 3 stores a batch of neighbouring IDs in fewer B-tree updates
     // (docs/benchmarks.md).
-    valid.sort_unstable_by_key(|(_, id, _, _)| *id);
+    valid.sort_unstable_by_key(|(_, id, _, _, _)| *id);
     let refused_before = outcome.invalid.len();
-    let outcome = write(editor, how.system, valid, &mut used, outcome, progress).await?;
+    let outcome = write(editor, how.system, valid, &mut chosen, outcome, progress).await?;
     // CouchDB refused rows its validation functions passed here (they changed meanwhile, say):
     // the others are written, and the run must not look like a success.
     if outcome.invalid.len() > refused_before && !how.skip_invalid {
@@ -164,60 +171,142 @@ pub async fn import(
     Ok(outcome)
 }
 
-/// A row to write: its entry, its ID, and whether that is the source's own code.
-type ToWrite = (Entry, LinkId, bool);
+/// A row to write: its entry, its ID, whether that is the source's own code, and which of its
+/// fresh IDs it is (for a fresh one).
+type ToWrite = (Entry, LinkId, bool, u32);
 /// A row to write with its document, checked.
-type Checked = (Entry, LinkId, bool, Value);
+type Checked = (Entry, LinkId, bool, u32, Value);
 
 /// Each row's fate: an ID to write it under (the rows returned), already imported or invalid
-/// (into `outcome`); with every ID known to be used, fresh ones included.
+/// (into `outcome`).
 async fn assign_ids(
     editor: &CouchClient,
     system: System,
     entries: Vec<Entry>,
     outcome: &mut Outcome,
-) -> Result<(Vec<ToWrite>, HashSet<LinkId>), ImportError> {
+) -> Result<Vec<ToWrite>, ImportError> {
     // What the database holds under each code that could be kept: read whole when that is
-    // cheaper than asking for each, or when rows without a code of their own need the
-    // documents of earlier runs anyway.
+    // cheaper than asking for each row.
     let wanted: Vec<LinkId> = entries.iter().filter_map(plan::wanted_id).collect();
     let size = database_size(editor).await.map_err(ImportError::Lookup)?;
-    let mut known = if wanted.len() < entries.len() || size <= SCAN_FACTOR * wanted.len() as u64 {
-        scan(editor, system, &wanted).await.map_err(ImportError::Lookup)?
+    let mut known = if size <= SCAN_FACTOR * entries.len() as u64 {
+        Some(scan(editor, system, &wanted).await.map_err(ImportError::Lookup)?)
     } else {
-        Known { states: id_states(editor, &wanted).await.map_err(ImportError::Lookup)?, used: None, earlier: None }
+        None
+    };
+    let states = match &mut known {
+        Some(known) => std::mem::take(&mut known.states),
+        None => id_states(editor, &wanted).await.map_err(ImportError::Lookup)?,
     };
     let mut to_write = Vec::with_capacity(entries.len());
     let mut fresh = Vec::new();
     for entry in entries {
-        let state = plan::wanted_id(&entry).map(|id| known.states.get(&id).unwrap_or(&IdState::Free));
+        let state = plan::wanted_id(&entry).map(|id| states.get(&id).unwrap_or(&IdState::Free));
         match plan::fate(system, &entry, state) {
-            Ok(Fate::Keep(id)) => to_write.push((entry, id, true)),
+            Ok(Fate::Keep(id)) => to_write.push((entry, id, true, 0)),
             Ok(Fate::Already(id)) => outcome.already.push(stored(&entry, id, true)),
             Ok(Fate::Fresh) => fresh.push(entry),
             Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
         }
     }
-    // Rows without an ID of their own may be in the database from an earlier run, under the
-    // ID drawn then: found by their `imported_from`.
-    if !fresh.is_empty() && known.earlier.is_none() {
-        known = scan(editor, system, &wanted).await.map_err(ImportError::Lookup)?;
+    if fresh.is_empty() {
+        return Ok(to_write);
     }
-    let (earlier, mut used) = (known.earlier.unwrap_or_default(), known.used.unwrap_or_default());
-    used.extend(&wanted);
+    // Rows without an ID of their own may be in the database from an earlier run, under the
+    // ID given then: found by their `imported_from`, in the import's index.
+    let earlier = match &mut known {
+        Some(known) => std::mem::take(&mut known.earlier),
+        None => match imported(editor, system, &fresh).await.map_err(ImportError::Lookup)? {
+            Some(earlier) => earlier,
+            None => {
+                tracing::warn!(
+                    "{} has no import index (_design/{IMPORT_DESIGN_DOC}): reading the whole database to find earlier imports; run `couchlink setup` to add it",
+                    editor.database()
+                );
+                let whole = scan(editor, system, &wanted).await.map_err(ImportError::Lookup)?;
+                let earlier = whole.earlier.clone();
+                known = Some(whole);
+                earlier
+            }
+        },
+    };
     let mut unseen = Vec::with_capacity(fresh.len());
     for entry in fresh {
         match earlier.get(entry.key()) {
             Some(id) => outcome.already.push(stored(&entry, *id, false)),
-            None => unseen.push(entry),
+            None => unseen.push((entry, 0)),
         }
     }
-    // Every ID the database ever used is in `used` now: fresh ones are drawn outside it (one
-    // created meanwhile is a conflict at writing, and drawn again then).
-    let ids = plan::draw(unseen.len(), &used);
-    used.extend(&ids);
-    to_write.extend(unseen.into_iter().zip(ids).map(|(entry, id)| (entry, id, false)));
-    Ok((to_write, used))
+    let mut chosen: HashSet<LinkId> = to_write.iter().map(|(_, id, _, _)| *id).collect();
+    let used = known.as_ref().map(|k| &k.used);
+    let placed = place(editor, system, unseen, used, &mut chosen, outcome).await.map_err(ImportError::Lookup)?;
+    to_write.extend(placed);
+    Ok(to_write)
+}
+
+/// Fresh IDs for `rows` (each with the first of its [`plan::candidate`]s to try): each row's
+/// first candidate that the database never used (known from `used`, the whole database's IDs,
+/// or else asked in batches) and no other row of this run has. A candidate that holds this very
+/// row (an import running beside this one stored it) makes the row already imported.
+async fn place(
+    editor: &CouchClient,
+    system: System,
+    mut rows: Vec<(Entry, u32)>,
+    used: Option<&HashSet<LinkId>>,
+    chosen: &mut HashSet<LinkId>,
+    outcome: &mut Outcome,
+) -> Result<Vec<ToWrite>, CouchError> {
+    let mut placed = Vec::with_capacity(rows.len());
+    while !rows.is_empty() {
+        let ids: Vec<LinkId> = rows.iter().map(|(entry, n)| plan::candidate(system, entry.key(), *n)).collect();
+        let states = match used {
+            Some(used) => {
+                ids.iter().map(|id| (*id, if used.contains(id) { IdState::Deleted } else { IdState::Free })).collect()
+            }
+            None => id_states(editor, &ids).await?,
+        };
+        let mut next = Vec::new();
+        for ((entry, n), id) in rows.into_iter().zip(ids) {
+            match states.get(&id) {
+                Some(IdState::Free) if chosen.insert(id) => placed.push((entry, id, false, n)),
+                Some(IdState::Taken(doc)) if stored_key(system, doc) == Some(entry.key()) => {
+                    outcome.already.push(stored(&entry, id, false))
+                }
+                _ if n + 1 >= CANDIDATES => outcome.invalid.push(Invalid {
+                    place: entry.place,
+                    reason: format!("no free ID among its {CANDIDATES} fresh ones (last tried {id})"),
+                }),
+                _ => next.push((entry, n + 1)),
+            }
+        }
+        rows = next;
+    }
+    Ok(placed)
+}
+
+/// The ID of each row of `rows` an earlier import from `system` stored, by key, from the
+/// import's index; `None` when the database has no such index.
+async fn imported(
+    editor: &CouchClient,
+    system: System,
+    rows: &[Entry],
+) -> Result<Option<HashMap<String, LinkId>>, CouchError> {
+    let mut found = HashMap::new();
+    for wave in rows.chunks(BATCH * IN_FLIGHT) {
+        let asked = join_all(wave.chunks(BATCH).map(|batch| async move {
+            let keys: Vec<Value> = batch.iter().map(|e| json!([system.as_str(), e.key()])).collect();
+            editor.view_ids(IMPORT_DESIGN_DOC, IMPORT_VIEW, &keys).await
+        }));
+        for rows in asked.await {
+            let Some(rows) = rows? else { return Ok(None) };
+            for (key, id) in rows {
+                if let (Some(key), Ok(id)) = (key.get(1).and_then(Value::as_str), LinkId::parse(&id)) {
+                    found.insert(key.to_owned(), id);
+                }
+            }
+        }
+    }
+    Ok(Some(found))
 }
 
 /// The documents of `to_write` that the database's validation functions accept, as this
@@ -232,13 +321,13 @@ async fn check(
     let validator = validator(editor).await?;
     let mut valid = Vec::with_capacity(to_write.len());
     let total = to_write.len() as u64;
-    for (done, (entry, id, kept)) in to_write.into_iter().enumerate() {
+    for (done, (entry, id, kept, n)) in to_write.into_iter().enumerate() {
         if done % BATCH == 0 {
             progress(Progress::Checking { done: done as u64, total });
         }
         let doc = plan::document(system, &entry, &id);
         match validator.check(&doc) {
-            Ok(()) => valid.push((entry, id, kept, doc)),
+            Ok(()) => valid.push((entry, id, kept, n, doc)),
             Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
         }
     }
@@ -249,13 +338,14 @@ fn stored(entry: &Entry, id: LinkId, kept: bool) -> Stored {
     Stored { place: entry.place.clone(), code: entry.code.clone(), short_url: entry.short_url.clone(), id, kept }
 }
 
-/// The documents, in batches; a row whose ID was taken meanwhile gets a fresh one and goes in
-/// a later round.
+/// The documents, in batches. A row whose ID was taken meanwhile is looked at again: already
+/// there when the document under its ID is this very row (an import of the same file running
+/// beside this one), else given its next fresh ID for a later round.
 async fn write(
     editor: &CouchClient,
     system: System,
     mut pending: Vec<Checked>,
-    used: &mut HashSet<LinkId>,
+    chosen: &mut HashSet<LinkId>,
     mut outcome: Outcome,
     progress: &dyn Fn(Progress),
 ) -> Result<Outcome, ImportError> {
@@ -268,7 +358,7 @@ async fn write(
         for wave in pending.chunks(BATCH * IN_FLIGHT) {
             let batches: Vec<_> = wave.chunks(BATCH).collect();
             let results = join_all(batches.iter().map(|batch| {
-                let docs: Vec<Value> = batch.iter().map(|(_, _, _, doc)| doc.clone()).collect();
+                let docs: Vec<Value> = batch.iter().map(|(_, _, _, _, doc)| doc.clone()).collect();
                 async move { editor.bulk_create(&docs).await }
             }))
             .await;
@@ -281,14 +371,14 @@ async fn write(
                         continue;
                     }
                 };
-                for ((entry, id, kept, _), result) in batch.iter().zip(results) {
+                for ((entry, id, kept, n, _), result) in batch.iter().zip(results) {
                     match result {
                         BulkOutcome::Stored => outcome.written.push(stored(entry, *id, *kept)),
                         BulkOutcome::Conflict if system == System::Jsonl => outcome.invalid.push(Invalid {
                             place: entry.place.clone(),
                             reason: format!("{id} was taken by another link while this import ran"),
                         }),
-                        BulkOutcome::Conflict => taken.push(entry.clone()),
+                        BulkOutcome::Conflict => taken.push((entry.clone(), *id, *kept, *n)),
                         BulkOutcome::Refused { reason, .. } => {
                             outcome.invalid.push(Invalid { place: entry.place.clone(), reason })
                         }
@@ -304,22 +394,44 @@ async fn write(
         if taken.is_empty() {
             return Ok(outcome);
         }
-        let ids = fresh_ids(editor, taken.len(), used).await.map_err(|source| ImportError::Interrupted {
+        let interrupted = |outcome: &mut Outcome, from: &Place, source| ImportError::Interrupted {
             total,
-            from: taken[0].place.clone(),
-            outcome: Box::new(std::mem::take(&mut outcome)),
+            from: from.clone(),
+            outcome: Box::new(std::mem::take(outcome)),
             source,
-        })?;
-        pending = taken
+        };
+        let ids: Vec<LinkId> = taken.iter().map(|(_, id, _, _)| *id).collect();
+        let states = match id_states(editor, &ids).await {
+            Ok(states) => states,
+            Err(source) => return Err(interrupted(&mut outcome, &taken[0].0.place, source)),
+        };
+        let mut again = Vec::new();
+        for (entry, id, kept, n) in taken {
+            match states.get(&id) {
+                Some(IdState::Taken(doc)) if stored_key(system, doc) == Some(entry.key()) => {
+                    outcome.already.push(stored(&entry, id, kept))
+                }
+                // A kept code taken by another link: the row gets a fresh ID instead.
+                _ => again.push((entry, if kept { 0 } else { n + 1 })),
+            }
+        }
+        let from = again.first().map(|(entry, _)| entry.place.clone());
+        let placed = match place(editor, system, again, None, chosen, &mut outcome).await {
+            Ok(placed) => placed,
+            Err(source) => return Err(interrupted(&mut outcome, &from.expect("a row failed"), source)),
+        };
+        pending = placed
             .into_iter()
-            .zip(ids)
-            .map(|(entry, id)| {
+            .map(|(entry, id, kept, n)| {
                 let doc = plan::document(system, &entry, &id);
-                (entry, id, false, doc)
+                (entry, id, kept, n, doc)
             })
             .collect();
+        if pending.is_empty() {
+            return Ok(outcome);
+        }
     }
-    for (entry, id, _, _) in pending {
+    for (entry, id, _, _, _) in pending {
         outcome.invalid.push(Invalid { place: entry.place, reason: format!("no free ID found (last tried {id})") });
     }
     Ok(outcome)
@@ -340,31 +452,14 @@ async fn id_states(editor: &CouchClient, ids: &[LinkId]) -> Result<HashMap<LinkI
     Ok(states)
 }
 
-/// `count` IDs never used in the database (deleted ones included) nor in `used`, which then
-/// holds them.
-async fn fresh_ids(editor: &CouchClient, count: usize, used: &mut HashSet<LinkId>) -> Result<Vec<LinkId>, CouchError> {
-    let mut ids = Vec::with_capacity(count);
-    while ids.len() < count {
-        let drawn = plan::draw(count - ids.len(), used);
-        used.extend(&drawn);
-        for (id, state) in id_states(editor, &drawn).await? {
-            if state == IdState::Free {
-                ids.push(id);
-            }
-        }
-    }
-    Ok(ids)
-}
-
-/// What the database holds, as far as an import needs it.
+/// The database read whole, as far as an import needs it.
 struct Known {
     /// What it holds under each wanted ID that is not free.
     states: HashMap<LinkId, IdState>,
-    /// Every ID it ever used, deleted ones included, when read whole.
-    used: Option<HashSet<LinkId>>,
-    /// The ID of each document an earlier import from this system stored, by key, when read
-    /// whole.
-    earlier: Option<HashMap<String, LinkId>>,
+    /// Every ID it ever used, deleted ones included.
+    used: HashSet<LinkId>,
+    /// The ID of each document an earlier import from this system stored, by key.
+    earlier: HashMap<String, LinkId>,
 }
 
 /// The database read whole through `_changes` (the one listing with deleted documents).
@@ -387,7 +482,7 @@ async fn scan(editor: &CouchClient, system: System, wanted: &[LinkId]) -> Result
             }
         }
         if last {
-            return Ok(Known { states, used: Some(used), earlier: Some(earlier) });
+            return Ok(Known { states, used, earlier });
         }
         since = Some(page.last_seq);
     }

@@ -2,18 +2,20 @@
 //! database holds, before anything is written.
 //!
 //! A code that is already a couchlink ID (5 of `[A-Za-z0-9]`) and was never used keeps it: a
-//! printed tag goes on working once DNS points at couchlink. Any other gets a fresh random ID,
-//! written to the mapping file. A row is already imported when the database holds a document
-//! with the same `imported_from` system and key ([`Entry::key`]); a restore (`jsonl`), when its
-//! ID holds the same document.
+//! printed tag goes on working once DNS points at couchlink. Any other gets a fresh ID, written
+//! to the mapping file: the first free one of a sequence derived from the source system and the
+//! row's key ([`candidate`]), so that two imports of the same file offer each row the same IDs
+//! and meet at CouchDB's conflict instead of storing it twice. A row is already imported when
+//! the database holds a document with the same `imported_from` system and key ([`Entry::key`]);
+//! a restore (`jsonl`), when its ID holds the same document.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use super::entry::{stored_key, Entry, Invalid, System};
 use crate::couch::IdState;
-use crate::domain::LinkId;
+use crate::domain::{stable_hash, LinkId};
 
 /// What becomes of one row.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,16 +95,10 @@ pub fn document(system: System, entry: &Entry, id: &LinkId) -> Value {
     Value::Object(doc)
 }
 
-/// IDs drawn at random, none in `used`.
-pub fn draw(count: usize, used: &HashSet<LinkId>) -> Vec<LinkId> {
-    let mut drawn = HashSet::with_capacity(count);
-    while drawn.len() < count {
-        let id = LinkId::random();
-        if !used.contains(&id) {
-            drawn.insert(id);
-        }
-    }
-    drawn.into_iter().collect()
+/// The `n`th ID (from 0) offered to a row without a code of its own: derived from the source
+/// system and the row's key, the same in every run, process and build.
+pub fn candidate(system: System, key: &str, n: u32) -> LinkId {
+    LinkId::from_number(stable_hash(&[system.as_str().as_bytes(), key.as_bytes(), &n.to_le_bytes()]))
 }
 
 #[cfg(test)]
@@ -154,6 +150,19 @@ mod tests {
         assert!(fate(System::Jsonl, &entry("toolong", "https://example.com/"), None)
             .unwrap_err()
             .contains("not a couchlink ID"));
+    }
+
+    #[test]
+    fn fresh_ids_are_a_sequence_of_the_system_and_the_key() {
+        let first = candidate(System::Shlink, "https://s.test/abc", 0);
+        assert_eq!(first, candidate(System::Shlink, "https://s.test/abc", 0), "the same in every run");
+        assert_ne!(first, candidate(System::Shlink, "https://s.test/abc", 1));
+        assert_ne!(first, candidate(System::Bitly, "https://s.test/abc", 0), "another system's row is another link");
+        assert_ne!(first, candidate(System::Shlink, "https://s.test/abd", 0));
+        // Spread over the whole alphabet: 10,000 keys, next to no repeats (62^5 IDs).
+        let ids: std::collections::HashSet<LinkId> =
+            (0..10_000).map(|i| candidate(System::Csv, &format!("row-{i}"), 0)).collect();
+        assert!(ids.len() >= 9_999, "{} distinct", ids.len());
     }
 
     #[test]

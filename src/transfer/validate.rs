@@ -123,7 +123,7 @@ mod tests {
     use super::*;
 
     fn shipped() -> Validator {
-        let source = crate::cmd::setup::validate_doc_update_source(&["links:editor"]);
+        let source = crate::design::validate_doc_update_source(&["links:editor"]);
         let user = json!({"db": "links", "name": "ed", "roles": ["links:editor"]});
         Validator::new(&[("_design/couchlink".into(), source)], &user, &json!({})).unwrap()
     }
@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn an_account_without_the_editor_role_is_refused_as_couchdb_would() {
-        let source = crate::cmd::setup::validate_doc_update_source(&["links:editor"]);
+        let source = crate::design::validate_doc_update_source(&["links:editor"]);
         let user = json!({"db": "links", "name": "reader", "roles": ["links:reader"]});
         let validator = Validator::new(&[("_design/couchlink".into(), source)], &user, &json!({})).unwrap();
         let reason = validator.check(&json!({"_id": "H83if", "url": "https://example.com/"})).unwrap_err();

@@ -153,6 +153,7 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
             shared_roles: vec![],
             design: Step::Unchanged,
             console: Step::Unchanged,
+            import: Step::Unchanged,
             clicks: None,
             reader: Step::Unchanged
         }

@@ -540,3 +540,27 @@ async fn a_message_without_a_sender_stores_nothing_and_gets_a_problem_report() {
     assert_eq!(report["type"], couchlink::agent::protocol::PROBLEM_REPORT, "{report}");
     assert_eq!(documents(&app).await, before, "a link nobody is told about was stored");
 }
+
+#[test]
+fn print_did_refuses_without_the_agent_s_public_url_and_prints_a_did_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
+            .args(["agent", "--print-did", "--keys", "keys.json"])
+            .args(extra)
+            .current_dir(dir.path())
+            .env_remove("COUCHLINK_AGENT_PUBLIC_URL")
+            .output()
+            .unwrap()
+    };
+    let refused = run(&[]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("set COUCHLINK_AGENT_PUBLIC_URL"), "{said}");
+    assert!(said.contains("127.0.0.1:8090"), "{said}");
+    assert!(!dir.path().join("keys.json").exists(), "no keys made for a DID nobody could use");
+    let printed = run(&["--agent-public-url", ENDPOINT]);
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let did = String::from_utf8(printed.stdout).unwrap();
+    let resolved = peer_did::resolve(did.trim()).unwrap();
+    assert_eq!(resolved.services.iter().map(|s| s.uri.as_str()).collect::<Vec<_>>(), [ENDPOINT], "{did}");
+}

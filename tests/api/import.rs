@@ -629,3 +629,85 @@ async fn rows_couchdb_refuses_while_writing_make_the_import_fail() {
     assert!(outcome.invalid.iter().all(|i| i.reason == "No more late links."), "{:?}", outcome.invalid[0]);
     assert_eq!(documents(&db).await.len(), 2000);
 }
+
+/// Two imports of one file started at the same moment store each row once: fresh IDs are a
+/// sequence of the source and the row's key, so the second writer meets the first at CouchDB's
+/// conflict and finds its own row there. Both ways of learning what the database holds: a small
+/// database read whole, and a larger one asked by key (the import's index, `_all_docs`).
+#[tokio::test]
+async fn two_imports_of_one_file_at_the_same_moment_store_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rows, filler) in [(2000, 0), (300, 700)] {
+        let db = TestDb::new().await;
+        let docs: Vec<Value> =
+            (0..filler).map(|n| json!({"_id": format!("F{n:04}"), "url": "https://example.com/filler"})).collect();
+        if !docs.is_empty() {
+            assert!(db.admin(Method::POST, "_bulk_docs", Some(&json!({ "docs": docs }))).await.status().is_success());
+        }
+        let file = dir.path().join(format!("twice-{rows}.csv"));
+        let mut csv = String::from("url,code\n");
+        for n in 0..rows {
+            // Codes that are no couchlink IDs, and one that is: fresh IDs and a kept one.
+            let code = if n == 0 { "Kept0".to_owned() } else { format!("legacy-{n}") };
+            csv.push_str(&format!("https://example.com/{n},{code}\n"));
+        }
+        std::fs::write(&file, csv).unwrap();
+        let editor = db.client_as(Some(EDITOR));
+        let how = Import { system: System::Csv, dry_run: false, skip_invalid: false };
+        let rows_of = || read::read(System::Csv, &file, &Columns::default()).unwrap();
+        let (a, b) = tokio::join!(import(&editor, how, rows_of(), &|_| {}), import(&editor, how, rows_of(), &|_| {}));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.written.len() + b.written.len(), rows, "{rows} rows: each written by one of the two");
+        assert_eq!(a.written.len() + a.already.len(), rows);
+        assert_eq!(b.written.len() + b.already.len(), rows);
+        let stored = documents(&db).await;
+        assert_eq!(stored.len(), rows + filler);
+        let mut codes: Vec<&str> = stored.iter().filter_map(|(_, d)| d["imported_from"]["code"].as_str()).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), rows, "each row once");
+        // Both runs report the same ID for each row (the mapping files agree).
+        let id_of = |o: &couchlink::transfer::import::Outcome| {
+            let mut ids: Vec<(String, String)> =
+                o.written.iter().chain(&o.already).map(|s| (s.place.line.to_string(), s.id.to_string())).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(id_of(&a), id_of(&b));
+    }
+}
+
+/// An import into a database many times its size asks CouchDB by key: what it reads grows with
+/// the file, not with the database (before, rows needing a fresh ID made it read everything).
+#[tokio::test]
+async fn an_import_into_a_large_database_reads_what_the_file_needs_not_the_whole_database() {
+    let db = TestDb::new().await;
+    let relay = Relay::start(&db.couch.url).await;
+    let long = "x".repeat(400);
+    let filler: Vec<Value> = (0..3000)
+        .map(|n| json!({"_id": format!("G{n:04}"), "url": format!("https://example.com/{long}/{n}")}))
+        .collect();
+    assert!(db.admin(Method::POST, "_bulk_docs", Some(&json!({ "docs": filler }))).await.status().is_success());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("small.csv");
+    let mut csv = String::from("url,code\n");
+    for n in 0..100 {
+        csv.push_str(&format!("https://example.com/new/{n},legacy-{n}\n"));
+    }
+    std::fs::write(&file, csv).unwrap();
+    let mut config = db.couch_config();
+    config.url = relay.url();
+    let editor = couchlink::couch::CouchClient::new(&config).unwrap().with_credentials(EDITOR.0, EDITOR.1);
+    let how = Import { system: System::Csv, dry_run: false, skip_invalid: false };
+    let rows = || read::read(System::Csv, &file, &Columns::default()).unwrap();
+    let outcome = import(&editor, how, rows(), &|_| {}).await.unwrap();
+    assert_eq!(outcome.written.len(), 100);
+    // The database holds 1.2 MB of links; reading it whole would be more than that.
+    let first = relay.bytes_down();
+    assert!(first < 300_000, "read {first} bytes for 100 rows");
+    // A second run finds every row in the index, and reads as little.
+    let before = relay.bytes_down();
+    let again = import(&editor, how, rows(), &|_| {}).await.unwrap();
+    assert_eq!((again.written.len(), again.already.len()), (0, 100));
+    assert!(relay.bytes_down() - before < 300_000, "read {} bytes", relay.bytes_down() - before);
+}

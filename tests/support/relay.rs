@@ -18,6 +18,8 @@ pub struct Relay {
     pumps: Arc<Mutex<Vec<JoinHandle<()>>>>,
     /// Connections open now, and the most open at once since [`Relay::reset_max_open`].
     open: Arc<(AtomicU64, AtomicU64)>,
+    /// Bytes CouchDB sent through the relay.
+    down: Arc<AtomicU64>,
 }
 
 impl Relay {
@@ -31,9 +33,10 @@ impl Relay {
             delay_ms: Default::default(),
             pumps: Default::default(),
             open: Default::default(),
+            down: Default::default(),
         };
-        let (up, delay, pumps, open) =
-            (relay.up.clone(), relay.delay_ms.clone(), relay.pumps.clone(), relay.open.clone());
+        let (up, delay, pumps, open, down) =
+            (relay.up.clone(), relay.delay_ms.clone(), relay.pumps.clone(), relay.open.clone(), relay.down.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else { return };
@@ -43,7 +46,7 @@ impl Relay {
                 let open = open.clone();
                 let now = open.0.fetch_add(1, Relaxed) + 1;
                 open.1.fetch_max(now, Relaxed);
-                let pumping = pump(client, upstream.clone(), delay.clone());
+                let pumping = pump(client, upstream.clone(), delay.clone(), down.clone());
                 let pump = tokio::spawn(async move {
                     // Counted down however the pump ends, aborted by `cut` included.
                     let _open = OpenConnection(open);
@@ -88,6 +91,11 @@ impl Relay {
         self.open.1.store(self.open(), Relaxed);
     }
 
+    /// Bytes CouchDB has sent through the relay (answers, headers included).
+    pub fn bytes_down(&self) -> u64 {
+        self.down.load(Relaxed)
+    }
+
     /// Holds each request chunk for `ms` before passing it on.
     pub fn delay(&self, ms: u64) {
         self.delay_ms.store(ms, Relaxed);
@@ -104,7 +112,7 @@ impl Drop for OpenConnection {
 }
 
 /// Copies bytes both ways until either side closes, delaying the client's chunks.
-async fn pump(mut client: tokio::net::TcpStream, upstream: String, delay: Arc<AtomicU64>) {
+async fn pump(mut client: tokio::net::TcpStream, upstream: String, delay: Arc<AtomicU64>, down: Arc<AtomicU64>) {
     let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { return };
     let (mut server_read, mut server_write) = server.into_split();
     let (mut client_read, mut client_write) = client.split();
@@ -124,7 +132,19 @@ async fn pump(mut client: tokio::net::TcpStream, upstream: String, delay: Arc<At
             }
         }
     };
-    let downward = tokio::io::copy(&mut server_read, &mut client_write);
+    let downward = async {
+        let mut buf = vec![0u8; 16384];
+        loop {
+            let n = match server_read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            down.fetch_add(n as u64, Relaxed);
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
     tokio::select! {
         _ = upward => {}
         _ = downward => {}

@@ -1,0 +1,51 @@
+//! The design documents couchlink installs in a links database, from the plain files under
+//! `couchdb/` a reviewer reads: the validation function (`_design/couchlink`), the console's
+//! views (`_design/console`) and the import's index (`_design/import`). `setup` writes them;
+//! `import` runs the validation function itself and asks the index.
+
+use serde_json::{json, Value};
+
+/// The validation function's design document (`_design/couchlink`).
+pub const DESIGN_DOC: &str = "couchlink";
+/// The console's design document (`_design/console`): its search and newest-first views
+/// (docs/console.md).
+pub const CONSOLE_DESIGN_DOC: &str = "console";
+/// The import's design document (`_design/import`): imported links by source system and key.
+pub const IMPORT_DESIGN_DOC: &str = "import";
+/// Its view.
+pub const IMPORT_VIEW: &str = "by_source";
+
+/// The validation function, reviewed as a plain file under `couchdb/`.
+const VALIDATE_DOC_UPDATE: &str = include_str!("../couchdb/validate_doc_update.js");
+
+/// The validation function as stored for a database whose editors hold one of `editor_roles`:
+/// the file without its leading comment lines (CouchDB compiles the stored source as one
+/// function expression), with the roles written in.
+pub fn validate_doc_update_source(editor_roles: &[&str]) -> String {
+    let source = VALIDATE_DOC_UPDATE
+        .lines()
+        .skip_while(|l| l.starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_owned();
+    let line = |roles: String| format!("var EDITOR_ROLES = {roles};");
+    let template = line(r#"["links:editor"]"#.to_owned());
+    assert!(source.contains(&template), "couchdb/validate_doc_update.js declares EDITOR_ROLES");
+    source.replacen(&template, &line(serde_json::to_string(editor_roles).expect("strings serialise")), 1)
+}
+
+/// `_design/console`: the console's views, plain files under `couchdb/console/`.
+pub fn console_design() -> Value {
+    json!({"language": "javascript", "views": {
+        "search": {"map": include_str!("../couchdb/console/search.js")},
+        "recent": {"map": include_str!("../couchdb/console/recent.js")},
+    }})
+}
+
+/// `_design/import`: imported links by `[system, key]`, `couchdb/import/by_source.js`.
+pub fn import_design() -> Value {
+    json!({"language": "javascript", "views": {
+        IMPORT_VIEW: {"map": include_str!("../couchdb/import/by_source.js")},
+    }})
+}
