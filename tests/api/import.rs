@@ -273,6 +273,104 @@ async fn shlink_api_pages_import_as_known() {
     .await;
 }
 
+/// The CSV Shlink's web client downloads ("Export" in its list of short URLs): told from the
+/// API's JSON by content, with the same `--from shlink`.
+#[tokio::test]
+async fn a_shlink_web_client_csv_imports_as_known() {
+    let from = |code: &str, created: &str| json!({"system": "shlink", "code": code, "short_url": format!("https://s.test/{code}"), "created": created});
+    import_as_known(Case {
+        system: "shlink",
+        file: "shlink-web-client.csv",
+        args: &[],
+        rows: 5,
+        kept: vec![(
+            "Sh1nk",
+            json!({"url": "https://example.net/app", "inactive": false, "title": "Our app", "tags": ["app", "qr"],
+                   "imported_from": from("Sh1nk", "2024-05-06T05:08:09Z")}),
+        )],
+        renamed: vec![
+            (
+                "https://s.test/abc123",
+                json!({"url": "https://example.net/blog/post-1", "inactive": false, "title": "Blog: \"Post 1\"",
+                       "imported_from": from("abc123", "2024-05-07T08:00:00Z")}),
+            ),
+            (
+                "https://s.test/Takn1",
+                json!({"url": "https://example.net/taken", "inactive": false, "title": "Posters, flyers",
+                       "tags": ["print"], "imported_from": from("Takn1", "2024-05-08T08:00:00Z")}),
+            ),
+        ],
+        invalid: vec![(5, "https://s.test/abc123 is also on"), (6, "The host name must be lower-case")],
+    })
+    .await;
+}
+
+/// The same button's CSV from web clients before the `domain` and `shortCode` columns (every
+/// cell quoted, tags joined by commas).
+#[tokio::test]
+async fn an_older_shlink_web_client_csv_imports_as_known() {
+    let from = |code: &str, created: &str| json!({"system": "shlink", "code": code, "short_url": format!("https://s.test/{code}"), "created": created});
+    import_as_known(Case {
+        system: "shlink",
+        file: "shlink-web-client-2021.csv",
+        args: &[],
+        rows: 3,
+        kept: vec![(
+            "Old01",
+            json!({"url": "https://example.net/old", "inactive": false, "title": "Old page", "tags": ["a", "b"],
+                   "imported_from": from("Old01", "2021-03-01T10:00:00Z")}),
+        )],
+        renamed: vec![(
+            "https://s.test/older-one",
+            json!({"url": "https://example.net/older", "inactive": false,
+                   "imported_from": from("older-one", "2021-03-02T10:00:00Z")}),
+        )],
+        invalid: vec![(4, "Only \"http://\" and \"https://\"")],
+    })
+    .await;
+}
+
+/// A Bitly CSV with the API's column names; archived links arrive inactive.
+#[tokio::test]
+async fn a_bitly_csv_imports_as_known() {
+    let from = |code: &str, host: &str, created: &str| json!({"system": "bitly", "code": code, "short_url": format!("https://{host}/{code}"), "created": created});
+    import_as_known(Case {
+        system: "bitly",
+        file: "bitly.csv",
+        args: &[],
+        rows: 7,
+        kept: vec![(
+            "Bt5kA",
+            json!({"url": "https://example.com/store", "inactive": false,
+                   "imported_from": from("Bt5kA", "acme.co", "2023-05-02T16:40:03Z")}),
+        )],
+        renamed: vec![
+            (
+                "https://bit.ly/3Kq8ZxT",
+                json!({"url": "https://example.com/spring/?utm_source=flyer", "inactive": false,
+                       "title": "Spring catalogue", "tags": ["print", "spring"],
+                       "imported_from": from("3Kq8ZxT", "bit.ly", "2023-04-18T09:12:44Z")}),
+            ),
+            (
+                "https://acme.co/Takn1",
+                json!({"url": "https://example.com/taken", "inactive": true, "title": "Poster", "tags": ["print", "poster"],
+                       "imported_from": from("Takn1", "acme.co", "2023-05-09T08:00:00Z")}),
+            ),
+            (
+                "https://bit.ly/6OnlyId",
+                json!({"url": "https://example.com/only-id", "inactive": false,
+                       "imported_from": from("6OnlyId", "bit.ly", "2023-06-01T00:00:00Z")}),
+            ),
+        ],
+        invalid: vec![
+            (5, "https://bit.ly/3Kq8ZxT is also on"),
+            (6, "must not contain spaces"),
+            (7, "\"archived\" is \"maybe\", not true or false"),
+        ],
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_yourls_table_imports_as_known() {
     let from = |code: &str, created: &str| json!({"system": "yourls", "code": code, "created": created});

@@ -1,10 +1,14 @@
 //! Bitly: the API v4 list of a group's links (`GET /v4/groups/{group_guid}/bitlinks`, one
 //! page per file), items like `{"link": "https://bit.ly/3AbCdEf", "id": "bit.ly/3AbCdEf",
-//! "long_url": ..., "title": ..., "created_at": "2021-02-12T18:37:26+0000", "tags": [...]}`.
+//! "long_url": ..., "title": ..., "created_at": "2021-02-12T18:37:26+0000", "archived": false,
+//! "tags": [...]}`; or a CSV of links whose header uses those names (`id` or `link`,
+//! `long_url`, `title`, `created_at`, `archived`, `tags`), as the export tools built on the API
+//! write it (Bitly documents no column names for the CSV its web app exports). Archived links
+//! arrive inactive.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::{tags, text, time_field};
+use super::{tags, tags_cell, text, time_field};
 use crate::transfer::entry::{Entry, Place};
 
 pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
@@ -21,5 +25,29 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
     entry.short_url = Some(short_url);
     entry.set("title", item.get("title").cloned().unwrap_or_default());
     entry.set("tags", tags(item, "tags"));
+    if archived(item.get("archived"))? {
+        entry.set("inactive", json!(true));
+    }
     Ok(entry)
+}
+
+/// `archived`: a JSON boolean, or a CSV cell's `true`/`false` (`1`/`0`, `yes`/`no`).
+fn archived(value: Option<&Value>) -> Result<bool, String> {
+    match value {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" | "" => Ok(false),
+            other => Err(format!("\"archived\" is {other:?}, not true or false")),
+        },
+        Some(other) => Err(format!("\"archived\" is {other}, not true or false")),
+    }
+}
+
+/// A row of a CSV with the API's names, as the API item.
+pub(super) fn from_csv(row: &Value, place: Place) -> Result<Entry, String> {
+    let mut item = row.clone();
+    item["tags"] = tags_cell(text(row, "tags"));
+    entry(&item, place)
 }

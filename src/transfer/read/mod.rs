@@ -60,13 +60,65 @@ pub fn read(system: System, path: &Path, columns: &Columns) -> Result<Vec<Row>, 
         System::Csv => csv::read(&text, &file, columns).map_err(format("a CSV file with a header")),
         System::Yourls => yourls::read(&text, &file).map_err(format("YOURLS's yourls_url table with its header")),
         System::Jsonl => jsonl::read(&text, &file).map_err(format("couchlink's JSON lines export")),
+        // Bitly and Shlink: an API page (JSON), or the CSV a person downloads, told apart by
+        // content.
+        System::Bitly if !is_json(&text) => csv_items(&text, &file, &["long_url"], bitly::from_csv).map_err(format(
+            "a Bitly CSV of links (a header with the API's names: id or link, long_url, title, created_at, archived, tags)",
+        )),
         System::Bitly => {
             json_items(&text, &file, &["links"], bitly::entry).map_err(format("a Bitly API v4 page of links"))
         }
         System::Kutt => json_items(&text, &file, &["data"], kutt::entry).map_err(format("a Kutt API v2 page of links")),
+        System::Shlink if !is_json(&text) => csv_items(&text, &file, &["shortUrl", "longUrl"], shlink::from_csv)
+            .map_err(format("a Shlink web client CSV export (short_urls.csv)")),
         System::Shlink => json_items(&text, &file, &["shortUrls", "data"], shlink::entry)
             .map_err(format("a Shlink REST API page of short URLs")),
     }
+}
+
+/// Whether `text` is JSON (an API page, or a list) rather than CSV: by its first character.
+fn is_json(text: &str) -> bool {
+    matches!(text.trim_start_matches('\u{feff}').trim_start().chars().next(), Some('{' | '['))
+}
+
+/// The records of a CSV export with a header, each as a JSON object of the header's names and
+/// the cells' text (empty cells left out), turned into an entry by `entry` with the line it
+/// starts on. The header must name every column of `required` (its case as written).
+fn csv_items(
+    text: &str,
+    file: &Arc<str>,
+    required: &[&str],
+    entry: fn(&Value, Place) -> Result<Entry, String>,
+) -> Result<Vec<Row>, String> {
+    let text = text.trim_start_matches('\u{feff}');
+    let mut reader = csv::reader(text);
+    let header: Vec<String> =
+        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_owned()).collect();
+    if let Some(missing) = required.iter().find(|r| !header.iter().any(|h| h == *r)) {
+        return Err(format!("no {missing:?} column (the header has {})", header.join(", ")));
+    }
+    let mut rows = Vec::new();
+    for (place, record) in records(reader, text, file)? {
+        let item: serde_json::Map<String, Value> = header
+            .iter()
+            .zip(record.iter())
+            .filter(|(_, cell)| !cell.trim().is_empty())
+            .map(|(name, cell)| (name.clone(), Value::String(cell.trim().to_owned())))
+            .collect();
+        rows.push(entry(&Value::Object(item), place.clone()).map_err(|reason| Invalid { place, reason }));
+    }
+    Ok(rows)
+}
+
+/// A list of tags as an export's CSV cell holds it: a JSON list, or names separated by `|` or
+/// `,`.
+fn tags_cell(cell: Option<&str>) -> Value {
+    let Some(cell) = cell else { return Value::Array(Vec::new()) };
+    if let Ok(list @ Value::Array(_)) = serde_json::from_str::<Value>(cell) {
+        return list;
+    }
+    let names: Vec<&str> = cell.split(['|', ',']).map(str::trim).filter(|t| !t.is_empty()).collect();
+    serde_json::json!(names)
 }
 
 /// The items of an API page (`{"links": [...]}`, the list under `path`) or of a bare list,

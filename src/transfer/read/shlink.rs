@@ -2,11 +2,14 @@
 //! items like `{"shortCode": "abc123", "shortUrl": "https://s.test/abc123", "longUrl": ...,
 //! "deviceLongUrls": {"android": ..., "ios": ..., "desktop": ...}, "dateCreated": ...,
 //! "tags": [...], "meta": {"validSince": ..., "validUntil": ..., "maxVisits": ...},
-//! "domain": null, "title": ...}`.
+//! "domain": null, "title": ...}`; or the CSV the web client's "Export" button downloads
+//! (`short_urls.csv`, shlink-web-component's `ExportShortUrlsBtn`): `createdAt, domain,
+//! shortCode, shortUrl, longUrl, title, tags, visits`, tags joined by `|` (older clients wrote
+//! `createdAt, shortUrl, longUrl, title, tags, visits`, tags joined by `,`).
 
 use serde_json::{json, Value};
 
-use super::{tags, text, time_field};
+use super::{tags, tags_cell, text, time_field};
 use crate::transfer::entry::{Entry, Place};
 
 pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
@@ -33,4 +36,22 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
     entry.set("title", json!(text(item, "title")));
     entry.set("tags", tags(item, "tags"));
     Ok(entry)
+}
+
+/// A row of the web client's CSV, as the API item it was made from.
+pub(super) fn from_csv(row: &Value, place: Place) -> Result<Entry, String> {
+    let short_url = text(row, "shortUrl").ok_or("no shortUrl")?;
+    // The client takes the code from the short URL's path, as here when the column is absent.
+    let code = text(row, "shortCode").map(str::to_owned).or_else(|| {
+        url::Url::parse(short_url).ok().map(|u| u.path().trim_start_matches('/').to_owned()).filter(|c| !c.is_empty())
+    });
+    let item = json!({
+        "shortUrl": short_url,
+        "shortCode": code,
+        "longUrl": text(row, "longUrl"),
+        "dateCreated": text(row, "createdAt"),
+        "title": text(row, "title"),
+        "tags": tags_cell(text(row, "tags")),
+    });
+    entry(&item, place)
 }
