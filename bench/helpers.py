@@ -2,6 +2,7 @@
 import base64
 import http.client
 import json
+import os
 import random
 import string
 import sys
@@ -240,6 +241,56 @@ def bulk_post(couch_port, db, user, password, jsonl, batch):
     print(f"{time.monotonic() - started:.3f}")
 
 
+def relay(listen_port, upstream_port, stats_file):
+    """A TCP relay to CouchDB that counts what passes: requests sent (request lines) and bytes
+    answered, written to stats_file as "requests bytes" every 0.1 s. Runs until killed."""
+    import socket
+    import threading
+    counts = {"requests": 0, "bytes": 0}
+    lock = threading.Lock()
+
+    def pump(src, dst, upward):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                with lock:
+                    if upward:
+                        counts["requests"] += data.count(b" HTTP/1.1\r\n")
+                    else:
+                        counts["bytes"] += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def serve():
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", listen_port))
+        server.listen(64)
+        while True:
+            client, _ = server.accept()
+            upstream = socket.create_connection(("127.0.0.1", upstream_port))
+            threading.Thread(target=pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, client, False), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    while True:
+        with lock:
+            line = f"{counts['requests']} {counts['bytes']}\n"
+        with open(stats_file + ".tmp", "w") as f:
+            f.write(line)
+        os.replace(stats_file + ".tmp", stats_file)
+        time.sleep(0.1)
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -265,6 +316,8 @@ if __name__ == "__main__":
         edit_many(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8])
     elif command == "served":
         all_served(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
+    elif command == "relay":
+        relay(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif command == "rss":
         print(rss_kib(int(sys.argv[2])))
     elif command == "auth":

@@ -169,33 +169,24 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// What the percent-encoded `encoded` counts as; the User-Agent parser runs only when
-    /// `devices` asks for the device and OS.
+    /// What the percent-encoded `encoded` counts as; the User-Agent is read only when
+    /// `devices` asks for the device and OS, by the reading link rules use ([`Client::of`]:
+    /// substring searches, no expressions to compile or hold in memory; the tests hold it to
+    /// uap-core's answers).
     pub fn of(encoded: &[u8], devices: bool) -> Agent {
-        // `Client::of_uap` always answers (compiling the parser first if need be), so `read` does.
-        Agent::read(encoded, devices, |ua| Some(Client::of_uap(ua))).expect("Client::of_uap always answers")
-    }
-
-    /// [`Agent::of`], or `None` while the User-Agent parser is still being compiled
-    /// ([`crate::visitor::prepare`]).
-    pub fn of_if_ready(encoded: &[u8], devices: bool) -> Option<Agent> {
-        Agent::read(encoded, devices, Client::of_uap_if_ready)
-    }
-
-    fn read(encoded: &[u8], devices: bool, parse: impl Fn(Option<&[u8]>) -> Option<Client>) -> Option<Agent> {
         let bot = line::bot_agent(encoded);
         if !devices {
-            return Some(Agent { bot, device: OTHER, os: OTHER });
+            return Agent { bot, device: OTHER, os: OTHER };
         }
         let decoded: Cow<'_, [u8]> = percent_encoding::percent_decode(encoded).into();
-        let client = if encoded == b"-" { Client::default() } else { parse(Some(&decoded))? };
-        Some(Agent {
+        let client = if encoded == b"-" { Client::default() } else { Client::of(Some(&decoded)) };
+        Agent {
             bot,
-            // The device classes uap-core's data gives, and the report's own bot list over them:
-            // a redirect counts as a bot's in one place only.
+            // The report's own bot list over the device: a redirect counts as a bot's in one
+            // place only.
             device: if bot { BOT } else { client.device.map_or(OTHER, |d| d.name()) },
             os: client.os.map_or(OTHER, |o| o.name()),
-        })
+        }
     }
 }
 
@@ -278,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn devices_by_uap_core_and_bots_by_the_report_list() {
+    fn devices_as_link_rules_read_them_and_bots_by_the_report_list() {
         let agent = |ua: &str| {
             let a = Agent::of(ua.as_bytes(), true);
             (a.bot, a.device, a.os)

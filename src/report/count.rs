@@ -316,35 +316,8 @@ impl Partial {
     /// Ends the thread's counting: its sightings compacted on its own core, while other
     /// threads may still be reading.
     pub fn close(&mut self) {
-        self.resolve_pending();
         compact(&mut self.sightings.list);
         self.combo_redirects.compact();
-    }
-
-    /// Gives the User-Agents read while the parser was being compiled their device and OS, in
-    /// every combination that held them in waiting.
-    fn resolve_pending(&mut self) {
-        let pending = std::mem::take(&mut self.agents.pending);
-        if pending.is_empty() {
-            return;
-        }
-        let mut real: Map<u32, u32> = Map::default();
-        for (encoded, waiting) in pending {
-            let agent = Agent::of(&encoded, true);
-            real.insert(waiting.device, self.values.number(Breakdown::Device, agent.device));
-            real.insert(waiting.os, self.values.number(Breakdown::Os, agent.os));
-        }
-        self.agents.known.clear();
-        let old = std::mem::take(&mut self.combos);
-        let renumbered: Vec<u32> =
-            old.keys.iter().map(|key| self.combos.number(key.map(|v| real.get(&v).copied().unwrap_or(v)))).collect();
-        for s in &mut self.sightings.list {
-            s.combo = renumbered[s.combo as usize];
-        }
-        for (key, _) in &mut self.combo_redirects.list {
-            let (version, combo) = Runs::split(*key);
-            *key = Runs::key(version, renumbered[combo as usize]);
-        }
     }
 
     /// All of `partials` in one (into the one with the most lines: its links, versions and
@@ -795,10 +768,6 @@ struct AgentNumbers {
 #[derive(Default)]
 struct AgentCache {
     known: Map<Box<[u8]>, AgentNumbers>,
-    /// User-Agents met while the User-Agent parser was being compiled, and the value numbers
-    /// standing for their device and OS meanwhile ([`Partial::resolve_pending`]): reading goes
-    /// on instead of waiting a tenth of a second on every core.
-    pending: Vec<(Box<[u8]>, AgentNumbers)>,
 }
 
 /// Distinct User-Agents and addresses remembered before a cache starts over (bounds its memory
@@ -810,24 +779,13 @@ impl AgentCache {
         if let Some(&agent) = self.known.get(encoded) {
             return agent;
         }
-        let agent = match Agent::of_if_ready(encoded, devices) {
-            Some(Agent { bot, device, os }) if devices => AgentNumbers {
+        let agent = match Agent::of(encoded, devices) {
+            Agent { bot, device, os } if devices => AgentNumbers {
                 bot,
                 device: values.number(Breakdown::Device, device),
                 os: values.number(Breakdown::Os, os),
             },
-            Some(Agent { bot, .. }) => AgentNumbers { bot, device: u32::MAX, os: u32::MAX },
-            None => {
-                // Values no User-Agent has (a NUL is never in a logged one), one per User-Agent.
-                let waiting = format!("\0{}", self.pending.len());
-                let agent = AgentNumbers {
-                    bot: line::bot_agent(encoded),
-                    device: values.number(Breakdown::Device, &waiting),
-                    os: values.number(Breakdown::Os, &waiting),
-                };
-                self.pending.push((encoded.into(), agent));
-                agent
-            }
+            Agent { bot, .. } => AgentNumbers { bot, device: u32::MAX, os: u32::MAX },
         };
         if self.known.len() >= CACHE {
             self.known.clear();

@@ -132,9 +132,6 @@ fn run_in_pieces(paths: &[PathBuf], options: &Options, chunk: u64) -> Result<Rep
     let mut sources = read::sources(paths)?;
     sources.retain(|s| options.may_include(s));
     let pieces = read::pieces(&sources, chunk);
-    if options.breakdowns.devices() {
-        crate::visitor::prepare();
-    }
     // Gzipped files first: each is one stream for one thread, the longest pieces to wait for.
     let mut order: Vec<usize> = (0..pieces.len()).collect();
     order.sort_by_key(|&i| !sources[pieces[i].source].gzip);

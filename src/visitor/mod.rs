@@ -2,24 +2,23 @@
 //! system and kind of device its `User-Agent` names, and the language it prefers
 //! ([`language`]).
 //!
-//! Two readings of a User-Agent, one the oracle of the other:
-//! - [`Client::of_uap`], the ua-parser project's regular expressions (uap-core, through the
-//!   `ua-parser` crate), for the report: thorough, compiled on first use (about 0.1 s, 28 MiB),
-//!   and about 6 us for a browser's string not seen before, 47 us for 400 random bytes;
-//! - [`Client::of`], for the proxy's rules: a few substring searches, bounded by the string's
-//!   length whatever it holds, so that a client sending a new User-Agent with every request
-//!   costs the proxy next to nothing more. Tests hold it to uap-core's answers for real
-//!   browsers' strings.
+//! A User-Agent is read by [`Client::of`], for the proxy's rules and the report's device
+//! breakdown alike: a few substring searches, bounded by the string's length whatever it holds,
+//! so that a client sending a new User-Agent with every request costs the proxy next to nothing
+//! more, and nothing to compile or hold. Its oracle, in the tests only, is the ua-parser project's
+//! regular expressions (uap-core, through the `ua-parser` crate: thorough, but 0.1 s and 28 MiB
+//! to compile, about 6 us for a browser's string not seen before and 47 us for 400 random
+//! bytes): the tests hold the two to the same answers for real browsers' strings.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use serde::Deserialize;
-
 pub mod bot;
 pub mod geoip;
 pub mod language;
+#[cfg(test)]
+mod uap;
 
 /// An operating system a rule can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,20 +57,6 @@ impl Os {
     /// The name a rule uses.
     pub fn name(self) -> &'static str {
         Os::NAMES[self as usize]
-    }
-
-    /// The OS uap-core's family name stands for.
-    fn from_family(family: &str) -> Option<Os> {
-        Some(match family {
-            "iOS" | "iPadOS" => Os::Ios,
-            "Android" => Os::Android,
-            "Windows" => Os::Windows,
-            "Mac OS X" | "macOS" => Os::Macos,
-            "Chrome OS" => Os::Chromeos,
-            "Linux" | "Ubuntu" | "Debian" | "Fedora" | "Red Hat" | "SUSE" | "openSUSE" | "Mint" | "Arch Linux"
-            | "Gentoo" | "Slackware" | "Mandriva" | "CentOS" | "Kubuntu" => Os::Linux,
-            _ => return None,
-        })
     }
 }
 
@@ -117,56 +102,6 @@ pub struct Client {
     pub bot: bool,
 }
 
-/// The parts of uap-core's data couchlink uses.
-#[derive(Deserialize)]
-struct Data<'a> {
-    #[serde(borrow)]
-    os_parsers: Vec<ua_parser::os::Parser<'a>>,
-    #[serde(borrow)]
-    device_parsers: Vec<ua_parser::device::Parser<'a>>,
-}
-
-struct Extractors {
-    os: ua_parser::os::Extractor<'static>,
-    device: ua_parser::device::Extractor<'static>,
-}
-
-static DATA: &str = include_str!("regexes.json");
-
-static EXTRACTORS: OnceLock<Extractors> = OnceLock::new();
-
-fn extractors() -> &'static Extractors {
-    EXTRACTORS.get_or_init(|| {
-        // The shipped data: a failure here is a build that cannot work, caught by the tests.
-        let data: Data<'static> = serde_json::from_str(DATA).expect("src/visitor/regexes.json parses");
-        let (os_parsers, device_parsers) = (data.os_parsers, data.device_parsers);
-        // Side by side: the device expressions take about 0.1 s to compile, the OS ones a
-        // quarter of that, and every thread that needs either waits for both.
-        std::thread::scope(|scope| {
-            let device = scope.spawn(|| {
-                let device = device_parsers.into_iter().try_fold(ua_parser::device::Builder::new(), |b, p| b.push(p));
-                device
-                    .expect("uap-core's device expressions parse")
-                    .build()
-                    .expect("uap-core's device expressions compile")
-            });
-            let os = os_parsers.into_iter().try_fold(ua_parser::os::Builder::new(), |b, p| b.push(p));
-            Extractors {
-                os: os.expect("uap-core's OS expressions parse").build().expect("uap-core's OS expressions compile"),
-                device: device.join().expect("the device expressions' thread"),
-            }
-        })
-    })
-}
-
-/// Starts compiling the expressions on a thread of their own, for a caller that has other
-/// work meanwhile ([`Client::of_if_ready`]).
-pub fn prepare() {
-    if EXTRACTORS.get().is_none() {
-        std::thread::spawn(extractors);
-    }
-}
-
 /// Answers kept per serving thread before the oldest are dropped (all at once: simple, and
 /// rare with real traffic's few hundred strings).
 const CACHED: usize = 4096;
@@ -176,11 +111,9 @@ const CACHED: usize = 4096;
 type Answers = RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>>;
 
 thread_local! {
-    /// [`Client::of_uap`]'s answers.
-    static SEEN: Answers = RefCell::default();
-    /// The same for [`Client::of`]'s reading: one hash lookup for a string seen before instead
-    /// of the bot list and the searches; the longest strings are not kept (a client sending a
-    /// new long string every time gains nothing from them).
+    /// [`Client::of`]'s answers: one hash lookup for a string seen before instead of the bot
+    /// list and the searches; the longest strings are not kept (a client sending a new long
+    /// string every time gains nothing from them).
     static SEEN_FAST: Answers = RefCell::default();
 }
 
@@ -292,42 +225,6 @@ impl Client {
         let tablet = has(&n.ipad) || anywhere(&n.kindle) || (os == Some(Os::Android) && !anywhere(&n.mobile));
         let device = match os {
             _ if tablet && os.is_some() => Some(Device::Tablet),
-            Some(Os::Ios | Os::Android) => Some(Device::Mobile),
-            Some(Os::Windows | Os::Macos | Os::Linux | Os::Chromeos) => Some(Device::Desktop),
-            None => None,
-        };
-        Client { os, device, bot: false }
-    }
-
-    /// What `user_agent` says by uap-core (nothing for none, or one that is not text), each
-    /// serving thread keeping the answers for the strings it saw last.
-    pub fn of_uap(user_agent: Option<&[u8]>) -> Client {
-        let Some(bytes) = user_agent else { return Client::default() };
-        remembered(&SEEN, bytes, |bytes| std::str::from_utf8(bytes).map(Client::parse).unwrap_or_default())
-    }
-
-    /// [`Client::of_uap`], or `None` while the expressions are still being compiled.
-    pub fn of_uap_if_ready(user_agent: Option<&[u8]>) -> Option<Client> {
-        EXTRACTORS.get().map(|_| Client::of_uap(user_agent))
-    }
-
-    fn parse(ua: &str) -> Client {
-        let extractors = extractors();
-        let os = extractors.os.extract(ua).and_then(|v| Os::from_family(&v.os));
-        let device = extractors.device.extract(ua);
-        let family = device.as_ref().map(|d| &*d.device);
-        let brand = device.as_ref().and_then(|d| d.brand.as_deref());
-        if family == Some("Spider") {
-            return Client { os: None, device: None, bot: true };
-        }
-        // uap-core names devices, not kinds: tablets are the iPads and what it files under a
-        // tablet brand; Android phones and tablets are told apart by Chrome's documented rule,
-        // "Mobile" in the string for phones only.
-        let tablet = family == Some("iPad")
-            || brand.is_some_and(|b| b.ends_with("_Tablet") || b == "Kindle")
-            || (os == Some(Os::Android) && !ua.contains("Mobile"));
-        let device = match os {
-            _ if tablet => Some(Device::Tablet),
             Some(Os::Ios | Os::Android) => Some(Device::Mobile),
             Some(Os::Windows | Os::Macos | Os::Linux | Os::Chromeos) => Some(Device::Desktop),
             None => None,
@@ -448,7 +345,7 @@ mod tests {
         let bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
         assert_eq!(client(bot), (None, None, true));
         assert_eq!(Client::of(None), Client::default());
-        assert_eq!(Client::of_uap(Some(b"\xff\xfe")), Client::default());
+        assert_eq!(uap::of(Some(b"\xff\xfe")), Client::default());
     }
 
     /// The rules' fast reading agrees with uap-core (the plain model) on real clients' strings:
@@ -487,7 +384,7 @@ mod tests {
             "curl/8.5.0",
         ];
         for ua in corpus {
-            let (fast, uap) = (Client::of(Some(ua.as_bytes())), Client::of_uap(Some(ua.as_bytes())));
+            let (fast, uap) = (Client::of(Some(ua.as_bytes())), uap::of(Some(ua.as_bytes())));
             // uap-core files some tools under no device rather than a crawler; the rules treat
             // both alike (no condition on the OS or the device matches).
             let seen = |c: Client| (c.os, c.device);
