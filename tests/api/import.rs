@@ -169,26 +169,36 @@ async fn import_as_known(case: Case) {
     assert_eq!(again, first);
 }
 
+/// `imported_from` of a Bitly link.
+fn bitly_from(code: &str, host: &str, created: &str) -> Value {
+    json!({"system": "bitly", "code": code, "short_url": format!("https://{host}/{code}"), "created": created})
+}
+
+/// The link both Bitly samples keep under its own code.
+fn bitly_store() -> (&'static str, Value) {
+    let from = bitly_from("Bt5kA", "acme.co", "2023-05-02T16:40:03Z");
+    ("Bt5kA", json!({"url": "https://example.com/store", "inactive": false, "imported_from": from}))
+}
+
+/// The link both Bitly samples give a fresh ID.
+fn bitly_spring() -> (&'static str, Value) {
+    let from = bitly_from("3Kq8ZxT", "bit.ly", "2023-04-18T09:12:44Z");
+    let doc = json!({"url": "https://example.com/spring/?utm_source=flyer", "inactive": false,
+                     "title": "Spring catalogue", "tags": ["print", "spring"], "imported_from": from});
+    ("https://bit.ly/3Kq8ZxT", doc)
+}
+
 #[tokio::test]
 async fn bitly_api_pages_import_as_known() {
-    let from = |code: &str, host: &str, created: &str| json!({"system": "bitly", "code": code, "short_url": format!("https://{host}/{code}"), "created": created});
+    let from = bitly_from;
     import_as_known(Case {
         system: "bitly",
         file: "bitly.json",
         args: &[],
         rows: 5,
-        kept: vec![(
-            "Bt5kA",
-            json!({"url": "https://example.com/store", "inactive": false,
-                   "imported_from": from("Bt5kA", "acme.co", "2023-05-02T16:40:03Z")}),
-        )],
+        kept: vec![bitly_store()],
         renamed: vec![
-            (
-                "https://bit.ly/3Kq8ZxT",
-                json!({"url": "https://example.com/spring/?utm_source=flyer", "inactive": false,
-                       "title": "Spring catalogue", "tags": ["print", "spring"],
-                       "imported_from": from("3Kq8ZxT", "bit.ly", "2023-04-18T09:12:44Z")}),
-            ),
+            bitly_spring(),
             (
                 "https://acme.co/Takn1",
                 json!({"url": "https://example.com/taken", "inactive": false, "title": "Poster",
@@ -333,24 +343,15 @@ async fn an_older_shlink_web_client_csv_imports_as_known() {
 /// A Bitly CSV with the API's column names; archived links arrive inactive.
 #[tokio::test]
 async fn a_bitly_csv_imports_as_known() {
-    let from = |code: &str, host: &str, created: &str| json!({"system": "bitly", "code": code, "short_url": format!("https://{host}/{code}"), "created": created});
+    let from = bitly_from;
     import_as_known(Case {
         system: "bitly",
         file: "bitly.csv",
         args: &[],
         rows: 7,
-        kept: vec![(
-            "Bt5kA",
-            json!({"url": "https://example.com/store", "inactive": false,
-                   "imported_from": from("Bt5kA", "acme.co", "2023-05-02T16:40:03Z")}),
-        )],
+        kept: vec![bitly_store()],
         renamed: vec![
-            (
-                "https://bit.ly/3Kq8ZxT",
-                json!({"url": "https://example.com/spring/?utm_source=flyer", "inactive": false,
-                       "title": "Spring catalogue", "tags": ["print", "spring"],
-                       "imported_from": from("3Kq8ZxT", "bit.ly", "2023-04-18T09:12:44Z")}),
-            ),
+            bitly_spring(),
             (
                 "https://acme.co/Takn1",
                 json!({"url": "https://example.com/taken", "inactive": true, "title": "Poster", "tags": ["print", "poster"],

@@ -77,26 +77,9 @@ async fn check_warns_about_links_that_would_not_redirect_and_the_tag_text_redire
     app.db.put_link("Later", later).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
-    let output = qr(&[
-        "H83if",
-        "Sleep",
-        "Ended",
-        "Later",
-        "Nopee",
-        "--check",
-        "--public-url",
-        &app.base,
-        "--couchdb-url",
-        &app.db.couch.url,
-        "--couchdb-user",
-        READER.0,
-        "--couchdb-password",
-        READER.1,
-        "--db",
-        &app.db.name,
-        "--out",
-        &out,
-    ]);
+    let reader = reader_of(&app.db);
+    let asked = ["H83if", "Sleep", "Ended", "Later", "Nopee", "--check", "--public-url", &app.base, "--out", &out];
+    let output = qr(&[&asked[..], &reader.iter().map(String::as_str).collect::<Vec<_>>()].concat());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("Sleep: the link is inactive"), "{stderr}");
@@ -143,6 +126,20 @@ async fn check_warns_about_links_that_would_not_redirect_and_the_tag_text_redire
     .await
     .unwrap();
     assert_eq!(String::from_utf8_lossy(&curl.stdout), "302 https://example.com/wp/?p=14");
+}
+
+/// The flags that let `couchlink qr` read `db` as the reader account.
+fn reader_of(db: &TestDb) -> [String; 8] {
+    [
+        "--couchdb-url".into(),
+        db.couch.url.clone(),
+        "--couchdb-user".into(),
+        READER.0.into(),
+        "--couchdb-password".into(),
+        READER.1.into(),
+        "--db".into(),
+        db.name.clone(),
+    ]
 }
 
 #[test]
@@ -269,16 +266,8 @@ async fn a_sheet_of_every_link_carries_their_titles_and_a_failed_sheet_leaves_no
     app.db.put_link("Flyr2", json!({"url": "https://example.com/2", "title": "Posters & banners"})).await;
     app.db.put_link("Plain", json!({"url": "https://example.com/3"})).await;
     let dir = tempfile::tempdir().unwrap();
-    let reader = [
-        "--couchdb-url",
-        &app.db.couch.url,
-        "--couchdb-user",
-        READER.0,
-        "--couchdb-password",
-        READER.1,
-        "--db",
-        &app.db.name,
-    ];
+    let reader = reader_of(&app.db);
+    let reader: Vec<&str> = reader.iter().map(String::as_str).collect();
     let svg = dir.path().join("every.svg");
     let svg_arg = svg.display().to_string();
     let made = qr(&[
