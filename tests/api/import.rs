@@ -201,7 +201,8 @@ async fn bitly_api_pages_import_as_known() {
             bitly_spring(),
             (
                 "https://acme.co/Takn1",
-                json!({"url": "https://example.com/taken", "inactive": false, "title": "Poster",
+                // Archived in Bitly: inactive here.
+                json!({"url": "https://example.com/taken", "inactive": true, "title": "Poster",
                        "imported_from": from("Takn1", "acme.co", "2023-05-09T08:00:00Z")}),
             ),
         ],
