@@ -44,7 +44,10 @@ COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASS
   COUCHLINK_EDITOR_ROLE=bench:editor COUCHLINK_READER_PASSWORD=reader COUCHLINK_CLICKS_DB=off \
   target/release/couchlink setup >/dev/null
 started=$(date +%s.%N)
-curl -fsS -u admin:password "$couch/big/_design/import/_view/by_source?limit=0" >/dev/null
+# CouchDB answers `500 timeout` after 60 s while the indexer goes on: asked again until built.
+until curl -fsS -u admin:password "$couch/big/_design/import/_view/by_source?limit=0" >/dev/null 2>&1; do
+  python3 -c "import sys, time; sys.exit(time.time() - $started > 3600)" || { echo "the index took over an hour" >&2; exit 1; }
+done
 index_seconds=$(python3 -c "import time; print(f'{time.time() - $started:.1f}')")
 python3 bench/helpers.py import-csv "$work/rows.csv" "$rows"
 
