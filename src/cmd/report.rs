@@ -118,6 +118,7 @@ pub enum ReportCommandError {
 impl ReportArgs {
     /// Counts the logs and writes the report.
     pub fn execute(self) -> Result<(), ReportCommandError> {
+        return_freed_memory_at_once();
         if self.bot_pattern {
             return match writeln!(io::stdout(), "{}", crate::visitor::bot::bot_pattern()) {
                 Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
@@ -298,6 +299,25 @@ fn instant(text: &str) -> Result<Stamp, String> {
     OffsetDateTime::parse(text, &Rfc3339)
         .map(Stamp::at)
         .map_err(|_| format!("{text:?} is neither a date (2026-11-22) nor an RFC 3339 time (2026-11-22T10:00:00Z)"))
+}
+
+/// The allocator couchlink is built with (mimalloc, for the proxy) keeps memory a thread freed
+/// for 10 ms before giving it back to the system, and reads its options once, at the process's
+/// first allocation. The report frees most of what its reading threads allocated just before it
+/// counts visitors per value, so that memory stayed counted in its peak: with every breakdown,
+/// 120 MB against 74 MB for the same work (500k lines; the same speed). So the report starts
+/// itself again, once, with `MIMALLOC_PURGE_DELAY=0` (mimalloc's own setting; an operator's
+/// value is kept). If the start fails, the report runs as it is.
+fn return_freed_memory_at_once() {
+    use std::os::unix::process::CommandExt;
+    const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
+    if std::env::var_os(PURGE_DELAY).is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else { return };
+    // `exec` returns only when it failed.
+    let failed = std::process::Command::new(exe).args(std::env::args_os().skip(1)).env(PURGE_DELAY, "0").exec();
+    tracing::debug!("the report runs without {PURGE_DELAY}=0: {failed}");
 }
 
 #[cfg(test)]
