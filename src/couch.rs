@@ -754,6 +754,26 @@ impl CouchClient {
         Ok(page.rows.into_iter().filter_map(|row| Some((row.id, row.doc?))).collect())
     }
 
+    /// Every document in ID order, `page` at a time (`_all_docs` with `include_docs`, each page
+    /// starting at the last row of the one before), each given to `each` with its ID.
+    pub async fn each_doc<E: From<CouchError>>(
+        &self,
+        page: usize,
+        mut each: impl FnMut(&str, &Value) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut from: Option<String> = None;
+        loop {
+            let rows = self.docs_page(from.as_deref(), page).await?;
+            for (id, doc) in rows.iter().skip(usize::from(from.is_some())) {
+                each(id, doc)?;
+            }
+            if rows.len() < page {
+                return Ok(());
+            }
+            from = rows.last().map(|(id, _)| id.clone());
+        }
+    }
+
     /// Whether `id` exists or existed: `_all_docs` lists deleted documents with `deleted: true`
     /// where a plain GET says only "not found" (docs.couchdb.org, `POST /{db}/_all_docs`).
     pub async fn ever_used(&self, id: &LinkId) -> Result<bool, CouchError> {

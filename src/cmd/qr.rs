@@ -502,28 +502,17 @@ impl From<std::io::Error> for SheetWrite {
 /// Every link of the database in ID order, and each one's title: `_all_docs` a page at a time
 /// (design documents and other IDs are not links).
 async fn every_link(reader: &CouchClient) -> Result<(Vec<LinkId>, Vec<Option<String>>), QrError> {
-    const PAGE: usize = 1000;
     let (mut ids, mut titles) = (Vec::new(), Vec::new());
-    let mut from: Option<String> = None;
-    loop {
-        let page = reader.docs_page(from.as_deref(), PAGE).await.map_err(QrError::Couch)?;
-        // After the first page, the first row is the last of the one before.
-        let skip = usize::from(from.is_some());
-        if page.len() <= skip {
-            break;
-        }
-        for (id, doc) in &page[skip..] {
+    reader
+        .each_doc(1000, |id, doc| {
             if let Ok(id) = LinkId::parse(id) {
                 ids.push(id);
                 titles.push(title(doc));
             }
-        }
-        let full = page.len() == PAGE;
-        from = page.last().map(|(id, _)| id.clone());
-        if !full {
-            break;
-        }
-    }
+            Ok::<_, CouchError>(())
+        })
+        .await
+        .map_err(QrError::Couch)?;
     Ok((ids, titles))
 }
 

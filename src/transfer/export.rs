@@ -44,27 +44,22 @@ pub async fn export(reader: &CouchClient, format: Format, out: &mut dyn Write) -
         writeln!(out, "{}", header.join(","))?;
     }
     let mut count = 0;
-    let mut from: Option<String> = None;
-    loop {
-        let page = reader.docs_page(from.as_deref(), PAGE).await?;
-        // A later page starts with the last row of the one before.
-        for (id, doc) in page.iter().skip(usize::from(from.is_some())) {
-            let Value::Object(doc) = doc else { continue };
+    reader
+        .each_doc(PAGE, |id, doc| {
+            let Value::Object(doc) = doc else { return Ok::<_, ExportError>(()) };
             if id.starts_with("_design/") {
-                continue;
+                return Ok(());
             }
             match format {
                 Format::Jsonl => writeln!(out, "{}", jsonl_line(doc))?,
                 Format::Csv => writeln!(out, "{}", csv_row(doc))?,
             }
             count += 1;
-        }
-        if page.len() < PAGE {
-            out.flush()?;
-            return Ok(count);
-        }
-        from = page.last().map(|(id, _)| id.clone());
-    }
+            Ok(())
+        })
+        .await?;
+    out.flush()?;
+    Ok(count)
 }
 
 /// The document's fields in export order, `_rev` left out.

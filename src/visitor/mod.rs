@@ -106,35 +106,28 @@ pub struct Client {
 /// rare with real traffic's few hundred strings).
 const CACHED: usize = 4096;
 
-/// Answers per User-Agent (foldhash, as the link cache: a User-Agent is a hundred bytes or more,
-/// hashed per request).
-type Answers = RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>>;
-
 thread_local! {
-    /// [`Client::of`]'s answers: one hash lookup for a string seen before instead of the bot
-    /// list and the searches; the longest strings are not kept (a client sending a new long
-    /// string every time gains nothing from them).
-    static SEEN_FAST: Answers = RefCell::default();
+    /// [`Client::of`]'s answers per User-Agent (foldhash, as the link cache: a User-Agent is a
+    /// hundred bytes or more, hashed per request): one hash lookup for a string seen before
+    /// instead of the bot list and the searches.
+    static SEEN: RefCell<HashMap<Box<[u8]>, Client, foldhash::fast::RandomState>> = RefCell::default();
 }
 
-/// Longest User-Agent [`Client::of`] remembers.
+/// Longest User-Agent [`Client::of`] remembers (a client sending a new long string every time
+/// gains nothing from them).
 const REMEMBERED_BYTES: usize = 512;
 
-/// `compute(key)`, remembered in `cache` (emptied at [`CACHED`] entries).
-fn remembered(
-    cache: &'static std::thread::LocalKey<Answers>,
-    key: &[u8],
-    compute: impl FnOnce(&[u8]) -> Client,
-) -> Client {
-    if let Some(client) = cache.with_borrow(|seen| seen.get(key).copied()) {
+/// [`Client::read`] of `ua`, remembered in [`SEEN`] (emptied at [`CACHED`] entries).
+fn remembered(ua: &[u8]) -> Client {
+    if let Some(client) = SEEN.with_borrow(|seen| seen.get(ua).copied()) {
         return client;
     }
-    let client = compute(key);
-    cache.with_borrow_mut(|seen| {
+    let client = Client::read(ua);
+    SEEN.with_borrow_mut(|seen| {
         if seen.len() >= CACHED {
             seen.clear();
         }
-        seen.insert(key.into(), client);
+        seen.insert(ua.into(), client);
     });
     client
 }
@@ -181,7 +174,7 @@ impl Client {
     pub fn of(user_agent: Option<&[u8]>) -> Client {
         let Some(ua) = user_agent.filter(|ua| !ua.is_empty()) else { return Client::default() };
         if ua.len() <= REMEMBERED_BYTES {
-            return remembered(&SEEN_FAST, ua, Client::read);
+            return remembered(ua);
         }
         Client::read(ua)
     }
