@@ -17,7 +17,8 @@ pub struct ConsoleArgs {
     /// Address the console is served on; put it behind your TLS proxy to reach it from elsewhere.
     #[arg(long, env = "COUCHLINK_CONSOLE_LISTEN", default_value = "127.0.0.1:8092")]
     pub listen: SocketAddr,
-    /// CouchDB server URL (the console holds no account: each user logs in with their own).
+    /// CouchDB server URL, without an account (the console holds none: each visitor logs in with
+    /// their own, and one in the URL is refused).
     #[arg(long, env = "COUCHLINK_COUCHDB_URL", default_value = "http://127.0.0.1:5984")]
     pub couchdb_url: url::Url,
     /// The links database (one domain).
@@ -57,7 +58,20 @@ pub enum ConsoleError {
     /// The runtime.
     #[error("cannot start the runtime")]
     Runtime(#[source] std::io::Error),
+    /// An account was given: the console would lend it to every visitor.
+    #[error("COUCHLINK_COUCHDB_URL (--couchdb-url)")]
+    Account(#[from] crate::console::ConsoleError),
+    /// An account setting is set (a shared environment file, say).
+    #[error(
+        "{0} is set: the console holds no CouchDB account (it would lend it to anyone who reaches the console); \
+         each visitor logs in with their own. Unset it for the console"
+    )]
+    AccountSetting(&'static str),
 }
+
+/// The settings that give the other commands a CouchDB account, which the console refuses.
+pub const ACCOUNT_SETTINGS: [&str; 3] =
+    ["COUCHLINK_COUCHDB_USER", "COUCHLINK_COUCHDB_PASSWORD", "COUCHLINK_COUCHDB_PASSWORD_FILE"];
 
 impl ConsoleArgs {
     /// The databases the console offers: every domain's, or the one database.
@@ -91,8 +105,12 @@ impl ConsoleArgs {
 
     /// Serves the console until SIGTERM or Ctrl-C.
     pub fn execute(self) -> Result<(), ConsoleError> {
+        if let Some(setting) = ACCOUNT_SETTINGS.into_iter().find(|s| std::env::var_os(s).is_some_and(|v| !v.is_empty()))
+        {
+            return Err(ConsoleError::AccountSetting(setting));
+        }
         let sites = self.sites()?;
-        let console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies);
+        let console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies)?;
         let runtime = super::current_thread_runtime().map_err(ConsoleError::Runtime)?;
         runtime.block_on(async {
             let listener = TcpListener::bind(self.listen)

@@ -1,7 +1,12 @@
 //! `couchlink console`: a page for the people who print the tags, and the CouchDB requests it
 //! makes passed through under the same origin (so CouchDB's session cookie works without CORS).
-//! One more CouchDB client, like Fauxton: no API and no authority of its own, nothing cached or
-//! stored; never on the redirect path (docs/console.md).
+//! One more CouchDB client, like Fauxton: no API, no account and no authority of its own,
+//! nothing cached or stored; never on the redirect path (docs/console.md).
+//!
+//! Every request to CouchDB carries the visitor's own credentials (CouchDB's session cookie or
+//! their `Authorization`) and nothing else: a visitor with neither is anonymous to CouchDB. What
+//! the console makes itself (QR tags, print sheets, its list of databases) it makes only for a
+//! visitor CouchDB lets read that database, asked with the same credentials.
 //!
 //! [`route`] decides what a request is (policy, no bytes); [`Console`] answers it; [`sheet`]
 //! reads the page's request for a print sheet.
@@ -9,7 +14,9 @@
 pub mod route;
 pub mod sheet;
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +25,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use crate::http::accept::Service;
 use crate::qr::render::{self, Look};
@@ -28,6 +36,13 @@ const MAX_BODY: usize = 1 << 20;
 
 /// How long CouchDB may take to answer a passed request.
 const COUCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Print sheets made at once, in all (each takes a core for up to a second or two): a third is
+/// told to come back ([`SHEET_RETRY_SECS`]), as is a visitor whose previous sheet is not done.
+pub const SHEETS_AT_ONCE: usize = 2;
+
+/// The `Retry-After` of a sheet refused because others are being made.
+const SHEET_RETRY_SECS: u32 = 2;
 
 /// The page's own rules for the browser: its scripts and styles from itself only (no inline
 /// script), never framed, tags drawn from itself (`img-src 'self' data:` for the PNG preview).
@@ -43,17 +58,46 @@ pub struct Console {
     /// Behind the operator's TLS proxy: CouchDB's session cookie gains `Secure`.
     pub secure_cookies: bool,
     http: reqwest::Client,
+    /// Print sheets being made, in all.
+    sheets: Arc<Semaphore>,
+    /// The accounts whose print sheet is being made (one at a time each).
+    sheet_makers: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Why a console cannot be made.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConsoleError {
+    /// CouchDB's URL holds an account: the console would lend it to every visitor.
+    #[error(
+        "the CouchDB URL holds an account ({0}): the console holds none, each visitor logs in with their own \
+         (an account in the URL would be lent to anyone who reaches the console); give the URL without it"
+    )]
+    AccountInUrl(String),
 }
 
 impl Console {
-    /// A console for `sites` of the CouchDB at `couchdb`.
-    pub fn new(sites: Vec<ConsoleSite>, couchdb: url::Url, secure_cookies: bool) -> Console {
+    /// A console for `sites` of the CouchDB at `couchdb`, which must hold no account.
+    pub fn new(sites: Vec<ConsoleSite>, couchdb: url::Url, secure_cookies: bool) -> Result<Console, ConsoleError> {
+        if !couchdb.username().is_empty() || couchdb.password().is_some() {
+            let mut shown = couchdb.clone();
+            let _ = shown.set_password(None);
+            let _ = shown.set_username("");
+            let user = percent_encoding::percent_decode_str(couchdb.username()).decode_utf8_lossy().into_owned();
+            return Err(ConsoleError::AccountInUrl(format!("user {user:?} in {shown}")));
+        }
         let http = reqwest::Client::builder()
             .timeout(COUCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("a plain HTTP client builds");
-        Console { sites, couchdb, secure_cookies, http }
+        Ok(Console {
+            sites,
+            couchdb,
+            secure_cookies,
+            http,
+            sheets: Arc::new(Semaphore::new(SHEETS_AT_ONCE)),
+            sheet_makers: Arc::default(),
+        })
     }
 
     async fn answer(&self, parts: Parts, body: Bytes) -> Response<Full<Bytes>> {
@@ -69,17 +113,26 @@ impl Console {
                 respond(200, content_type, Bytes::from_static(bytes))
             }
             Route::Sites => {
-                let sites: Vec<_> = self
-                    .sites
-                    .iter()
-                    .map(|s| {
-                        json!({"db": s.db, "public_url": s.public_url.as_str(), "clicks_db": s.clicks_db,
-                        "editor_role": s.editor_role})
-                    })
-                    .collect();
-                respond(200, "application/json", Bytes::from(json!({ "sites": sites }).to_string()))
+                // Only the databases this visitor may read; none: CouchDB's refusal (401 for a
+                // visitor not logged in).
+                let mut sites = Vec::new();
+                let mut refusal = None;
+                for s in &self.sites {
+                    match self.may_read(&parts, &s.db).await {
+                        Ok(()) => sites.push(json!({"db": s.db, "public_url": s.public_url.as_str(),
+                            "clicks_db": s.clicks_db, "editor_role": s.editor_role})),
+                        Err(refused) => refusal = refusal.or(Some(refused)),
+                    }
+                }
+                match refusal {
+                    Some(refused) if sites.is_empty() => refused,
+                    _ => respond(200, "application/json", Bytes::from(json!({ "sites": sites }).to_string())),
+                }
             }
             Route::Qr { site, id, png, colours } => {
+                if let Err(refused) = self.may_read(&parts, &self.sites[site].db).await {
+                    return refused;
+                }
                 let text = crate::qr::tag_text(&self.sites[site].public_url, &id);
                 let look = Look { scale: 8, border: 4, colours };
                 match crate::qr::encode(&text, None) {
@@ -89,8 +142,28 @@ impl Console {
                 }
             }
             Route::Sheet { site } => {
+                let who = match self.visitor_name(&parts).await {
+                    Ok(who) => who,
+                    Err(refused) => return refused,
+                };
+                if let Err(refused) = self.may_read(&parts, &self.sites[site].db).await {
+                    return refused;
+                }
+                let Some(turn) = self.sheet_turn(&who) else {
+                    let mut busy = json_error(
+                        429,
+                        "too_many_requests",
+                        "other print sheets are being made (at most one per account, a few in all): try again shortly",
+                    );
+                    busy.headers_mut().insert("retry-after", HeaderValue::from(SHEET_RETRY_SECS));
+                    return busy;
+                };
                 let public_url = self.sites[site].public_url.clone();
-                let made = tokio::task::spawn_blocking(move || sheet::make(&public_url, &body)).await;
+                let made = tokio::task::spawn_blocking(move || {
+                    let _turn = turn;
+                    sheet::make(&public_url, &body)
+                })
+                .await;
                 match made {
                     Ok(Ok(pdf)) => {
                         let mut response = respond(200, "application/pdf", pdf.into());
@@ -108,17 +181,12 @@ impl Console {
         }
     }
 
-    /// Passes the request to CouchDB with the browser's credentials (its session cookie or
-    /// basic authorization) and nothing else of its own, and CouchDB's answer back.
-    async fn pass(&self, parts: Parts, path: String, body: Bytes) -> Response<Full<Bytes>> {
-        let mut url = self.couchdb.clone();
-        url.set_path(&path);
-        url.set_query(parts.uri.query());
-        let mut request = self.http.request(parts.method.clone(), url);
-        for name in ["authorization", "content-type", "accept", "if-match"] {
-            if let Some(value) = parts.headers.get(name) {
-                request = request.header(name, value);
-            }
+    /// A request to CouchDB as the visitor: their `Authorization` and CouchDB's session
+    /// cookie, of all they sent, and no credential of the console's (it has none).
+    fn as_visitor(&self, method: hyper::Method, url: url::Url, parts: &Parts) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, url);
+        if let Some(value) = parts.headers.get("authorization") {
+            request = request.header("authorization", value);
         }
         // Of the browser's cookies, only CouchDB's session goes to CouchDB.
         let session: Vec<&str> = parts
@@ -133,15 +201,65 @@ impl Console {
         if !session.is_empty() {
             request = request.header("cookie", session.join("; "));
         }
+        request
+    }
+
+    /// Whether CouchDB lets this visitor read database `db` (its info, as the visitor); else
+    /// the answer to give them: CouchDB's refusal, or 502 when CouchDB did not answer.
+    async fn may_read(&self, parts: &Parts, db: &str) -> Result<(), Response<Full<Bytes>>> {
+        let mut url = self.couchdb.clone();
+        url.path_segments_mut().expect("an http URL has a path").pop_if_empty().push(db);
+        let answer = self.as_visitor(hyper::Method::GET, url, parts).send().await.map_err(unreachable)?;
+        match answer.status().as_u16() {
+            200 => Ok(()),
+            status => {
+                let body: serde_json::Value = answer.json().await.unwrap_or_default();
+                let text = |field: &str| body[field].as_str().map(str::to_owned);
+                let reason = text("reason").unwrap_or_else(|| format!("CouchDB answered {status}"));
+                // Anything but a refusal is CouchDB failing, not the visitor.
+                let status = if matches!(status, 401 | 403 | 404) { status } else { 502 };
+                Err(json_error(status, &text("error").unwrap_or_else(|| "forbidden".into()), &reason))
+            }
+        }
+    }
+
+    /// The account this visitor is logged in as (CouchDB's `_session`, as them), or 401.
+    async fn visitor_name(&self, parts: &Parts) -> Result<String, Response<Full<Bytes>>> {
+        let mut url = self.couchdb.clone();
+        url.set_path("/_session");
+        let answer = self.as_visitor(hyper::Method::GET, url, parts).send().await.map_err(unreachable)?;
+        let body: serde_json::Value = answer.json().await.unwrap_or_default();
+        match body["userCtx"]["name"].as_str() {
+            Some(name) => Ok(name.to_owned()),
+            None => Err(json_error(401, "unauthorized", "log in to make print sheets")),
+        }
+    }
+
+    /// A turn to make a print sheet for account `who`: `None` while theirs or
+    /// [`SHEETS_AT_ONCE`] others are being made.
+    fn sheet_turn(&self, who: &str) -> Option<SheetTurn> {
+        let permit = self.sheets.clone().try_acquire_owned().ok()?;
+        if !self.sheet_makers.lock().expect("sheet makers' lock").insert(who.to_owned()) {
+            return None;
+        }
+        Some(SheetTurn { makers: self.sheet_makers.clone(), who: who.to_owned(), _permit: permit })
+    }
+
+    /// Passes the request to CouchDB with the visitor's credentials and nothing else of its
+    /// own, and CouchDB's answer back.
+    async fn pass(&self, parts: Parts, path: String, body: Bytes) -> Response<Full<Bytes>> {
+        let mut url = self.couchdb.clone();
+        url.set_path(&path);
+        url.set_query(parts.uri.query());
+        let mut request = self.as_visitor(parts.method.clone(), url, &parts);
+        for name in ["content-type", "accept", "if-match"] {
+            if let Some(value) = parts.headers.get(name) {
+                request = request.header(name, value);
+            }
+        }
         let answer = match request.body(body).send().await {
             Ok(answer) => answer,
-            Err(e) => {
-                return json_error(
-                    502,
-                    "couchdb_unreachable",
-                    &format!("CouchDB did not answer: {}", crate::errors::Causes(&e)),
-                )
-            }
+            Err(e) => return unreachable(e),
         };
         let status = answer.status().as_u16();
         let mut kept = Vec::new();
@@ -172,6 +290,26 @@ impl Console {
         guard(&mut response);
         response
     }
+}
+
+/// A print sheet being made: its account's turn and a place among [`SHEETS_AT_ONCE`], both
+/// given back when the sheet is made (held by the making itself, so that a visitor who goes
+/// away frees nothing early).
+struct SheetTurn {
+    makers: Arc<Mutex<HashSet<String>>>,
+    who: String,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for SheetTurn {
+    fn drop(&mut self) {
+        self.makers.lock().expect("sheet makers' lock").remove(&self.who);
+    }
+}
+
+/// The answer when CouchDB could not be asked.
+fn unreachable(e: reqwest::Error) -> Response<Full<Bytes>> {
+    json_error(502, "couchdb_unreachable", &format!("CouchDB did not answer: {}", crate::errors::Causes(&e)))
 }
 
 impl Service for Console {
@@ -244,4 +382,35 @@ fn respond(status: u16, content_type: &str, body: Bytes) -> Response<Full<Bytes>
 /// A refusal in CouchDB's own shape, so the page shows every refusal the same way.
 fn json_error(status: u16, error: &str, reason: &str) -> Response<Full<Bytes>> {
     respond(status, "application/json", Bytes::from(json!({"error": error, "reason": reason}).to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn console() -> Console {
+        Console::new(Vec::new(), url::Url::parse("http://127.0.0.1:5984/").unwrap(), false).unwrap()
+    }
+
+    #[test]
+    fn a_print_sheet_is_made_one_at_a_time_per_account_and_a_few_in_all() {
+        let console = console();
+        let first = console.sheet_turn("ann").expect("ann's turn");
+        assert!(console.sheet_turn("ann").is_none(), "ann's second sheet at once");
+        let second = console.sheet_turn("bob").expect("bob's turn");
+        assert_eq!(SHEETS_AT_ONCE, 2);
+        assert!(console.sheet_turn("cyd").is_none(), "a third sheet at once");
+        drop(first);
+        let third = console.sheet_turn("ann").expect("ann's turn again once hers is made");
+        drop((second, third));
+        assert!(console.sheet_turn("cyd").is_some());
+    }
+
+    #[test]
+    fn an_account_in_the_url_is_refused() {
+        for url in ["http://admin:password@127.0.0.1:5984/", "http://admin@127.0.0.1:5984/", "http://:pw@127.0.0.1/"] {
+            let refused = Console::new(Vec::new(), url::Url::parse(url).unwrap(), false).err();
+            assert!(refused.is_some_and(|e| !e.to_string().contains("password")), "{url}");
+        }
+    }
 }

@@ -139,7 +139,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let limits = couchlink::http::accept::Limits::new(64, Duration::from_secs(10));
     tokio::spawn(couchlink::http::accept::run(
         listener,
-        Arc::new(Console::new(sites, couch_url, false)),
+        Arc::new(Console::new(sites, couch_url, false).unwrap()),
         limits,
         std::future::pending::<()>(),
         Duration::from_secs(1),
@@ -189,9 +189,19 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         assert!(started.elapsed() < Duration::from_secs(10), "the proxy never served the new link");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The QR tag is couchlink's, of the short URL.
-    let tag = http.get(format!("{console}qr/{}/{id}.svg", db.name)).send().await.unwrap();
+    // The QR tag is couchlink's, of the short URL, for a visitor CouchDB lets read the database.
+    let cookies = browser.client.get_all_cookies().await.unwrap();
+    let session =
+        cookies.iter().find(|c| c.name() == "AuthSession").expect("CouchDB's session cookie").value().to_owned();
+    let tag = http
+        .get(format!("{console}qr/{}/{id}.svg", db.name))
+        .header("cookie", format!("AuthSession={session}"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(tag.headers()["content-type"], "image/svg+xml");
+    let anonymous = http.get(format!("{console}qr/{}/{id}.svg", db.name)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "a tag for a visitor not logged in");
     browser.shot("link-page").await;
     click_button(&browser, "Edit").await;
     fill(&browser, "#f-url", "https://example.com/summer").await;

@@ -111,7 +111,7 @@ async fn behind_nginx_the_console_logs_in_and_refuses_writes_from_other_sites() 
     let upstream = listener.local_addr().unwrap();
     tokio::spawn(couchlink::http::accept::run(
         listener,
-        std::sync::Arc::new(Console::new(vec![site], couch, true)),
+        std::sync::Arc::new(Console::new(vec![site], couch, true).unwrap()),
         couchlink::http::accept::Limits::new(16, Duration::from_secs(10)),
         std::future::pending::<()>(),
         Duration::from_secs(1),

@@ -1,0 +1,128 @@
+//! The console lends nothing: it holds no account, refuses one, and passes each request with
+//! the visitor's own credentials only, so that a visitor with none is anonymous to CouchDB. Its
+//! own answers (QR tags, print sheets, its list of databases) are for visitors CouchDB lets read
+//! the database. The browser's side is `tests/console`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use couchlink::console::{Console, ConsoleError, ConsoleSite};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::{http, TestDb, EDITOR, EDITOR_ROLE};
+
+/// CouchDB's URL of `db` without the account the tests' URL may carry.
+fn bare_url(db: &TestDb) -> url::Url {
+    let mut url = url::Url::parse(&db.couch.url).unwrap();
+    url.set_username("").unwrap();
+    url.set_password(None).unwrap();
+    url
+}
+
+async fn start_console(db: &TestDb) -> String {
+    let site = ConsoleSite {
+        db: db.name.clone(),
+        public_url: couchlink::domain::PublicUrl::parse("http://0x1f.ie").unwrap(),
+        clicks_db: None,
+        editor_role: EDITOR_ROLE.into(),
+    };
+    let console = Console::new(vec![site], bare_url(db), false).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(couchlink::http::accept::run(
+        listener,
+        Arc::new(console),
+        couchlink::http::accept::Limits::new(16, Duration::from_secs(10)),
+        std::future::pending::<()>(),
+        Duration::from_secs(1),
+    ));
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_console_with_an_account_in_its_couchdb_url_is_refused_and_the_password_never_shown() {
+    let with = url::Url::parse("http://admin:s3cr%3Ft@127.0.0.1:5984/").unwrap();
+    let refused = Console::new(Vec::new(), with, false).err().expect("refused");
+    let ConsoleError::AccountInUrl(said) = &refused;
+    assert!(said.contains("\"admin\"") && !refused.to_string().contains("s3cr"), "{refused}");
+
+    // The command: the URL, or an account setting from the environment, named; no secret shown.
+    let run = |envs: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"));
+        command.arg("console").env("COUCHLINK_CONSOLE_LISTEN", "127.0.0.1:0");
+        for var in couchlink::cmd::console::ACCOUNT_SETTINGS {
+            command.env_remove(var);
+        }
+        command.envs(envs.iter().copied());
+        let output = command.output().unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "the console started: {said}");
+        assert!(!said.contains("s3cr"), "a secret shown: {said}");
+        said
+    };
+    let said = run(&[("COUCHLINK_COUCHDB_URL", "http://admin:s3cr3t@127.0.0.1:1/")]);
+    assert!(said.contains("COUCHLINK_COUCHDB_URL") && said.contains("holds none"), "{said}");
+    for setting in couchlink::cmd::console::ACCOUNT_SETTINGS {
+        let said = run(&[("COUCHLINK_COUCHDB_URL", "http://127.0.0.1:1/"), (setting, "s3cr3t")]);
+        assert!(said.contains(&format!("{setting} is set")), "{said}");
+    }
+}
+
+#[tokio::test]
+async fn a_visitor_without_credentials_is_anonymous_to_couchdb_and_gets_nothing_of_the_console_s_own() {
+    let db = TestDb::new().await;
+    db.put_link("H83if", json!({"url": "https://example.com/", "inactive": false})).await;
+    let console = start_console(&db).await;
+    let own = [("origin", console.as_str())];
+    let get = |path: &str| http().get(format!("{console}{path}")).send();
+
+    // CouchDB refuses the anonymous read the console passes on (pouchdb-server answers 401, as
+    // CouchDB 3 does for a database with members).
+    let read = get(&format!("/couch/{}/_all_docs?include_docs=true", db.name)).await.unwrap();
+    assert_eq!(read.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = read.json().await.unwrap();
+    assert!(body.get("rows").is_none(), "{body}");
+    let session: Value = get("/couch/_session").await.unwrap().json().await.unwrap();
+    assert_eq!(session["userCtx"]["name"], Value::Null, "{session}");
+
+    // A write from the page's own origin, anonymous: CouchDB's to refuse; from another origin:
+    // the console's, before CouchDB.
+    let doc = json!({"url": "https://evil.example/", "inactive": false});
+    let put = |origin: &str| {
+        http().put(format!("{console}/couch/{}/Zz999", db.name)).header("origin", origin).json(&doc).send()
+    };
+    let anonymous = put(&console).await.unwrap().status();
+    assert!(matches!(anonymous.as_u16(), 401 | 403), "{anonymous}");
+    assert_eq!(put("http://evil.example").await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(db.rev("Zz999").await, None, "written");
+
+    // The console's own answers: nothing for a stranger.
+    assert_eq!(get("/console.json").await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(get(&format!("/qr/{}/H83if.svg", db.name)).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    let sheet = json!({"tags": [{"id": "H83if"}], "paper": "a4", "size_mm": 30, "fg": "#000000", "bg": "#ffffff"});
+    let post_sheet = || {
+        let mut request = http().post(format!("{console}/qr/{}/sheet.pdf", db.name)).json(&sheet);
+        for (name, value) in own {
+            request = request.header(name, value);
+        }
+        request
+    };
+    assert_eq!(post_sheet().send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    // The page's files stay open to anyone.
+    assert_eq!(get("/").await.unwrap().status(), StatusCode::OK);
+
+    // The editor, with their own credentials, gets all of it.
+    let as_editor = |path: &str| http().get(format!("{console}{path}")).basic_auth(EDITOR.0, Some(EDITOR.1)).send();
+    let sites: Value = as_editor("/console.json").await.unwrap().json().await.unwrap();
+    assert_eq!(sites["sites"][0]["db"], json!(db.name), "{sites}");
+    let tag = as_editor(&format!("/qr/{}/H83if.svg", db.name)).await.unwrap();
+    assert_eq!(tag.status(), StatusCode::OK);
+    let made = post_sheet().basic_auth(EDITOR.0, Some(EDITOR.1)).send().await.unwrap();
+    assert_eq!(made.status(), StatusCode::OK);
+    assert!(made.bytes().await.unwrap().starts_with(b"%PDF"));
+    // A wrong password is CouchDB's refusal, passed on.
+    let wrong = http().get(format!("{console}/console.json")).basic_auth(EDITOR.0, Some("wrong")).send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+}
