@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use time::OffsetDateTime;
@@ -14,7 +14,7 @@ use crate::access_log::{logged_target, AccessLog, Entry};
 use crate::clicks::{Click, Tally};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{clock, Host, Link, LinkId, TrackingId};
-use crate::message::{Body, Field, Headers, Reply, Request, Status};
+use crate::message::{Body, Field, Headers, Reply, Request, Status, Vary};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
 use crate::store::{LinkStore, Unavailable};
@@ -187,8 +187,11 @@ enum Outcome {
     Redirect {
         location: Location,
         id: Option<LinkId>,
-        /// The target was chosen by a link's `targets`.
-        vary: bool,
+        /// What the target depended on (a link's `targets`).
+        vary: Vary,
+        /// What the link the path begins with decided, when the `Location` holds more (the
+        /// request's own path and query): the version the live counts count.
+        decided: Option<Target>,
     },
     /// 200 with the out-of-band invitation a link's URL carries, as JSON (RFC 0434's URL
     /// shortening, for a client that asks for `application/json`).
@@ -213,7 +216,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
     let cookie = tracked.then(|| received.unwrap_or_else(|| TrackingId::generate(now)));
     let client = app.settings.trusted_proxies.client_ip(peer.ip(), headers.all(app.settings.trusted_proxies.header()));
     let logged_ip = app.settings.logged_ip(client);
-    let outcome = if request.has_body {
+    let mut outcome = if request.has_body {
         // Nothing here reads a body; the connection closes after this answer.
         Outcome::NotImplemented
     } else {
@@ -241,14 +244,14 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
             _ => Outcome::NotImplemented,
         }
     };
-    let counted = match &outcome {
-        Outcome::Redirect { id: Some(id), .. } => Counted::Redirect(*id),
+    let counted = match &mut outcome {
+        Outcome::Redirect { id: Some(id), decided, .. } => Counted::Redirect(*id, decided.take()),
         Outcome::NotFound(Some(id)) => Counted::NotFound(*id),
         Outcome::NotFound(None) => Counted::Unknown,
         _ => Counted::Nothing,
     };
     let reply = match outcome {
-        Outcome::Redirect { location, id, vary } => Reply {
+        Outcome::Redirect { location, id, vary, decided: _ } => Reply {
             status: Status::Found,
             body: Body::Redirect,
             location: Some(location),
@@ -276,14 +279,18 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
     });
     site.metrics.response(reply.status.code());
     if let Some(tally) = &site.clicks {
-        tally.record(match counted {
-            Counted::Redirect(id) => Click::Redirect {
-                id,
-                location: reply.location.as_ref().map_or("", Location::as_str),
+        tally.record(match &counted {
+            Counted::Redirect(id, decided) => Click::Redirect {
+                id: *id,
+                // A version is what the link decided, never the visitor's own path or query.
+                version: match decided {
+                    Some(target) => target.version(),
+                    None => reply.location.as_ref().map_or("", Location::as_str),
+                },
                 bot: crate::visitor::bot::is_bot_cached(headers.field(Field::UserAgent)),
                 new_visitor: tracked && received.is_none(),
             },
-            Counted::NotFound(id) => Click::NotFound(id),
+            Counted::NotFound(id) => Click::NotFound(*id),
             Counted::Unknown => Click::Unknown,
             Counted::Nothing => return reply,
         });
@@ -293,7 +300,8 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
 
 /// What a response counts as in the live counts, decided before the reply takes the outcome.
 enum Counted {
-    Redirect(LinkId),
+    /// A redirect for this link, to what it decided (`None`: the `Location` sent is that).
+    Redirect(LinkId, Option<Target>),
     NotFound(LinkId),
     Unknown,
     Nothing,
@@ -325,7 +333,7 @@ pub fn refuse(app: &App, status: Status, request: Option<&Request<'_>>, peer: So
 
 /// A reply with the status's own page.
 fn plain(status: Status, cookie: Option<TrackingId>, now: OffsetDateTime, site: usize) -> Reply<Location> {
-    Reply { status, body: Body::Page, location: None, shortlink: None, cookie, vary: false, now, site }
+    Reply { status, body: Body::Page, location: None, shortlink: None, cookie, vary: Vary::Nothing, now, site }
 }
 
 /// A `Location` to send: borrowed from the cached link for a plain request, or built.
@@ -366,12 +374,17 @@ struct LiveLinks<'a> {
     now: OffsetDateTime,
     /// A link's `targets` were consulted: the answer varies with the visitor.
     varied: AtomicBool,
+    /// And a split chose among its variants: it varies with the tracking cookie too.
+    split: AtomicBool,
     /// The link the path begins with, and whether the database has it (working or not).
     first: LinkId,
     first_known: AtomicBool,
+    /// Where the link the path begins with sent this visitor, once looked up.
+    first_target: OnceLock<Target>,
 }
 
 /// Where a link sends people now, borrowed from the shared document or the settings.
+#[derive(Clone)]
 enum Target {
     /// The link works: its `url`.
     Url(Arc<Link>),
@@ -416,13 +429,33 @@ impl LiveLinks<'_> {
             }
             self.varied.store(true, Relaxed);
             Some(match self.asked.choose(id, link) {
-                Some((rule, variant)) => Target::Rule(link.clone(), rule, variant),
+                Some((rule, variant)) => {
+                    if link.targets()[rule].is_split() {
+                        self.split.store(true, Relaxed);
+                    }
+                    Target::Rule(link.clone(), rule, variant)
+                }
                 None => Target::Url(link.clone()),
             })
         } else if link.fallback().is_some() {
             Some(Target::Fallback(link.clone()))
         } else {
             self.asked.settings.fallback.as_ref().map(|f| Target::ServerFallback(f.clone()))
+        }
+    }
+}
+
+impl Target {
+    /// The version of the link this is: the target as it is sent when nothing is merged into
+    /// it (the stored text where it is not sent as it is, an internal redirect say).
+    fn version(&self) -> &str {
+        match self {
+            Target::Url(link) => link.plain_location().unwrap_or(&link.url),
+            Target::Rule(link, rule, variant) => {
+                let variant = &link.targets()[*rule].variants()[*variant];
+                variant.plain_location().unwrap_or(&variant.url)
+            }
+            Target::Fallback(_) | Target::ServerFallback(_) => self.as_ref(),
         }
     }
 }
@@ -451,7 +484,11 @@ impl Ruleset for LiveLinks<'_> {
         if found.is_some() && self.first == id {
             self.first_known.store(true, Relaxed);
         }
-        Ok(found.and_then(|link| self.target(id, &link)))
+        let target = found.and_then(|link| self.target(id, &link));
+        if let (Some(target), true) = (&target, self.first == id) {
+            let _ = self.first_target.set(target.clone());
+        }
+        Ok(target)
     }
 }
 
@@ -465,8 +502,16 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
     let Some(first) = LinkId::parse_bytes(first_segment.as_bytes()) else {
         return Outcome::NotFound(None);
     };
-    let rules =
-        LiveLinks { store, asked, now, varied: AtomicBool::new(false), first, first_known: AtomicBool::new(false) };
+    let rules = LiveLinks {
+        store,
+        asked,
+        now,
+        varied: AtomicBool::new(false),
+        split: AtomicBool::new(false),
+        first,
+        first_known: AtomicBool::new(false),
+        first_target: OnceLock::new(),
+    };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
     if query.is_none() {
@@ -478,8 +523,13 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
                 Err(_) => return Outcome::Unavailable,
             };
             if link.live_target(now).is_some() {
-                let vary = !link.targets().is_empty();
-                let location = match asked.choose(id, &link) {
+                let chosen = asked.choose(id, &link);
+                let vary = match chosen {
+                    _ if link.targets().is_empty() => Vary::Nothing,
+                    Some((rule, _)) if link.targets()[rule].is_split() => Vary::VisitorAndCookie,
+                    _ => Vary::Visitor,
+                };
+                let location = match chosen {
                     Some((rule, variant)) if link.targets()[rule].variants()[variant].plain_location().is_some() => {
                         Some(Location::Rule(link.clone(), rule, variant))
                     }
@@ -487,7 +537,7 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
                     _ => None,
                 };
                 if let Some(location) = location {
-                    return Outcome::Redirect { location, id: Some(id), vary };
+                    return Outcome::Redirect { location, id: Some(id), vary, decided: None };
                 }
             }
             // An internal redirect, a target to refuse, or a fallback: the full resolution
@@ -499,12 +549,21 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
     }
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let resolved = resolve(path, &query, "", &rules).await;
-    let vary = rules.varied.load(Relaxed);
+    let vary = match (rules.varied.load(Relaxed), rules.split.load(Relaxed)) {
+        (false, _) => Vary::Nothing,
+        (true, false) => Vary::Visitor,
+        (true, true) => Vary::VisitorAndCookie,
+    };
     // A 404 names the link the path begins with when the database has it.
     let not_found = Outcome::NotFound(rules.first_known.load(Relaxed).then_some(first));
     match resolved {
         Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
-            Some(location) => Outcome::Redirect { location: Location::Resolved(location), id: Some(first), vary },
+            Some(location) => Outcome::Redirect {
+                location: Location::Resolved(location),
+                id: Some(first),
+                vary,
+                decided: rules.first_target.into_inner(),
+            },
             None => {
                 tracing::debug!(path, "refusing to redirect to an unsafe target {url:?}");
                 not_found

@@ -217,6 +217,30 @@ pub enum Body {
     Redirect,
 }
 
+/// What of the request a response's target depended on, beyond its path and query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Vary {
+    /// Nothing: the same for everyone.
+    #[default]
+    Nothing,
+    /// The visitor's `User-Agent` and `Accept-Language` (and address): a link's `targets`.
+    Visitor,
+    /// Those, and the tracking cookie: a split chose the variant by the visitor's tracking ID.
+    VisitorAndCookie,
+}
+
+impl Vary {
+    /// `Vary` as written, `None` for [`Vary::Nothing`]. The address a `country` condition reads
+    /// has no header to name; `Cache-Control: no-store` keeps every such answer out of caches.
+    pub fn header(self) -> Option<&'static [u8]> {
+        match self {
+            Vary::Nothing => None,
+            Vary::Visitor => Some(b"\r\nvary: User-Agent, Accept-Language"),
+            Vary::VisitorAndCookie => Some(b"\r\nvary: User-Agent, Accept-Language, Cookie"),
+        }
+    }
+}
+
 /// A response as the handler decided it; [`write`] turns it into bytes. `L` is the `Location`
 /// (borrowed from a cached link, or built for the request).
 #[derive(Debug, Clone)]
@@ -231,9 +255,9 @@ pub struct Reply<L> {
     pub shortlink: Option<LinkId>,
     /// The tracking cookie to set (`None`: no `Set-Cookie`).
     pub cookie: Option<TrackingId>,
-    /// The target depended on the visitor's `User-Agent` and `Accept-Language` (a link's
-    /// `targets`): said in `Vary`, so that no shared cache hands it to another visitor.
-    pub vary: bool,
+    /// What the target depended on (a link's `targets`): said in `Vary`, so that no shared
+    /// cache hands it to another visitor.
+    pub vary: Vary,
     /// When it was decided (its `Date`).
     pub now: OffsetDateTime,
     /// Which of the responder's sites (short domains) it answers for: its public URL and

@@ -283,6 +283,74 @@ pub fn safe_location(destination: &str) -> Option<String> {
     (allowed && location.bytes().all(|b| b.is_ascii_graphic())).then_some(location)
 }
 
+/// The version of a link a logged redirect served, from the request target and the `Location`
+/// sent (as the access log holds them): the `Location` less what the request added to it, its
+/// path after the ID and its query's parameters, so that `/H83if?fbclid=...` and `/H83if` count
+/// as one version, as the live counts count them (they know what the link decided; the log
+/// holds only the result). Where the request added nothing, the `Location` is the version.
+///
+/// Taken back from the result, it differs from what the link decided in two corners, both
+/// documented: a visitor's parameter that replaced one of the target's own takes it away too,
+/// and a target's query merged with the visitor's is spelt as the merge re-serialises it.
+pub fn logged_version<'a>(target: &[u8], location: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+    use std::borrow::Cow;
+    // `/` and the ID's 5 characters; the rest is the visitor's.
+    let Some(added) = target.get(6..).filter(|rest| !rest.is_empty()) else {
+        return Cow::Borrowed(location);
+    };
+    let (path, query) = match memchr::memchr(b'?', added) {
+        Some(q) => (&added[..q], &added[q + 1..]),
+        None => (added, &b""[..]),
+    };
+    let path = &path[..memchr::memchr(b'#', path).unwrap_or(path.len())];
+    let query = &query[..memchr::memchr(b'#', query).unwrap_or(query.len())];
+    let (main, fragment) = location.split_at(memchr::memchr(b'#', location).unwrap_or(location.len()));
+    let (mut base, mut sent_query) = match memchr::memchr(b'?', main) {
+        Some(q) => (&main[..q], Some(&main[q + 1..])),
+        None => (main, None),
+    };
+    // The remaining path was joined with exactly one `/`: take `/` and it off the end.
+    let mut root = false;
+    if let Some(relative) = path.strip_prefix(b"/").filter(|r| !r.is_empty()) {
+        if base.len() > relative.len() && base.ends_with(relative) && base[base.len() - relative.len() - 1] == b'/' {
+            base = &base[..base.len() - relative.len() - 1];
+            // `https://host` + `/more`: the target's path was `/`.
+            let after_scheme = memchr::memmem::find(base, b"://").map_or(0, |i| i + 3);
+            root = !base[after_scheme..].contains(&b'/');
+        }
+    }
+    let mut kept_query = None;
+    if !query.is_empty() {
+        let names: Vec<_> = form_urlencoded::parse(query).map(|(name, _)| name).collect();
+        if let Some(sent) = sent_query {
+            let kept: Vec<_> = form_urlencoded::parse(sent).filter(|(name, _)| !names.contains(name)).collect();
+            kept_query = Some(form_urlencoded::Serializer::new(String::new()).extend_pairs(kept).finish());
+            sent_query = None;
+        }
+    }
+    let mut version = base.to_vec();
+    if root {
+        version.push(b'/');
+    }
+    match (sent_query, kept_query) {
+        (Some(q), _) => {
+            version.push(b'?');
+            version.extend_from_slice(q);
+        }
+        (None, Some(q)) if !q.is_empty() => {
+            version.push(b'?');
+            version.extend_from_slice(q.as_bytes());
+        }
+        _ => {}
+    }
+    version.extend_from_slice(fragment);
+    if version == location {
+        Cow::Borrowed(location)
+    } else {
+        Cow::Owned(version)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -456,6 +524,28 @@ mod tests {
                 _ => None,
             };
             assert_eq!(crate::domain::canonical_location(value).ok(), resolved, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_logged_version_is_the_location_less_what_the_request_added() {
+        // (request target, Location sent, version)
+        for (target, location, version) in [
+            ("/H83if", "https://example.com/wp/?p=14", "https://example.com/wp/?p=14"),
+            ("/H83if?fbclid=IwAR0x", "https://example.com/wp/?p=14&fbclid=IwAR0x", "https://example.com/wp/?p=14"),
+            ("/H83if?fbclid=IwAR0x", "https://example.com/page?fbclid=IwAR0x", "https://example.com/page"),
+            ("/H83if?utm_source=a&gclid=b", "https://example.com/?utm_source=a&gclid=b", "https://example.com/"),
+            ("/H83if/more/path", "https://example.com/wp/more/path", "https://example.com/wp"),
+            ("/H83if/more", "https://example.com/more", "https://example.com/"),
+            ("/H83if/more?x=1", "https://example.com/docs/more?p=14&x=1", "https://example.com/docs?p=14"),
+            ("/H83if/", "https://example.com/wp/", "https://example.com/wp/"),
+            ("/H83if?x=1", "https://example.com/#top", "https://example.com/#top"),
+            ("/H83if?x=1", "https://example.com/?x=1#top", "https://example.com/#top"),
+            // The target's own parameter replaced by the visitor's goes with it.
+            ("/H83if?p=99", "https://example.com/wp/?p=99", "https://example.com/wp/"),
+        ] {
+            let got = logged_version(target.as_bytes(), location.as_bytes());
+            assert_eq!(String::from_utf8_lossy(&got), version, "{target} {location}");
         }
     }
 

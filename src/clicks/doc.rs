@@ -143,7 +143,7 @@ mod tests {
     fn an_interval_is_one_document_named_by_what_it_counts() {
         let tally = Tally::default();
         let id = LinkId::parse("H83if").unwrap();
-        tally.record(Click::Redirect { id, location: "https://a.example/", bot: false, new_visitor: true });
+        tally.record(Click::Redirect { id, version: "https://a.example/", bot: false, new_visitor: true });
         tally.record(Click::Unknown);
         let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take());
         assert_eq!(

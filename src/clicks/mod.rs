@@ -19,11 +19,15 @@ pub mod doc;
 pub mod rollup;
 pub mod writer;
 
-/// Distinct targets counted per link and interval, at most: a link's versions are its `url`
-/// over time, its rules' targets and its fallback, a handful; paths appended to it make one
-/// each, and strangers could make any number. Past this, its redirects are counted but not by
-/// target.
+/// Distinct versions counted per link and interval, at most: a link's versions are what it
+/// decided (its `url` over time, its rules' targets and variants, its fallback), a handful,
+/// never the visitor's own path or query. Past this, its redirects are counted under
+/// [`OTHER_VERSIONS`].
 pub const MAX_VERSIONS: usize = 32;
+
+/// The version that stands for every version past [`MAX_VERSIONS`], so that a link's versions
+/// always add up to its redirects. No target is spelt so (a target is `http...` or `/...`).
+pub const OTHER_VERSIONS: &str = "(other)";
 
 /// What one response counts as.
 #[derive(Debug, Clone, Copy)]
@@ -32,8 +36,9 @@ pub enum Click<'a> {
     Redirect {
         /// The link.
         id: LinkId,
-        /// The `Location` sent.
-        location: &'a str,
+        /// What the link decided: its `url`, a rule's, a split's variant, or its fallback, as
+        /// sent when nothing is merged into it (never the visitor's own path or query).
+        version: &'a str,
         /// The User-Agent is on the bot list (or absent).
         bot: bool,
         /// The response issued a new tracking ID.
@@ -57,25 +62,31 @@ pub struct LinkCounts {
     pub new_visitors: u64,
     /// 404s (the link exists, but does not work).
     pub not_found: u64,
-    /// Redirects per `Location`, at most [`MAX_VERSIONS`] of them.
+    /// Redirects per version, at most [`MAX_VERSIONS`] of them and the rest under
+    /// [`OTHER_VERSIONS`].
     pub versions: Versions,
 }
 
-/// A link's redirects per `Location`: the first kept in place (most links send everyone to one
-/// target an interval: one allocation, its text, per link and interval), more in a list.
+/// A link's redirects per version: the first kept in place (most links send everyone to one
+/// target an interval: one allocation, its text, per link and interval), more in a list, and
+/// those past [`MAX_VERSIONS`] in one number.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Versions {
     first: Option<(Box<str>, u64)>,
     more: Vec<(Box<str>, u64)>,
+    other: u64,
 }
 
 impl Versions {
-    /// Counts `n` redirects to `location`, unless [`MAX_VERSIONS`] others are counted already.
+    /// Counts `n` redirects to `location`; under [`OTHER_VERSIONS`] when [`MAX_VERSIONS`] others
+    /// are counted already.
     pub(crate) fn add(&mut self, location: &str, n: u64) {
         if let Some(count) = self.count_of(location) {
             *count += n;
-        } else if self.len() < MAX_VERSIONS {
+        } else if self.len() < MAX_VERSIONS && location != OTHER_VERSIONS {
             self.push(location.into(), n);
+        } else {
+            self.other += n;
         }
     }
 
@@ -83,8 +94,10 @@ impl Versions {
     fn add_owned(&mut self, location: Box<str>, n: u64) {
         if let Some(count) = self.count_of(&location) {
             *count += n;
-        } else if self.len() < MAX_VERSIONS {
+        } else if self.len() < MAX_VERSIONS && &*location != OTHER_VERSIONS {
             self.push(location, n);
+        } else {
+            self.other += n;
         }
     }
 
@@ -103,19 +116,21 @@ impl Versions {
         }
     }
 
-    /// Each target counted and its redirects, first seen first.
+    /// Each version counted and its redirects, first seen first, then [`OTHER_VERSIONS`] if
+    /// any.
     pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.first.iter().chain(&self.more).map(|(l, n)| (&**l, *n))
+        let other = (self.other > 0).then_some((OTHER_VERSIONS, self.other));
+        self.first.iter().chain(&self.more).map(|(l, n)| (&**l, *n)).chain(other)
     }
 
-    /// How many targets are counted.
+    /// How many versions are counted by name.
     pub fn len(&self) -> usize {
         usize::from(self.first.is_some()) + self.more.len()
     }
 
-    /// Whether none is.
+    /// Whether nothing is counted.
     pub fn is_empty(&self) -> bool {
-        self.first.is_none()
+        self.first.is_none() && self.other == 0
     }
 }
 
@@ -141,7 +156,7 @@ impl Counts {
 
     fn add(&mut self, click: Click<'_>) {
         match click {
-            Click::Redirect { id, location, bot, new_visitor } => {
+            Click::Redirect { id, version: location, bot, new_visitor } => {
                 let link = self.links.entry(id).or_default();
                 link.redirects += 1;
                 link.bot_redirects += u64::from(bot);
@@ -162,10 +177,11 @@ impl Counts {
             ours.bot_redirects += theirs.bot_redirects;
             ours.new_visitors += theirs.new_visitors;
             ours.not_found += theirs.not_found;
-            let Versions { first, more } = theirs.versions;
+            let Versions { first, more, other } = theirs.versions;
             for (location, n) in first.into_iter().chain(more) {
                 ours.versions.add_owned(location, n);
             }
+            ours.versions.other += other;
         }
     }
 }
@@ -229,7 +245,7 @@ mod tests {
     }
 
     fn redirect(link: &str, location: &'static str, bot: bool, new_visitor: bool) -> Click<'static> {
-        Click::Redirect { id: id(link), location, bot, new_visitor }
+        Click::Redirect { id: id(link), version: location, bot, new_visitor }
     }
 
     #[test]
@@ -275,14 +291,23 @@ mod tests {
     }
 
     #[test]
-    fn versions_past_the_bound_are_counted_as_redirects_only() {
+    fn versions_past_the_bound_are_counted_as_other_and_add_up_to_the_redirects() {
         let tally = Tally::default();
         let locations: Vec<String> = (0..MAX_VERSIONS + 5).map(|n| format!("https://a.example/{n}")).collect();
-        for location in &locations {
-            tally.record(Click::Redirect { id: id("H83if"), location, bot: false, new_visitor: false });
+        for location in locations.iter().chain(&locations[MAX_VERSIONS..]) {
+            tally.record(Click::Redirect { id: id("H83if"), version: location, bot: false, new_visitor: false });
         }
-        let link = &tally.take().links[&id("H83if")];
-        assert_eq!(link.redirects as usize, MAX_VERSIONS + 5);
+        let mut counts = tally.take();
+        let mut more = Counts::default();
+        more.add(Click::Redirect { id: id("H83if"), version: "https://z.example/", bot: false, new_visitor: false });
+        more.add(Click::Redirect { id: id("H83if"), version: &locations[0], bot: false, new_visitor: false });
+        counts.merge(more);
+        let link = &counts.links[&id("H83if")];
+        assert_eq!(link.redirects as usize, MAX_VERSIONS + 12);
         assert_eq!(link.versions.len(), MAX_VERSIONS);
+        let versions: Vec<_> = link.versions.iter().collect();
+        assert_eq!(versions[0], (&*locations[0], 2));
+        assert_eq!(versions.last(), Some(&(OTHER_VERSIONS, 11)));
+        assert_eq!(versions.iter().map(|(_, n)| n).sum::<u64>(), link.redirects);
     }
 }

@@ -640,7 +640,7 @@ mod tests {
                 location: None,
                 shortlink: None,
                 cookie: None,
-                vary: false,
+                vary: crate::message::Vary::Nothing,
                 now: OffsetDateTime::UNIX_EPOCH,
                 site: 0,
             }

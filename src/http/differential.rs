@@ -58,7 +58,7 @@ fn reply(status: Status) -> Reply<&'static str> {
         location: None,
         shortlink: None,
         cookie: None,
-        vary: false,
+        vary: crate::message::Vary::Nothing,
         now: OffsetDateTime::UNIX_EPOCH,
         site: 0,
     }

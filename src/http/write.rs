@@ -136,8 +136,8 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         out.extend_from_slice(b"\r\nlocation: ");
         out.extend_from_slice(location.as_bytes());
     }
-    if reply.vary {
-        out.extend_from_slice(b"\r\nvary: User-Agent, Accept-Language");
+    if let Some(vary) = reply.vary.header() {
+        out.extend_from_slice(vary);
     }
     if let Some(id) = &reply.shortlink {
         out.extend_from_slice(shape.link_start.as_bytes());
@@ -281,7 +281,7 @@ mod tests {
             body,
             location: None,
             shortlink: None,
-            vary: false,
+            vary: crate::message::Vary::Nothing,
             cookie: TrackingId::parse("20261122101733a3f9c1e2b7d4e601"),
             now: OffsetDateTime::from_unix_timestamp(1_795_436_780).unwrap(),
             site: 0,
@@ -304,7 +304,7 @@ mod tests {
         let redirect = Reply {
             location: Some("https://t.example/?a=1&b='2'"),
             shortlink: Some(LinkId::parse("H83if").unwrap()),
-            vary: true,
+            vary: crate::message::Vary::Visitor,
             ..reply(Status::Found, Body::Redirect)
         };
         let response = written(&redirect, &shape, false);

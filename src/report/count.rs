@@ -738,7 +738,9 @@ impl PieceCounter<'_> {
                 NO_COMBO
             })
         };
-        let (link, version) = p.count(VersionKey::new(id, location), location, line.stamp, agent.bot);
+        // A version is what the link decided, not what the visitor added (the live counts' rule).
+        let location = crate::resolve::logged_version(line.target, location);
+        let (link, version) = p.count(VersionKey::new(id, &location), &location, line.stamp, agent.bot);
         if combo != NO_COMBO {
             p.combo_redirects.add(Runs::key(version, combo));
         }

@@ -181,6 +181,49 @@ async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report
 }
 
 #[tokio::test]
+async fn a_version_is_what_the_link_decided_never_the_visitor_s_query_or_path() {
+    let db = counted_db().await;
+    db.put_link("Fbc01", json!({"url": "https://example.com/flyer"})).await;
+    let mut app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 3600))).await;
+    app.wait_until_feed_is_live().await;
+    // Every click from a platform that appends its own parameter, one with a path after the
+    // ID, one plain: one version.
+    for n in 0..5 {
+        let r = get(&app, &format!("/Fbc01?fbclid=IwAR{n}x"), Some(BROWSER), None).await;
+        assert_eq!(r.headers()["location"], format!("https://example.com/flyer?fbclid=IwAR{n}x"));
+    }
+    assert_eq!(get(&app, "/Fbc01/extra?gclid=9", Some(BROWSER), None).await.status(), 302);
+    assert_eq!(get(&app, "/Fbc01", Some(BROWSER), None).await.status(), 302);
+    app.stop().await.unwrap();
+
+    let out = couchlink_command()
+        .args(["clicks", "--versions", "--format", "json", "Fbc01"])
+        .env("COUCHLINK_COUCHDB_URL", &app.db.couch.url)
+        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
+        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
+        .env("COUCHLINK_DB", &app.db.name)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let versions: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        versions["versions"],
+        json!([{"link": "Fbc01", "location": "https://example.com/flyer", "redirects": 7}])
+    );
+    // The report of the same lines: the same one version.
+    let out = couchlink_command()
+        .args(["report", "--format", "json"])
+        .env("COUCHLINK_LOG_DIR", app.log_dir.path())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = report["links"].as_array().unwrap().iter().find(|l| l["id"] == "Fbc01").unwrap();
+    let versions = link["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1, "{link:#}");
+    assert_eq!((&versions[0]["location"], &versions[0]["redirects"]), (&json!("https://example.com/flyer"), &json!(7)));
+}
+
+#[tokio::test]
 async fn two_proxies_are_summed_and_an_idle_proxy_writes_nothing() {
     let db = counted_db().await;
     db.put_link("Two01", json!({"url": "https://example.com/two"})).await;

@@ -250,7 +250,7 @@ async fn a_query_condition_and_a_split_combine_with_the_others() {
     app.db.put_link("Split", json!({"url": WEB, "targets": targets})).await;
     let (_, got, vary, _) = visit_from(&app, "/Split?utm_source=poster", "203.0.113.7", None).await;
     assert!(got.starts_with("https://example.com/print-fr?"), "{got}");
-    assert!(!vary.is_empty());
+    assert_eq!(vary, "User-Agent, Accept-Language", "a rule without a split does not vary by cookie");
     let (_, got, _, _) = visit_from(&app, "/Split?utm_source=flyer", "198.51.100.9", None).await;
     assert!(got.starts_with("https://example.com/print?"), "{got}");
     // Everyone else is split, and keeps their variant on every visit.
@@ -259,7 +259,9 @@ async fn a_query_condition_and_a_split_combine_with_the_others() {
         let tid = format!("20261126120000{n:016x}");
         let (_, first, vary, _) = visit_from(&app, "/Split", "192.0.2.1", Some(&tid)).await;
         assert!(first == "https://example.com/a" || first == "https://example.com/b", "{first}");
-        assert!(!vary.is_empty(), "a split varies");
+        assert_eq!(vary, "User-Agent, Accept-Language, Cookie", "a split varies with the tracking cookie");
+        let (_, _, vary, _) = visit_from(&app, "/Split?fbclid=x", "192.0.2.1", Some(&tid)).await;
+        assert_eq!(vary, "User-Agent, Accept-Language, Cookie", "on the full resolution too");
         for _ in 0..3 {
             assert_eq!(visit_from(&app, "/Split", "192.0.2.1", Some(&tid)).await.1, first, "{tid} kept its variant");
         }
