@@ -77,6 +77,7 @@ impl AdminSite {
                     pending,
                     pending_bytes,
                     lost: c.lost(),
+                    set_aside: c.set_aside(),
                     failing: c.failing().is_some(),
                 }
             }),
@@ -111,6 +112,7 @@ impl AdminSite {
                 "pending_documents": pending,
                 "pending_bytes": pending_bytes,
                 "lost": clicks.lost(),
+                "documents_refused": clicks.set_aside(),
                 "error": clicks.failing(),
             });
         }

@@ -661,6 +661,15 @@ impl CouchClient {
         Ok(self.get::<SessionBody>(&self.server("_session")).await?.user_ctx)
     }
 
+    /// The largest document CouchDB accepts (`[couchdb] max_document_size`, bytes), when this
+    /// account may read the server's configuration (an admin); `None` when it may not, or the
+    /// server does not say (pouchdb-server has no such setting).
+    pub async fn max_document_size(&self) -> Option<u64> {
+        let url = self.server("_node/_local/_config/couchdb/max_document_size");
+        let value = self.get::<Value>(&url).await.ok()?;
+        value.as_str().and_then(|v| v.trim().parse().ok()).or_else(|| value.as_u64())
+    }
+
     /// Creates database `name` unless it exists; `true` when this call created it.
     pub async fn ensure_database(&self, name: &str) -> Result<bool, CouchError> {
         let url = self.server(&segment(name));

@@ -66,6 +66,8 @@ pub struct ClicksGauges {
     pub pending_bytes: u64,
     /// Responses whose counts were lost.
     pub lost: u64,
+    /// Documents CouchDB refused for good, set aside.
+    pub set_aside: u64,
     /// Whether writing fails now.
     pub failing: bool,
 }
@@ -74,7 +76,7 @@ pub struct ClicksGauges {
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 25] = [
+const PLAIN: [Plain; 26] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -153,8 +155,14 @@ const PLAIN: [Plain; 25] = [
     (
         "couchlink_clicks_lost_total",
         "counter",
-        "Responses whose live counts were lost: waiting past COUCHLINK_CLICKS_QUEUE_BYTES, or at a stop CouchDB did not answer.",
+        "Responses whose live counts were lost: waiting past COUCHLINK_CLICKS_QUEUE_BYTES, at a stop CouchDB did not answer, or in a document CouchDB refused.",
         |_, g| g.clicks.lost,
+    ),
+    (
+        "couchlink_clicks_refused_documents_total",
+        "counter",
+        "Live counts documents CouchDB refused for good (400, 403, 413), set aside so that later intervals are written.",
+        |_, g| g.clicks.set_aside,
     ),
     ("couchlink_clicks_failing", "gauge", "1 while CouchDB does not take the live counts.", |_, g| {
         g.clicks.failing.into()
@@ -333,7 +341,7 @@ mod tests {
             snapshots_written: 4,
             snapshot_failures: 1,
             snapshot_written_at: Some(1_795_000_000),
-            clicks: ClicksGauges { written: 5, pending: 2, pending_bytes: 900, lost: 3, failing: true },
+            clicks: ClicksGauges { written: 5, pending: 2, pending_bytes: 900, lost: 3, set_aside: 1, failing: true },
         });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
@@ -358,6 +366,7 @@ mod tests {
         assert!(text.contains("couchlink_clicks_pending_documents 2\n"));
         assert!(text.contains("couchlink_clicks_pending_bytes 900\n"));
         assert!(text.contains("couchlink_clicks_lost_total 3\n"));
+        assert!(text.contains("couchlink_clicks_refused_documents_total 1\n"));
         assert!(text.contains("couchlink_clicks_failing 1\n"));
     }
 

@@ -1,4 +1,5 @@
-// Per link and target version (the Location sent): redirects, summed by _sum.
+// Per link and target version (what the link decided, "(other)" past 32 an interval): redirects,
+// summed by _sum.
 function (doc) {
   if (doc.type !== 'clicks') { return; }
   for (var id in doc.links) {

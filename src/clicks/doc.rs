@@ -12,6 +12,19 @@ use super::Counts;
 /// interval (a link with a few versions is about 200 bytes of JSON).
 pub const LINKS_PER_DOC: usize = 200;
 
+/// CouchDB 3's default `max_document_size` (bytes), taken when the server's own cannot be read
+/// (the proxy's account is no admin).
+pub const DEFAULT_MAX_DOCUMENT_SIZE: u64 = 8_000_000;
+
+/// The bytes of JSON a document may have where CouchDB accepts `max_document_size`: half of it,
+/// a margin for a server that counts a document's size otherwise than its JSON text.
+pub fn size_bound(max_document_size: u64) -> usize {
+    usize::try_from(max_document_size / 2).unwrap_or(usize::MAX).max(MIN_SIZE_BOUND)
+}
+
+/// The least bound: a document of one link without its versions, and its ID, always fits.
+const MIN_SIZE_BOUND: usize = 4096;
+
 /// The clicks database's design document (`_design/clicks`).
 pub const DESIGN_DOC: &str = "clicks";
 
@@ -47,48 +60,68 @@ impl Writer {
 }
 
 /// The documents of the interval that started at `start` and lasted `seconds`: none when
-/// nothing was counted, else one per [`LINKS_PER_DOC`] links (the links in ID order, so that a
-/// retry after a crash-free failure writes the same documents).
-pub fn documents(writer: &Writer, start: OffsetDateTime, seconds: u32, counts: &Counts) -> Vec<Value> {
+/// nothing was counted, else as few as hold every link at [`LINKS_PER_DOC`] links and
+/// `max_bytes` bytes of JSON each at most (the links in ID order, so that a retry after a
+/// crash-free failure writes the same documents). A link whose versions alone pass the bound
+/// keeps its redirects under [`super::OTHER_VERSIONS`]: every number stays exact.
+pub fn documents(
+    writer: &Writer,
+    start: OffsetDateTime,
+    seconds: u32,
+    counts: &Counts,
+    max_bytes: usize,
+) -> Vec<Value> {
     if counts.is_empty() {
         return Vec::new();
     }
     let start = rfc3339_second(start);
     let mut links: Vec<_> = counts.links.iter().collect();
     links.sort_unstable_by_key(|(id, _)| **id);
-    let chunks: Vec<_> = if links.is_empty() { vec![&links[..]] } else { links.chunks(LINKS_PER_DOC).collect() };
-    chunks
-        .into_iter()
-        .enumerate()
-        .map(|(part, chunk)| {
-            let mut map = Map::new();
-            for (id, c) in chunk {
-                let mut link = json!({
-                    "redirects": c.redirects,
-                    "bot_redirects": c.bot_redirects,
-                    "new_visitors": c.new_visitors,
-                    "not_found": c.not_found,
-                });
-                if !c.versions.is_empty() {
-                    link["versions"] =
-                        c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
-                }
-                map.insert(id.to_string(), link);
-            }
-            json!({
-                "_id": format!("{start}/{}/{}/{part}", writer.proxy, writer.run),
-                "type": "clicks",
-                "proxy": writer.proxy,
-                "run": writer.run,
-                "start": start,
-                "seconds": seconds,
-                "part": part,
-                "links": map,
-                // The total of the strangers' guesses goes with the first part only.
-                "unknown_not_found": if part == 0 { counts.unknown_not_found } else { 0 },
-            })
+    let document = |part: usize, links: Map<String, Value>| {
+        json!({
+            "_id": format!("{start}/{}/{}/{part}", writer.proxy, writer.run),
+            "type": "clicks",
+            "proxy": writer.proxy,
+            "run": writer.run,
+            "start": start,
+            "seconds": seconds,
+            "part": part,
+            "links": links,
+            // The total of the strangers' guesses goes with the first part only.
+            "unknown_not_found": if part == 0 { counts.unknown_not_found } else { 0 },
         })
-        .collect()
+    };
+    // What a document holds besides its links, the largest part number and total included.
+    let frame = document(usize::MAX, Map::new()).to_string().len() + 24;
+    let room = max_bytes.saturating_sub(frame);
+    let mut parts = vec![Map::new()];
+    let mut used = 0;
+    for (id, c) in links {
+        let mut link = json!({
+            "redirects": c.redirects,
+            "bot_redirects": c.bot_redirects,
+            "new_visitors": c.new_visitors,
+            "not_found": c.not_found,
+        });
+        // `"ID":{...},`
+        let size = |link: &Value| id.as_str().len() + 4 + link.to_string().len();
+        if !c.versions.is_empty() {
+            link["versions"] = c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
+            if size(&link) > room {
+                let all: u64 = c.versions.iter().map(|(_, n)| n).sum();
+                link["versions"] = json!({ super::OTHER_VERSIONS: all });
+            }
+        }
+        let size = size(&link);
+        let current = parts.last().expect("one part at least");
+        if !current.is_empty() && (current.len() == LINKS_PER_DOC || used + size > room) {
+            parts.push(Map::new());
+            used = 0;
+        }
+        used += size;
+        parts.last_mut().expect("one part at least").insert(id.to_string(), link);
+    }
+    parts.into_iter().enumerate().map(|(part, links)| document(part, links)).collect()
 }
 
 /// `time` to the second, as `2026-11-26T15:31:00Z`.
@@ -135,8 +168,92 @@ mod tests {
     use crate::domain::LinkId;
     use time::macros::datetime;
 
+    const BOUND: usize = DEFAULT_MAX_DOCUMENT_SIZE as usize / 2;
+
     fn writer() -> Writer {
         Writer { proxy: "web-1".into(), run: "00000000000000ff".into() }
+    }
+
+    /// Every number of `docs` added up: per link (redirects, bots, new, 404s, versions' sum),
+    /// and the unknown 404s.
+    fn totals(docs: &[Value]) -> (std::collections::BTreeMap<String, [u64; 5]>, u64) {
+        let mut links = std::collections::BTreeMap::new();
+        for doc in docs {
+            for (id, c) in doc["links"].as_object().unwrap() {
+                let n = |k: &str| c[k].as_u64().unwrap();
+                let versions = c["versions"].as_object().map_or(0, |v| v.values().map(|n| n.as_u64().unwrap()).sum());
+                let sum: &mut [u64; 5] = links.entry(id.clone()).or_default();
+                for (s, v) in sum.iter_mut().zip([
+                    n("redirects"),
+                    n("bot_redirects"),
+                    n("new_visitors"),
+                    n("not_found"),
+                    versions,
+                ]) {
+                    *s += v;
+                }
+            }
+        }
+        (links, docs.iter().map(|d| d["unknown_not_found"].as_u64().unwrap()).sum())
+    }
+
+    #[test]
+    fn documents_stay_under_the_bound_whatever_the_versions_and_every_count_is_kept() {
+        // 60 links, each with 32 versions of 7.4 KB (the burst that once made a document CouchDB
+        // refused), under a small bound.
+        let tally = Tally::default();
+        let long: Vec<String> = (0..40).map(|n| format!("https://a.example/?q={n}{}", "x".repeat(7400))).collect();
+        for n in 0..60 {
+            let id = LinkId::parse(&format!("L{n:04}")).unwrap();
+            for version in &long {
+                tally.record(Click::Redirect { id, version, bot: n % 2 == 0, new_visitor: true });
+            }
+        }
+        let counts = tally.take();
+        for bound in [size_bound(1 << 20), size_bound(64 << 10), size_bound(0)] {
+            let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &counts, bound);
+            assert!(docs.iter().all(|d| d.to_string().len() <= bound), "{bound}");
+            assert!(docs.iter().enumerate().all(|(n, d)| d["part"] == n));
+            let (links, unknown) = totals(&docs);
+            assert_eq!((links.len(), unknown), (60, 0));
+            assert!(links.values().all(|t| *t == [40, t[1], 40, 0, 40] && (t[1] == 0 || t[1] == 40)), "{links:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_ids_and_versions_make_documents_within_the_bound_with_exact_totals(
+            clicks in proptest::collection::vec((0usize..40, "[a-z/:?=&%.]{0,300}", proptest::bool::ANY), 0..200),
+            unknown in 0u64..3,
+            bound_kb in 4usize..64,
+        ) {
+            let ids: Vec<LinkId> = (0..40).map(|n| LinkId::parse(&format!("P{n:04}")).unwrap()).collect();
+            let tally = Tally::default();
+            for (link, version, bot) in &clicks {
+                let id = ids[*link];
+                tally.record(Click::Redirect { id, version, bot: *bot, new_visitor: false });
+                if *bot {
+                    tally.record(Click::NotFound(id));
+                }
+            }
+            for _ in 0..unknown {
+                tally.record(Click::Unknown);
+            }
+            let bound = bound_kb << 10;
+            let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), bound);
+            proptest::prop_assert_eq!(docs.is_empty(), clicks.is_empty() && unknown == 0);
+            for doc in &docs {
+                proptest::prop_assert!(doc.to_string().len() <= bound);
+            }
+            let (links, unknown_counted) = totals(&docs);
+            proptest::prop_assert_eq!(unknown_counted, unknown);
+            for (n, id) in ids.iter().enumerate() {
+                let redirects = clicks.iter().filter(|c| c.0 == n).count() as u64;
+                let bots = clicks.iter().filter(|c| c.0 == n && c.2).count() as u64;
+                let got = links.get(id.as_str()).copied().unwrap_or_default();
+                proptest::prop_assert_eq!(got, [redirects, bots, 0, bots, redirects]);
+            }
+        }
     }
 
     #[test]
@@ -145,7 +262,7 @@ mod tests {
         let id = LinkId::parse("H83if").unwrap();
         tally.record(Click::Redirect { id, version: "https://a.example/", bot: false, new_visitor: true });
         tally.record(Click::Unknown);
-        let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take());
+        let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
         assert_eq!(
             docs,
             [json!({
@@ -157,7 +274,7 @@ mod tests {
                 "unknown_not_found": 1,
             })]
         );
-        assert!(documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &Counts::default()).is_empty());
+        assert!(documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &Counts::default(), BOUND).is_empty());
     }
 
     #[test]
@@ -168,7 +285,7 @@ mod tests {
             tally.record(Click::NotFound(*id));
         }
         tally.record(Click::Unknown);
-        let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take());
+        let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
         let distinct: std::collections::HashSet<_> = ids.iter().collect();
         assert_eq!(docs.len(), distinct.len().div_ceil(LINKS_PER_DOC));
         let in_docs: usize = docs.iter().map(|d| d["links"].as_object().unwrap().len()).sum();

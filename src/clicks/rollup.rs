@@ -103,7 +103,10 @@ pub async fn roll_up_day(clicks: &CouchClient, day: &str) -> Result<RolledDay, R
             .map_err(|_| RollupError::Refused { day: day.into(), reason: "not a day".into() })?
             .midnight()
             .assume_utc();
-        let mut wanted = documents(&writer, start, 86_400, &counts);
+        // The list of what it includes goes with the first part: room is left for it.
+        let max = clicks.max_document_size().await.unwrap_or(super::doc::DEFAULT_MAX_DOCUMENT_SIZE);
+        let bound = super::doc::size_bound(max).saturating_sub(json!(ids).to_string().len() + 16);
+        let mut wanted = documents(&writer, start, 86_400, &counts, bound);
         if wanted.is_empty() {
             wanted = vec![json!({"_id": format!("{day}T00:00:00Z/{ROLLUP}/{ROLLUP_RUN}/0"), "type": "clicks",
                 "proxy": ROLLUP, "run": ROLLUP_RUN, "start": format!("{day}T00:00:00Z"), "seconds": 86_400,
@@ -186,8 +189,15 @@ fn counts_of(doc: &Value) -> Counts {
             not_found: number("not_found"),
             ..LinkCounts::default()
         };
+        let mut versioned = 0;
         for (location, n) in c["versions"].as_object().into_iter().flatten() {
-            link.versions.add(location, n.as_u64().unwrap_or(0));
+            let n = n.as_u64().unwrap_or(0);
+            link.versions.add(location, n);
+            versioned += n;
+        }
+        // Documents from before `(other)` counted nothing past 32 versions: the rest is theirs.
+        if link.redirects > versioned {
+            link.versions.add(super::OTHER_VERSIONS, link.redirects - versioned);
         }
         counts.links.insert(id, link);
     }

@@ -2,7 +2,9 @@
 //! [`Tally`](super::Tally), turns it into documents ([`super::doc`]) and writes them, in order,
 //! to the clicks database. What CouchDB cannot take waits in memory up to a bound, and is
 //! written when it answers again; past the bound, counts are lost and counted
-//! (docs/operations.md, "Faults"). At a stop it writes what is left.
+//! (docs/operations.md, "Faults"). A document CouchDB refuses for good (400, 403, 413) is set
+//! aside, said once and counted, so that nothing a visitor sends can hold back the intervals
+//! after it. At a stop it writes what is left.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -13,7 +15,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use super::doc::{documents, Writer};
+use super::doc::{documents, size_bound, Writer, DEFAULT_MAX_DOCUMENT_SIZE};
 use super::Tally;
 use crate::couch::{CouchClient, CouchError};
 use crate::errors::Causes;
@@ -32,6 +34,7 @@ pub struct ClicksStatus {
     pending: AtomicU64,
     pending_bytes: AtomicU64,
     lost: AtomicU64,
+    set_aside: AtomicU64,
     /// Why the last write failed, while writes fail.
     failing: Mutex<Option<String>>,
 }
@@ -51,6 +54,11 @@ impl ClicksStatus {
     /// document CouchDB refused for good).
     pub fn lost(&self) -> u64 {
         self.lost.load(Relaxed)
+    }
+
+    /// Documents CouchDB refused for good (their responses are in [`ClicksStatus::lost`]).
+    pub fn set_aside(&self) -> u64 {
+        self.set_aside.load(Relaxed)
     }
 
     /// Why writing fails, while it does.
@@ -94,6 +102,9 @@ impl ClicksWriter {
     /// [`STOP_TIMEOUT`]) and returns.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut queue = Queue::default();
+        // What CouchDB accepts, when this account may read it (an admin); else its default.
+        let max = self.couch.max_document_size().await.unwrap_or(DEFAULT_MAX_DOCUMENT_SIZE);
+        let bound = size_bound(max);
         let mut start = self.interval_start(OffsetDateTime::now_utc());
         loop {
             let next = start + time::Duration::seconds(i64::from(self.interval_secs));
@@ -102,7 +113,7 @@ impl ClicksWriter {
                 _ = tokio::time::sleep(wait) => false,
                 _ = stop.wait_for(|stop| *stop) => true,
             };
-            self.close_interval(start, &mut queue);
+            self.close_interval(start, &mut queue, bound);
             if stopping {
                 let written = tokio::time::timeout(STOP_TIMEOUT, self.write(&mut queue)).await;
                 if written.is_err() || !queue.docs.is_empty() {
@@ -129,9 +140,9 @@ impl ClicksWriter {
 
     /// Takes what was counted since the interval that began at `start` began, and queues it;
     /// what does not fit is lost, and counted.
-    fn close_interval(&self, start: OffsetDateTime, queue: &mut Queue) {
+    fn close_interval(&self, start: OffsetDateTime, queue: &mut Queue, bound: usize) {
         let counts = self.tally.take();
-        for doc in documents(&self.writer, start, self.interval_secs, &counts) {
+        for doc in documents(&self.writer, start, self.interval_secs, &counts, bound) {
             let size = doc.to_string().len();
             if queue.bytes + size > self.queue_bytes {
                 let lost = responses(&doc);
@@ -152,18 +163,31 @@ impl ClicksWriter {
         self.publish(queue);
     }
 
-    /// Writes the queue in order, stopping at the first document CouchDB does not take.
+    /// Writes the queue in order, stopping at the first document CouchDB does not take yet.
     async fn write(&self, queue: &mut Queue) {
         while let Some((doc, size)) = queue.docs.front() {
             let id = doc["_id"].as_str().unwrap_or_default().to_owned();
             // Written, now or by an earlier try whose answer was lost (a conflict): never twice.
-            // Anything else, CouchDB away or refusing (no clicks database yet, an account without
-            // the proxy role), waits with the rest and is tried again next interval: the order
-            // is kept, and an admin's fix is all it takes.
+            // Refused for good (a document CouchDB will never take: too large, malformed, or
+            // refused by the validation or the account's rights): set aside, said and counted,
+            // so that it holds back no interval after it. Anything else, CouchDB away or
+            // failing, or no clicks database yet, waits with the rest and is tried again next
+            // interval: the order is kept, and an admin's fix is all it takes.
             match self.couch.create_doc_raw(&id, doc).await {
                 Ok(_) => {
                     self.status.written.fetch_add(1, Relaxed);
                     self.recovered();
+                }
+                Err(e) if matches!(e.status(), Some(400 | 403 | 413)) => {
+                    let lost = responses(doc);
+                    self.status.set_aside.fetch_add(1, Relaxed);
+                    self.status.lost.fetch_add(lost, Relaxed);
+                    tracing::warn!(
+                        "{} refused the counts document {id} ({}): set aside, the counts of its {lost} responses lost \
+                         and counted in /metrics; later intervals are written",
+                        self.couch.database(),
+                        Causes(&e)
+                    );
                 }
                 Err(e) => {
                     self.failed(&e);

@@ -354,6 +354,52 @@ async fn an_outage_keeps_the_counts_and_writes_each_once_when_couchdb_is_back() 
 }
 
 #[tokio::test]
+async fn a_document_couchdb_refuses_is_set_aside_and_the_intervals_after_it_are_written() {
+    let db = counted_db().await;
+    db.put_link("Refus", json!({"url": "https://example.com/refused"})).await;
+    db.put_link("After", json!({"url": "https://example.com/after"})).await;
+    // A validation of the admin's own that refuses one link's counts for good (403), as
+    // CouchDB refuses a document too large for it (413): either is never taken, however often
+    // it is tried.
+    let refuse = json!({"validate_doc_update":
+        "function (doc) { if (doc.links && doc.links.Refus) { throw({forbidden: 'no counts for Refus'}); } }"});
+    let made = http()
+        .put(format!("{}/{}/_design/refuse", db.couch.url, clicks_name(&db)))
+        .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
+        .json(&refuse)
+        .send()
+        .await
+        .unwrap();
+    assert!(made.status().is_success(), "{:?}", made.text().await);
+    let mut app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    app.wait_until_feed_is_live().await;
+    for _ in 0..2 {
+        assert_eq!(get(&app, "/Refus", Some(BROWSER), None).await.status(), 302);
+    }
+    app.wait_for_metric("couchlink_clicks_refused_documents_total", 1.0).await;
+    assert_eq!(app.metric("couchlink_clicks_lost_total").await, 2.0);
+    // The next intervals are written.
+    for _ in 0..3 {
+        assert_eq!(get(&app, "/After", Some(BROWSER), None).await.status(), 302);
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while totals(&app.db, "After").await[0] < 3 {
+        assert!(Instant::now() < deadline, "the intervals after the refused document were not written");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let body: Value = app.admin_get("/healthz").await.json().await.unwrap();
+    assert_eq!(
+        (&body["clicks"]["documents_refused"], &body["clicks"]["lost"], &body["clicks"]["pending_documents"]),
+        (&json!(1), &json!(2), &json!(0)),
+        "{body:#}"
+    );
+    assert_eq!(body["clicks"]["status"], "degraded", "{body:#}");
+    app.stop().await.unwrap();
+    assert_eq!(totals(&app.db, "After").await[0], 3);
+    assert_eq!(totals(&app.db, "Refus").await[0], 0);
+}
+
+#[tokio::test]
 async fn counts_past_the_bound_are_lost_and_said_so_and_a_stop_writes_what_is_left() {
     // No clicks database: CouchDB answers, and refuses the counts (404) until setup makes it.
     let db = TestDb::new().await;
@@ -391,6 +437,48 @@ fn interval(start: &str, proxy: &str, id: &str, redirects: u64) -> Value {
         "start": start, "seconds": 60, "part": 0, "unknown_not_found": 1,
         "links": {id: {"redirects": redirects, "bot_redirects": 1, "new_visitors": redirects, "not_found": 0,
             "versions": {format!("https://example.com/{id}"): redirects}}}})
+}
+
+/// `by_version` of link `id`: each version's redirects.
+async fn by_version(db: &TestDb, id: &str) -> std::collections::BTreeMap<String, u64> {
+    let keys = format!("startkey=[\"{id}\"]&endkey=[\"{id}\",{{}}]");
+    let path = format!("{}/_design/clicks/_view/by_version?group=true&{keys}", clicks_name(db));
+    let body: Value = server_get(db, None, &path).await.json().await.unwrap();
+    let rows = body["rows"].as_array().unwrap_or_else(|| panic!("{body}"));
+    rows.iter().map(|r| (r["key"][1].as_str().unwrap().to_owned(), r["value"].as_u64().unwrap())).collect()
+}
+
+#[tokio::test]
+async fn a_rolled_up_day_keeps_every_version_it_merges_its_versions_adding_up_to_its_redirects() {
+    let db = counted_db().await;
+    let proxy = clicks_as(&db, Some(READER));
+    // Three intervals of 20 versions each: 60 versions in the day, past the 32 kept by name.
+    for (n, start) in ["2026-10-01T08:00:00Z", "2026-10-01T09:00:00Z", "2026-10-01T10:00:00Z"].iter().enumerate() {
+        let versions: serde_json::Map<String, Value> =
+            (0..20).map(|v| (format!("https://example.com/v{}", n * 20 + v), json!(v + 1))).collect();
+        let doc = json!({"_id": format!("{start}/web-1/00ff/0"), "type": "clicks", "proxy": "web-1", "run": "00ff",
+            "start": start, "seconds": 3600, "part": 0, "unknown_not_found": 0,
+            "links": {"Ver01": {"redirects": 210, "bot_redirects": 0, "new_visitors": 0, "not_found": 0,
+                "versions": versions}}});
+        proxy.create_doc_raw(doc["_id"].as_str().unwrap(), &doc).await.unwrap();
+    }
+    let before = by_version(&db, "Ver01").await;
+    assert_eq!((before.len(), before.values().sum::<u64>()), (60, 630));
+    couchlink::clicks::rollup::roll_up_day(&clicks_as(&db, None), "2026-10-01").await.unwrap();
+    let after = by_version(&db, "Ver01").await;
+    assert_eq!(after.values().sum::<u64>(), 630, "the day's versions add up to its redirects: {after:?}");
+    assert_eq!(totals(&db, "Ver01").await[0], 630);
+    assert_eq!(after.len(), 33, "32 by name and the rest: {after:?}");
+    let other = after[couchlink::clicks::OTHER_VERSIONS];
+    let kept: u64 = after
+        .iter()
+        .filter(|(v, _)| *v != couchlink::clicks::OTHER_VERSIONS)
+        .map(|(v, n)| {
+            assert_eq!(before[v], *n, "{v} kept whole");
+            n
+        })
+        .sum();
+    assert_eq!(kept + other, 630);
 }
 
 #[tokio::test]
