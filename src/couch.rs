@@ -347,6 +347,8 @@ pub struct ViewQuery {
     pub start_key: Value,
     /// The last key (inclusive).
     pub end_key: Value,
+    /// At most this many rows (a page); `None`: all.
+    pub limit: Option<usize>,
 }
 
 /// `_all_docs` with `include_docs`: each row's ID and document.
@@ -926,6 +928,9 @@ impl CouchClient {
             if !key.is_null() {
                 url.push_str(&format!("&{name}={}", utf8_percent_encode(&key.to_string(), NON_ALPHANUMERIC)));
             }
+        }
+        if let Some(limit) = query.limit {
+            url.push_str(&format!("&limit={limit}"));
         }
         // A view's index is brought up to date by the query that finds it behind: after days of
         // counts, or a roll-up's thousands of deletions, that can take minutes, and CouchDB 3

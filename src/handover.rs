@@ -44,8 +44,9 @@ pub const REDIRECT: &str = "redirect";
 /// The admin listener's name.
 pub const ADMIN: &str = "admin";
 
-/// Most listeners passed: one redirect socket per serving thread, and the admin one.
-const MAX_SOCKETS: usize = 256;
+/// Most listeners passed: one redirect socket per serving thread, and the admin one, in one
+/// message: Linux passes at most this many descriptors in one `SCM_RIGHTS` (`SCM_MAX_FD`).
+const MAX_SOCKETS: usize = 253;
 /// How long a new process waits for the old one to send its listeners.
 const RECEIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a new process that failed to get ready gets to stop on SIGTERM before SIGKILL.
@@ -349,8 +350,20 @@ fn started_from() -> Option<PathBuf> {
 /// The first connection on `socket` from process `pid` (anyone else is turned away: the
 /// abstract namespace has no file permissions).
 async fn accept_from(socket: &tokio::net::UnixListener, pid: u32) -> tokio::net::UnixStream {
+    let mut backoff = crate::http::accept::Backoff::default();
     loop {
-        let Ok((stream, _)) = socket.accept().await else { continue };
+        let stream = match socket.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                let (say, pause) = backoff.failed();
+                if say {
+                    tracing::warn!("upgrade: cannot accept on the handover socket ({e}): trying again, backing off");
+                }
+                tokio::time::sleep(pause).await;
+                continue;
+            }
+        };
+        backoff.succeeded();
         match rustix::net::sockopt::socket_peercred(&stream) {
             Ok(cred) if rustix::process::Pid::as_raw(Some(cred.pid)) as u32 == pid => return stream,
             Ok(cred) => tracing::warn!(
@@ -385,6 +398,13 @@ async fn send_listeners(
         greeting.push_str(name);
     }
     greeting.push('\n');
+    if listeners.len() > MAX_SOCKETS {
+        return Err(std::io::Error::other(format!(
+            "{} listeners: Linux passes at most {MAX_SOCKETS} descriptors in one message (SCM_MAX_FD); serve on \
+             fewer threads (COUCHLINK_THREADS) to upgrade in place",
+            listeners.len()
+        )));
+    }
     let fds: Vec<BorrowedFd<'_>> = listeners.iter().map(|(fd, _)| *fd).collect();
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
     let mut control = SendAncillaryBuffer::new(&mut space);
@@ -446,5 +466,33 @@ impl Drop for Stopper {
 pub fn notify(states: &[sd_notify::NotifyState<'_>]) {
     if let Err(e) = sd_notify::notify(states) {
         tracing::warn!("cannot notify systemd: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The descriptors one message from `stream` carries.
+    fn received(stream: &UnixStream) -> usize {
+        let mut text = vec![0u8; 8192];
+        let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_SOCKETS))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        rustix::net::recvmsg(stream, &mut [IoSliceMut::new(&mut text)], &mut control, RecvFlags::CMSG_CLOEXEC).unwrap();
+        control.drain().map(|m| if let RecvAncillaryMessage::ScmRights(fds) = m { fds.count() } else { 0 }).sum()
+    }
+
+    #[tokio::test]
+    async fn as_many_listeners_as_linux_passes_in_one_message_are_handed_over_and_no_more() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut ours = tokio::net::UnixStream::from_std(ours).unwrap();
+        let all: Vec<(BorrowedFd<'_>, &str)> = (0..MAX_SOCKETS).map(|_| (listener.as_fd(), REDIRECT)).collect();
+        send_listeners(&mut ours, &all).await.unwrap();
+        assert_eq!(received(&theirs), 253, "Linux's SCM_MAX_FD");
+        let one_more: Vec<_> = all.iter().copied().chain([(listener.as_fd(), ADMIN)]).collect();
+        let refused = send_listeners(&mut ours, &one_more).await.unwrap_err();
+        assert!(refused.to_string().contains("at most 253 descriptors"), "{refused}");
     }
 }

@@ -113,6 +113,64 @@ pub enum ClicksError {
     /// Rolling up stopped.
     #[error(transparent)]
     Rollup(#[from] crate::clicks::rollup::RollupError),
+    /// A view's row is not of the shape couchlink's views emit (a document written by hand, or
+    /// a view changed).
+    #[error("{view} has a row keyed {key}, not {expected}: is _design/clicks couchlink's own? (`couchlink setup`)")]
+    Shape {
+        /// The view.
+        view: &'static str,
+        /// The key found.
+        key: String,
+        /// The shape expected.
+        expected: &'static str,
+    },
+}
+
+/// Rows read from a view per request: a database of years of counts is never read whole.
+const VIEW_PAGE: usize = 1000;
+
+/// Every row of the clicks view `view` between the query's keys, `page` rows a request: each
+/// page starts at the last key of the one before (a grouped view's keys are distinct, so that
+/// row alone repeats).
+pub async fn view_rows(
+    couch: &CouchClient,
+    view: &str,
+    query: ViewQuery,
+    page: usize,
+) -> Result<Vec<(Value, Value)>, ClicksError> {
+    let page_size = page.max(2);
+    let mut rows: Vec<(Value, Value)> = Vec::new();
+    let mut query = ViewQuery { limit: Some(page_size), ..query };
+    loop {
+        let page = couch.view(DESIGN_DOC, view, &query).await.map_err(|e| no_view(couch, e))?;
+        let full = page.len() == page_size;
+        let repeated = usize::from(rows.last().is_some_and(|(last, _)| page.first().is_some_and(|(k, _)| k == last)));
+        rows.extend(page.into_iter().skip(repeated));
+        match rows.last() {
+            Some((last, _)) if full => query.start_key = last.clone(),
+            _ => return Ok(rows),
+        }
+    }
+}
+
+/// The parts of a `by_link` key: `[ID, year, month, day, hour]` cut at `level`, all strings.
+fn link_key(key: &Value, level: usize) -> Result<Vec<&str>, ClicksError> {
+    let parts: Option<Vec<&str>> = key.as_array().map(|k| k.iter().filter_map(Value::as_str).collect());
+    match parts {
+        Some(parts)
+            if parts.len() == level.min(5)
+                && key.as_array().is_some_and(|k| k.len() == parts.len())
+                && LinkId::parse(parts[0]).is_ok()
+                && parts[1..].iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            Ok(parts)
+        }
+        _ => Err(ClicksError::Shape {
+            view: "by_link",
+            key: key.to_string(),
+            expected: "[ID, year, month, day, hour] (strings)",
+        }),
+    }
 }
 
 /// One row of counts: a link, the period (empty for all time), and its four numbers.
@@ -173,11 +231,9 @@ pub async fn read(
     let level = if since.is_some() || until.is_some() { by.group_level().max(4) } else { by.group_level() };
     let mut rows: Vec<Row> = Vec::new();
     for (start, end) in key_ranges(ids) {
-        let query = ViewQuery { group_level: Some(level), start_key: start, end_key: end };
-        let found = couch.view(DESIGN_DOC, "by_link", &query).await.map_err(|e| no_view(couch, e))?;
-        for (key, value) in found {
-            let Some(key) = key.as_array() else { continue };
-            let parts: Vec<&str> = key.iter().filter_map(Value::as_str).collect();
+        let query = ViewQuery { group_level: Some(level), start_key: start, end_key: end, limit: None };
+        for (key, value) in view_rows(couch, "by_link", query, VIEW_PAGE).await? {
+            let parts = link_key(&key, level)?;
             let day = parts.get(1..4).map(|d| d.join("-"));
             if day.as_deref().is_some_and(|d| since.is_some_and(|s| d < s) || until.is_some_and(|u| d > u)) {
                 continue;
@@ -237,11 +293,16 @@ fn no_view(couch: &CouchClient, e: CouchError) -> ClicksError {
 async fn versions(couch: &CouchClient, ids: &[String]) -> Result<Vec<(String, String, u64)>, ClicksError> {
     let mut rows = Vec::new();
     for (start, end) in key_ranges(ids) {
-        let query = ViewQuery { group_level: Some(2), start_key: start, end_key: end };
-        for (key, value) in couch.view(DESIGN_DOC, "by_version", &query).await.map_err(|e| no_view(couch, e))? {
-            if let [Value::String(id), Value::String(location)] = key.as_array().map(Vec::as_slice).unwrap_or_default()
-            {
-                rows.push((id.clone(), location.clone(), value.as_u64().unwrap_or(0)));
+        let query = ViewQuery { group_level: Some(2), start_key: start, end_key: end, limit: None };
+        for (key, value) in view_rows(couch, "by_version", query, VIEW_PAGE).await? {
+            match key.as_array().map(Vec::as_slice).unwrap_or_default() {
+                [Value::String(id), Value::String(location)] if LinkId::parse(id).is_ok() => {
+                    rows.push((id.clone(), location.clone(), value.as_u64().unwrap_or(0)))
+                }
+                _ => {
+                    let (view, expected) = ("by_version", "[ID, version] (strings)");
+                    return Err(ClicksError::Shape { view, key: key.to_string(), expected });
+                }
             }
         }
     }
@@ -327,6 +388,24 @@ fn print_versions(rows: &[(String, String, u64)], format: Format, out: &mut impl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_by_link_key_of_another_shape_is_an_error_naming_it() {
+        assert_eq!(link_key(&json!(["H83if", "2026", "11", "26"]), 4).unwrap(), ["H83if", "2026", "11", "26"]);
+        assert_eq!(link_key(&json!(["H83if"]), 1).unwrap(), ["H83if"]);
+        for key in [
+            json!([]),
+            json!("H83if"),
+            json!(["H83if", 2026, "11", "26"]),
+            json!(["H83if", "2026"]),
+            json!(["toolong", "2026", "11", "26"]),
+            json!(["H83if", "20x6", "11", "26"]),
+            json!(null),
+        ] {
+            let refused = link_key(&key, 4).unwrap_err();
+            assert!(refused.to_string().contains("not [ID, year, month, day, hour]"), "{key}: {refused}");
+        }
+    }
 
     #[test]
     fn periods_read_as_dates() {

@@ -209,7 +209,7 @@ pub async fn run_connections<E: Into<Ending>>(
 ) {
     tokio::pin!(shutdown);
     let ending;
-    let mut failing = false;
+    let mut backoff = Backoff::default();
     let mut last_warned = None;
     loop {
         if !limits.my_turn(connections.open()) {
@@ -230,10 +230,11 @@ pub async fn run_connections<E: Into<Ending>>(
                 Err(e) => {
                     // Out of file descriptors and the like: say so once, and back off instead
                     // of spinning.
-                    if !std::mem::replace(&mut failing, true) {
-                        tracing::error!("cannot accept connections: {e}; retrying every 50 ms");
+                    let (say, pause) = backoff.failed();
+                    if say {
+                        tracing::error!("cannot accept connections: {e}; trying again, backing off up to 1 s");
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(pause).await;
                     continue;
                 }
             },
@@ -242,7 +243,7 @@ pub async fn run_connections<E: Into<Ending>>(
                 break;
             }
         };
-        if std::mem::take(&mut failing) {
+        if backoff.succeeded() {
             tracing::info!("accepting connections again");
         }
         // The permit comes after the accept: a thread waiting in `accept` holds none, so with
@@ -356,6 +357,49 @@ impl<S: Service> Connections for HyperConnections<S> {
                 tracing::debug!(%peer, "connection ended with an error: {e}");
             }
         });
+    }
+}
+
+/// The pauses of an accept loop that keeps failing (out of descriptors, say): a retry at once
+/// would fail the same way on a spinning core, so each failure waits twice as long as the one
+/// before, from 10 ms up to 1 s, and only the first of a run is said.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MOST: Duration = Duration::from_secs(1);
+
+    /// One more failure: whether to say so (the first of a run), and how long to wait.
+    pub fn failed(&mut self) -> (bool, Duration) {
+        let pause = Self::FIRST.saturating_mul(1 << self.failures.min(7)).min(Self::MOST);
+        self.failures += 1;
+        (self.failures == 1, pause)
+    }
+
+    /// A success: whether it ends a run of failures (to say so).
+    pub fn succeeded(&mut self) -> bool {
+        std::mem::take(&mut self.failures) > 0
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_accept_backs_off_to_a_second_and_says_so_once_a_run() {
+        let mut backoff = Backoff::default();
+        let run: Vec<_> = (0..10).map(|_| backoff.failed()).collect();
+        assert_eq!(run.iter().filter(|(say, _)| *say).count(), 1);
+        assert!(run[0].0);
+        let pauses: Vec<u64> = run.iter().map(|(_, p)| p.as_millis() as u64).collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        assert!(backoff.succeeded(), "the end of a run is said");
+        assert!(!backoff.succeeded());
+        assert_eq!(backoff.failed(), (true, Duration::from_millis(10)), "a new run starts over");
     }
 }
 

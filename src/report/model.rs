@@ -101,6 +101,8 @@ impl Model {
         let bot = line::bot_agent(line.user_agent);
         let breakdowns = options.breakdowns.list();
         let values = options.breakdowns.values(&line)?;
+        // The version rule is held to its own table of cases (`resolve::logged_version`).
+        let location = crate::resolve::logged_version(line.target, location);
         let version = self.links.entry(id).or_default().entry(location.to_vec()).or_insert(VersionModel {
             first: line.stamp,
             last: line.stamp,

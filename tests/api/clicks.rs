@@ -482,6 +482,26 @@ async fn a_rolled_up_day_keeps_every_version_it_merges_its_versions_adding_up_to
 }
 
 #[tokio::test]
+async fn the_views_are_read_a_page_at_a_time_and_every_row_once() {
+    let db = counted_db().await;
+    let proxy = clicks_as(&db, Some(READER));
+    for (n, hour) in (0..7).enumerate() {
+        let doc = interval(&format!("2026-10-01T{hour:02}:00:00Z"), "web-1", "Pag01", n as u64 + 1);
+        proxy.create_doc_raw(doc["_id"].as_str().unwrap(), &doc).await.unwrap();
+    }
+    let reader = clicks_as(&db, Some(EDITOR));
+    let query = || couchlink::couch::ViewQuery { group_level: Some(5), ..Default::default() };
+    let whole = reader.view("clicks", "by_link", &query()).await.unwrap();
+    assert_eq!(whole.len(), 7);
+    for page in [2, 3, 7, 100] {
+        let paged = couchlink::cmd::clicks::view_rows(&reader, "by_link", query(), page).await.unwrap();
+        assert_eq!(paged, whole, "pages of {page}");
+    }
+    let hours = read(&reader, &["Pag01".to_owned()], Period::Hour, None, None).await.unwrap();
+    assert_eq!(hours.iter().map(|r| r.counts[0]).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6, 7]);
+}
+
+#[tokio::test]
 async fn old_intervals_roll_up_into_daily_documents_counting_each_once() {
     use couchlink::clicks::rollup::{roll_up, roll_up_day};
     let db = counted_db().await;

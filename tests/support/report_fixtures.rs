@@ -103,7 +103,7 @@ pub fn breakdown_day_24() -> String {
     [
         format!("20261124080000.0 2001:db8:2:: - {MAC} /Promo 302 {WINTER}"),
         format!("20261124081000.0 203.0.113.7 20261123080000aaaaaaaaaaaaaaaa {IPHONE} /Promo 302 {WINTER}"),
-        format!("20261124082000.0 203.0.113.0 20261123081000bbbbbbbbbbbbbbbb {ANDROID_PHONE} /Promo?utm_source=sms 302 {WINTER}&utm_source=sms"),
+        format!("20261124082000.0 203.0.113.0 20261123081000bbbbbbbbbbbbbbbb {ANDROID_PHONE} /Promo?utm_source=sms 302 https://example.com/b?utm_source=sms&utm_medium=print&utm_campaign=winter"),
         format!("20261124090000.0 192.0.2.1 20261124090000ffffffffffffffff - /Promo 302 {WINTER}"),
         format!("20261124100000.0 2001:db8:1::abcd 20261101000000dddddddddddddddd {WINDOWS} /Other 302 https://example.org/"),
     ]
