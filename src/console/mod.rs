@@ -406,6 +406,105 @@ mod tests {
         assert!(console.sheet_turn("cyd").is_some());
     }
 
+    /// What the console may pass to CouchDB, written out apart from the router (docs/console.md,
+    /// "What the console lets through"): method and CouchDB path, for the one database `links`
+    /// and its clicks database.
+    fn allowed(method: &str, path: &str) -> bool {
+        let link_id = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_alphanumeric());
+        match (method, path) {
+            ("GET" | "POST" | "DELETE", "/_session") => true,
+            ("GET" | "HEAD", "/links" | "/links/_all_docs") => true,
+            ("GET" | "HEAD", "/links/_design/console/_view/recent" | "/links/_design/console/_view/search") => true,
+            (
+                "GET" | "HEAD",
+                "/links_clicks/_design/clicks/_view/by_link" | "/links_clicks/_design/clicks/_view/by_version",
+            ) => true,
+            ("GET" | "HEAD" | "PUT", p) => p.strip_prefix("/links/").is_some_and(link_id),
+            _ => false,
+        }
+    }
+
+    fn parts(method: &str, target: &str, headers: &[(&str, &str)]) -> Option<Parts> {
+        let mut request = Request::builder().method(method).uri(target).header("host", "console.example");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Some(request.body(()).ok()?.into_parts().0)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        #[test]
+        fn nothing_outside_the_allow_list_reaches_couchdb_and_only_the_page_itself_writes(
+            method in proptest::sample::select(vec!["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "COPY", "OPTIONS", "get"]),
+            // The page's own requests and their near misses, half the time; anything, else.
+            known in proptest::sample::select(vec![
+                "/couch/_session", "/couch/links", "/couch/links/_all_docs", "/couch/links/H83if",
+                "/couch/links/_design/console/_view/recent", "/couch/links/_design/console/_view/search",
+                "/couch/links_clicks/_design/clicks/_view/by_link", "/couch/links_clicks/_design/clicks/_view/by_version",
+                "/couch/links/_design/console/_view/recent/x", "/couch/links/_design/links",
+                "/couch/links_clicks/_design/clicks/_view/by_day", "/couch/links/H83if/att", "/couch/links/_security",
+                "/couch/links/../_users", "/couch/links/%48%38%33if", "/couch//links", "/couch/links/",
+                "/couch/_session/x", "/couch/links_clicks/H83if", "/couch/other/H83if", "/qr/links/sheet.pdf",
+                "/qr/links/H83if.svg", "/console.json", "/", "/app.js", "/couch", "/couchlinks/H83if",
+            ]),
+            prefix in proptest::sample::select(vec!["/couch", "/couch/", "/qr", "/", "", "/couch/.."]),
+            segments in proptest::collection::vec(proptest::sample::select(vec![
+                "links", "links_clicks", "other", "_session", "_all_docs", "_design", "console", "clicks", "_view",
+                "recent", "search", "by_link", "by_version", "by_day", "H83if", "Zz999", "toolong", "_users",
+                "_security", "_bulk_docs", "..", ".", "%2e%2e", "%2F", "_all_dbs", "sheet.pdf", "H83if.svg", "",
+            ]), 0..7),
+            use_known in proptest::bool::ANY,
+            query in "(\\?[a-z_=&%.]{0,12})?",
+            origin in proptest::option::of(proptest::sample::select(vec![
+                "http://console.example", "https://console.example", "http://evil.example", "null",
+                "http://console.example.evil.example", "http://console.example:80", "",
+            ])),
+            fetch_site in proptest::option::of(proptest::sample::select(vec![
+                "same-origin", "same-site", "cross-site", "none", "CROSS-SITE", "",
+            ])),
+        ) {
+            let path = if use_known {
+                known.to_owned()
+            } else {
+                format!("{prefix}{}", segments.iter().map(|s| format!("/{s}")).collect::<String>())
+            };
+            let target = format!("{path}{query}");
+            let mut headers = Vec::new();
+            headers.extend(origin.map(|o| ("origin", o)));
+            headers.extend(fetch_site.map(|f| ("sec-fetch-site", f)));
+            let Some(parts) = parts(method, &target, &headers) else { return Ok(()) };
+            let sites = vec![ConsoleSite {
+                db: "links".into(),
+                public_url: crate::domain::PublicUrl::parse("http://0x1f.ie").unwrap(),
+                clicks_db: Some("links_clicks".into()),
+                editor_role: "links:editor".into(),
+            }];
+            let said = source(&parts);
+            let own = matches!(origin, Some("http://console.example" | "https://console.example"));
+            // The source is the page's own only when its Origin is; another's whenever a
+            // browser says so.
+            proptest::prop_assert_eq!(said == Source::OwnPage, own);
+            if origin.is_some() && !own || origin.is_none() && matches!(fetch_site, Some("same-site" | "cross-site")) {
+                proptest::prop_assert_eq!(said, Source::Elsewhere);
+            }
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            match route::route(parts.method.as_str(), path, said, &sites) {
+                Ok(Route::Couch { path: passed }) => {
+                    proptest::prop_assert!(allowed(method, &passed), "{} {} passed as {}", method, target, passed);
+                    proptest::prop_assert!(said != Source::Elsewhere, "{} {} from elsewhere", method, target);
+                    proptest::prop_assert!(matches!(method, "GET" | "HEAD") || own, "{} {} written without Origin", method, target);
+                    proptest::prop_assert_eq!(format!("/couch{passed}"), parts.uri.path());
+                }
+                Ok(Route::Sheet { .. }) => proptest::prop_assert!(method == "POST" && own),
+                Ok(Route::Qr { .. } | Route::Asset(_) | Route::Sites) => {
+                    proptest::prop_assert!(matches!(method, "GET" | "HEAD"), "{} {}", method, target)
+                }
+                Err(refusal) => proptest::prop_assert!([403, 404, 405, 400].contains(&refusal.status)),
+            }
+        }
+    }
+
     #[test]
     fn an_account_in_the_url_is_refused() {
         for url in ["http://admin:password@127.0.0.1:5984/", "http://admin@127.0.0.1:5984/", "http://:pw@127.0.0.1/"] {

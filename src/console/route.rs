@@ -180,7 +180,11 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
     match (links, clicks, doc, method) {
         (Some(_), _, None, "GET") => Ok(path.into()),
         (Some(_), _, Some("_all_docs"), "GET") => Ok(path.into()),
-        (Some(_), _, Some(doc), "GET") if doc.starts_with("_design/console/_view/") => Ok(path.into()),
+        (Some(_), _, Some(doc), "GET")
+            if ["recent", "search"].iter().any(|v| doc == format!("_design/console/_view/{v}")) =>
+        {
+            Ok(path.into())
+        }
         (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok(path.into()),
         (_, Some(_), Some(doc), "GET")
             if ["by_link", "by_version"].iter().any(|v| doc == format!("_design/clicks/_view/{v}")) =>
