@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use time::OffsetDateTime;
@@ -379,8 +379,6 @@ struct LiveLinks<'a> {
     /// The link the path begins with, and whether the database has it (working or not).
     first: LinkId,
     first_known: AtomicBool,
-    /// Where the link the path begins with sent this visitor, once looked up.
-    first_target: OnceLock<Target>,
 }
 
 /// Where a link sends people now, borrowed from the shared document or the settings.
@@ -484,11 +482,7 @@ impl Ruleset for LiveLinks<'_> {
         if found.is_some() && self.first == id {
             self.first_known.store(true, Relaxed);
         }
-        let target = found.and_then(|link| self.target(id, &link));
-        if let (Some(target), true) = (&target, self.first == id) {
-            let _ = self.first_target.set(target.clone());
-        }
-        Ok(target)
+        Ok(found.and_then(|link| self.target(id, &link)))
     }
 }
 
@@ -510,7 +504,6 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
         split: AtomicBool::new(false),
         first,
         first_known: AtomicBool::new(false),
-        first_target: OnceLock::new(),
     };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
@@ -558,12 +551,15 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
     let not_found = Outcome::NotFound(rules.first_known.load(Relaxed).then_some(first));
     match resolved {
         Ok(Resolved::Absolute { url, appended }) if !climbs_out(&appended) => match safe_location(&url) {
-            Some(location) => Outcome::Redirect {
-                location: Location::Resolved(location),
-                id: Some(first),
-                vary,
-                decided: rules.first_target.into_inner(),
-            },
+            Some(location) => {
+                // What the link the path begins with decided, for the live counts: asked of the
+                // cache again (it was just read) rather than kept by every lookup.
+                let decided = match store.get(first).await {
+                    Ok(Some(link)) => rules.target(first, &link),
+                    _ => None,
+                };
+                Outcome::Redirect { location: Location::Resolved(location), id: Some(first), vary, decided }
+            }
             None => {
                 tracing::debug!(path, "refusing to redirect to an unsafe target {url:?}");
                 not_found
