@@ -90,6 +90,18 @@ struct Queue {
     bytes: usize,
 }
 
+impl Queue {
+    /// Takes the document at `index` out of the queue.
+    fn take(&mut self, index: usize) -> (Value, usize) {
+        let taken = self.docs.remove(index).expect("a queued document");
+        self.bytes -= taken.1;
+        taken
+    }
+}
+
+/// Documents refused with `403` tried past before the refusal is taken for the account's.
+const LOOK_AHEAD: usize = 4;
+
 /// The responses a document counts (what losing it loses).
 fn responses(doc: &Value) -> u64 {
     let links = doc["links"].as_object().into_iter().flatten();
@@ -164,41 +176,68 @@ impl ClicksWriter {
     }
 
     /// Writes the queue in order, stopping at the first document CouchDB does not take yet.
+    ///
+    /// Written, now or by an earlier try whose answer was lost (a conflict): never twice.
+    /// Refused for good (a document CouchDB will never take: `413` too large, `400` malformed,
+    /// `403` from the validation): set aside, said and counted, so that it holds back no
+    /// interval after it. A `403` may also be the account's (its proxy role taken away), which
+    /// refuses every document alike: a refused document is set aside only once a later one
+    /// (of the next [`LOOK_AHEAD`]) is taken; while none is, they all wait, as does anything
+    /// else (CouchDB away or failing, no clicks database yet), tried again next interval, in
+    /// order: an admin's fix is all it takes.
     async fn write(&self, queue: &mut Queue) {
-        while let Some((doc, size)) = queue.docs.front() {
+        // Documents at the front refused with 403, kept until a later one tells whose refusal
+        // it was.
+        let mut held = 0;
+        let mut account_refusal = None;
+        while let Some((doc, _)) = queue.docs.get(held) {
             let id = doc["_id"].as_str().unwrap_or_default().to_owned();
-            // Written, now or by an earlier try whose answer was lost (a conflict): never twice.
-            // Refused for good (a document CouchDB will never take: too large, malformed, or
-            // refused by the validation or the account's rights): set aside, said and counted,
-            // so that it holds back no interval after it. Anything else, CouchDB away or
-            // failing, or no clicks database yet, waits with the rest and is tried again next
-            // interval: the order is kept, and an admin's fix is all it takes.
             match self.couch.create_doc_raw(&id, doc).await {
                 Ok(_) => {
                     self.status.written.fetch_add(1, Relaxed);
                     self.recovered();
+                    queue.take(held);
+                    // Taken: the refusals before it were the documents' own.
+                    for _ in 0..held {
+                        let (doc, _) = queue.take(0);
+                        self.set_aside(&doc, account_refusal.as_ref().expect("a refusal held"));
+                    }
+                    (held, account_refusal) = (0, None);
                 }
-                Err(e) if matches!(e.status(), Some(400 | 403 | 413)) => {
-                    let lost = responses(doc);
-                    self.status.set_aside.fetch_add(1, Relaxed);
-                    self.status.lost.fetch_add(lost, Relaxed);
-                    tracing::warn!(
-                        "{} refused the counts document {id} ({}): set aside, the counts of its {lost} responses lost \
-                         and counted in /metrics; later intervals are written",
-                        self.couch.database(),
-                        Causes(&e)
-                    );
+                Err(e) if matches!(e.status(), Some(400 | 413)) => {
+                    let (doc, _) = queue.take(held);
+                    self.set_aside(&doc, &e);
+                }
+                Err(e) if e.status() == Some(403) && held < LOOK_AHEAD => {
+                    held += 1;
+                    account_refusal.get_or_insert(e);
                 }
                 Err(e) => {
-                    self.failed(&e);
+                    self.failed(account_refusal.as_ref().unwrap_or(&e));
                     break;
                 }
             }
-            queue.bytes -= size;
-            queue.docs.pop_front();
             self.publish(queue);
         }
+        if let Some(e) = &account_refusal {
+            self.failed(e);
+        }
         self.publish(queue);
+    }
+
+    /// Sets aside `doc`, which CouchDB refused for good (`why`): said once, and its responses
+    /// counted lost.
+    fn set_aside(&self, doc: &Value, why: &CouchError) {
+        let lost = responses(doc);
+        self.status.set_aside.fetch_add(1, Relaxed);
+        self.status.lost.fetch_add(lost, Relaxed);
+        tracing::warn!(
+            "{} refused the counts document {} ({}): set aside, the counts of its {lost} responses lost and \
+             counted in /metrics; later intervals are written",
+            self.couch.database(),
+            doc["_id"].as_str().unwrap_or_default(),
+            Causes(why)
+        );
     }
 
     fn publish(&self, queue: &Queue) {

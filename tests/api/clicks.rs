@@ -354,6 +354,44 @@ async fn an_outage_keeps_the_counts_and_writes_each_once_when_couchdb_is_back() 
 }
 
 #[tokio::test]
+async fn couchdb_s_document_size_is_read_by_an_admin_and_a_proxy_asking_is_not_taken_for_a_bad_password() {
+    let db = counted_db().await;
+    let proxy = clicks_as(&db, Some(READER));
+    assert_eq!(proxy.max_document_size().await, None, "not a server admin");
+    assert!(!proxy.account_refused(), "CouchDB's 401 for the configuration is not a refused password");
+    // Set to CouchDB 3's own default (a server left at its default says not_found), which
+    // changes nothing for the other tests on the server; pouchdb-server has no such setting.
+    let _ = http()
+        .put(format!("{}/_node/_local/_config/couchdb/max_document_size", db.couch.url))
+        .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
+        .json(&json!("8000000"))
+        .send()
+        .await;
+    let admin = clicks_as(&db, None).max_document_size().await;
+    assert!(admin == Some(8_000_000) || (couch().is_pouchdb && admin.is_none()), "{admin:?}");
+}
+
+/// Makes the clicks database's own validation (as the admin) refuse the counts documents for
+/// which `condition` (JavaScript, of `doc`) holds.
+async fn refuse_counts(db: &TestDb, condition: &str) {
+    let path = format!("{}/_design/refuse", clicks_name(db));
+    let mut body = json!({"validate_doc_update": format!(
+        "function (doc) {{ if (doc.links && ({condition})) {{ throw({{forbidden: 'not these counts'}}); }} }}")});
+    let old: Value = server_get(db, None, &path).await.json().await.unwrap();
+    if let Some(rev) = old["_rev"].as_str() {
+        body["_rev"] = json!(rev);
+    }
+    let made = http()
+        .put(format!("{}/{path}", db.couch.url))
+        .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(made.status().is_success(), "{:?}", made.text().await);
+}
+
+#[tokio::test]
 async fn a_document_couchdb_refuses_is_set_aside_and_the_intervals_after_it_are_written() {
     let db = counted_db().await;
     db.put_link("Refus", json!({"url": "https://example.com/refused"})).await;
@@ -361,32 +399,25 @@ async fn a_document_couchdb_refuses_is_set_aside_and_the_intervals_after_it_are_
     // A validation of the admin's own that refuses one link's counts for good (403), as
     // CouchDB refuses a document too large for it (413): either is never taken, however often
     // it is tried.
-    let refuse = json!({"validate_doc_update":
-        "function (doc) { if (doc.links && doc.links.Refus) { throw({forbidden: 'no counts for Refus'}); } }"});
-    let made = http()
-        .put(format!("{}/{}/_design/refuse", db.couch.url, clicks_name(&db)))
-        .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
-        .json(&refuse)
-        .send()
-        .await
-        .unwrap();
-    assert!(made.status().is_success(), "{:?}", made.text().await);
+    refuse_counts(&db, "doc.links.Refus").await;
     let mut app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
     app.wait_until_feed_is_live().await;
     for _ in 0..2 {
         assert_eq!(get(&app, "/Refus", Some(BROWSER), None).await.status(), 302);
     }
-    app.wait_for_metric("couchlink_clicks_refused_documents_total", 1.0).await;
-    assert_eq!(app.metric("couchlink_clicks_lost_total").await, 2.0);
-    // The next intervals are written.
+    // An interval later, honest traffic: it is written, and tells that the refusal was the
+    // document's own.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     for _ in 0..3 {
         assert_eq!(get(&app, "/After", Some(BROWSER), None).await.status(), 302);
     }
+    app.wait_for_metric("couchlink_clicks_refused_documents_total", 1.0).await;
     let deadline = Instant::now() + Duration::from_secs(15);
     while totals(&app.db, "After").await[0] < 3 {
         assert!(Instant::now() < deadline, "the intervals after the refused document were not written");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    assert_eq!(app.metric("couchlink_clicks_lost_total").await, 2.0);
     let body: Value = app.admin_get("/healthz").await.json().await.unwrap();
     assert_eq!(
         (&body["clicks"]["documents_refused"], &body["clicks"]["lost"], &body["clicks"]["pending_documents"]),
@@ -394,8 +425,27 @@ async fn a_document_couchdb_refuses_is_set_aside_and_the_intervals_after_it_are_
         "{body:#}"
     );
     assert_eq!(body["clicks"]["status"], "degraded", "{body:#}");
+
+    // Every document refused alike (the account's rights, say): nothing is set aside, the
+    // counts wait, and are written once CouchDB takes them again.
+    refuse_counts(&app.db, "true").await;
+    for n in 0..3 {
+        assert_eq!(get(&app, "/After", Some(BROWSER), None).await.status(), 302);
+        if n < 2 {
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+    }
+    app.wait_for_metric("couchlink_clicks_failing", 1.0).await;
+    assert!(app.metric("couchlink_clicks_pending_documents").await >= 2.0);
+    assert_eq!(app.metric("couchlink_clicks_refused_documents_total").await, 1.0, "none set aside");
+    refuse_counts(&app.db, "false").await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while totals(&app.db, "After").await[0] < 6 {
+        assert!(Instant::now() < deadline, "the counts that waited were not written");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     app.stop().await.unwrap();
-    assert_eq!(totals(&app.db, "After").await[0], 3);
+    assert_eq!(totals(&app.db, "After").await[0], 6);
     assert_eq!(totals(&app.db, "Refus").await[0], 0);
 }
 
