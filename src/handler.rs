@@ -382,7 +382,6 @@ struct LiveLinks<'a> {
 }
 
 /// Where a link sends people now, borrowed from the shared document or the settings.
-#[derive(Clone)]
 enum Target {
     /// The link works: its `url`.
     Url(Arc<Link>),
@@ -404,7 +403,8 @@ struct Asked<'a> {
 }
 
 impl Asked<'_> {
-    /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant.
+    /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant; a
+    /// country asked without a GeoIP database is said and counted.
     fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
         let rules = link.targets();
         if rules.is_empty() {
@@ -413,30 +413,50 @@ impl Asked<'_> {
         if self.settings.geoip.is_none() && rules.iter().any(crate::domain::Rule::asks_country) {
             self.settings.country_without_geoip(id, link, self.metrics);
         }
+        self.matching(id, link)
+    }
+
+    /// [`Asked::choose`] without saying or counting anything: the same answer again.
+    fn matching(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
+        let rules = link.targets();
         let rule = rules.iter().position(|rule| rule.matches(self.visitor))?;
         Some((rule, rules[rule].pick(self.visitor, id.as_str())))
     }
 }
 
 impl LiveLinks<'_> {
-    /// Where `link` (`id`'s) sends this visitor now, `None` for a 404.
+    /// Where `link` (`id`'s) sends this visitor now, `None` for a 404; what its rules were
+    /// asked is noted for `Vary`.
     fn target(&self, id: LinkId, link: &Arc<Link>) -> Option<Target> {
-        if link.live_target(self.now).is_some() {
-            if link.targets().is_empty() {
-                return Some(Target::Url(link.clone()));
-            }
+        let live = link.live_target(self.now).is_some();
+        let mut chosen = None;
+        if live && !link.targets().is_empty() {
             self.varied.store(true, Relaxed);
-            Some(match self.asked.choose(id, link) {
-                Some((rule, variant)) => {
-                    if link.targets()[rule].is_split() {
-                        self.split.store(true, Relaxed);
-                    }
-                    Target::Rule(link.clone(), rule, variant)
-                }
-                None => Target::Url(link.clone()),
+            chosen = self.asked.choose(id, link);
+            if chosen.is_some_and(|(rule, _)| link.targets()[rule].is_split()) {
+                self.split.store(true, Relaxed);
+            }
+        }
+        self.as_target(live, chosen, link.clone())
+    }
+
+    /// What `link` (`id`'s) decided for this visitor, as [`LiveLinks::target`] found it while
+    /// resolving, asked again without noting or counting anything twice.
+    fn decided(&self, id: LinkId, link: Arc<Link>) -> Option<Target> {
+        let live = link.live_target(self.now).is_some();
+        let chosen = if live { self.asked.matching(id, &link) } else { None };
+        self.as_target(live, chosen, link)
+    }
+
+    /// A link working (`live`, with the rule and variant `chosen`) or not, as a target.
+    fn as_target(&self, live: bool, chosen: Option<(usize, usize)>, link: Arc<Link>) -> Option<Target> {
+        if live {
+            Some(match chosen {
+                Some((rule, variant)) => Target::Rule(link, rule, variant),
+                None => Target::Url(link),
             })
         } else if link.fallback().is_some() {
-            Some(Target::Fallback(link.clone()))
+            Some(Target::Fallback(link))
         } else {
             self.asked.settings.fallback.as_ref().map(|f| Target::ServerFallback(f.clone()))
         }
@@ -555,7 +575,7 @@ async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&
                 // What the link the path begins with decided, for the live counts: asked of the
                 // cache again (it was just read) rather than kept by every lookup.
                 let decided = match store.get(first).await {
-                    Ok(Some(link)) => rules.target(first, &link),
+                    Ok(Some(link)) => rules.decided(first, link),
                     _ => None,
                 };
                 Outcome::Redirect { location: Location::Resolved(location), id: Some(first), vary, decided }

@@ -86,6 +86,31 @@ async fn documents(db: &TestDb) -> Vec<Value> {
         .collect()
 }
 
+/// `couchlink clicks --versions --format json ID` as the editor.
+fn clicks_versions(app: &TestApp, id: &str) -> Value {
+    let out = couchlink_command()
+        .args(["clicks", "--versions", "--format", "json", id])
+        .env("COUCHLINK_COUCHDB_URL", &app.db.couch.url)
+        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
+        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
+        .env("COUCHLINK_DB", &app.db.name)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `couchlink report --format json` of the app's access log.
+fn report_json(app: &TestApp) -> Value {
+    let out = couchlink_command()
+        .args(["report", "--format", "json"])
+        .env("COUCHLINK_LOG_DIR", app.log_dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 async fn get(app: &TestApp, path: &str, user_agent: Option<&str>, cookie: Option<&str>) -> reqwest::Response {
     let mut request = http().get(format!("{}{path}", app.base));
     if let Some(ua) = user_agent {
@@ -140,16 +165,7 @@ async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report
     assert_eq!(whole_database(&app.db).await, [4 + polls, 2 + polls, 3 + polls, 2, 3]);
 
     // Per target version.
-    let out = couchlink_command()
-        .args(["clicks", "--versions", "--format", "json", "Cnt01"])
-        .env("COUCHLINK_COUCHDB_URL", &app.db.couch.url)
-        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
-        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
-        .env("COUCHLINK_DB", &app.db.name)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let versions: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let versions = clicks_versions(&app, "Cnt01");
     assert_eq!(
         versions["versions"],
         json!([
@@ -159,12 +175,7 @@ async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report
     );
 
     // The report of the same log lines says the same.
-    let out = couchlink_command()
-        .args(["report", "--format", "json"])
-        .env("COUCHLINK_LOG_DIR", app.log_dir.path())
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report_json(&app);
     let link = report["links"].as_array().unwrap().iter().find(|l| l["id"] == "Cnt01").unwrap();
     assert_eq!(
         [&link["redirects"], &link["bot_redirects"], &link["new_visitors"]],
@@ -196,27 +207,13 @@ async fn a_version_is_what_the_link_decided_never_the_visitor_s_query_or_path() 
     assert_eq!(get(&app, "/Fbc01", Some(BROWSER), None).await.status(), 302);
     app.stop().await.unwrap();
 
-    let out = couchlink_command()
-        .args(["clicks", "--versions", "--format", "json", "Fbc01"])
-        .env("COUCHLINK_COUCHDB_URL", &app.db.couch.url)
-        .env("COUCHLINK_COUCHDB_USER", EDITOR.0)
-        .env("COUCHLINK_COUCHDB_PASSWORD", EDITOR.1)
-        .env("COUCHLINK_DB", &app.db.name)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let versions: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let versions = clicks_versions(&app, "Fbc01");
     assert_eq!(
         versions["versions"],
         json!([{"link": "Fbc01", "location": "https://example.com/flyer", "redirects": 7}])
     );
     // The report of the same lines: the same one version.
-    let out = couchlink_command()
-        .args(["report", "--format", "json"])
-        .env("COUCHLINK_LOG_DIR", app.log_dir.path())
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = report_json(&app);
     let link = report["links"].as_array().unwrap().iter().find(|l| l["id"] == "Fbc01").unwrap();
     let versions = link["versions"].as_array().unwrap();
     assert_eq!(versions.len(), 1, "{link:#}");

@@ -282,9 +282,11 @@ async fn without_a_geoip_database_a_country_condition_never_matches_and_is_count
     for _ in 0..3 {
         assert_eq!(visit_from(&app, "/Geo03", "203.0.113.7", None).await.1, WEB);
     }
+    // Once per request on the full resolution too (its live counts' version asked quietly).
+    assert_eq!(visit_from(&app, "/Geo03?fbclid=x", "203.0.113.7", None).await.1, format!("{WEB}?fbclid=x"));
     let metrics =
         app.http.get(format!("http://{}/metrics", app.admin_addr)).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("\ncouchlink_country_rules_without_geoip_total 3\n"), "{metrics}");
+    assert!(metrics.contains("\ncouchlink_country_rules_without_geoip_total 4\n"), "{metrics}");
 }
 
 #[tokio::test]
