@@ -126,3 +126,38 @@ async fn a_visitor_without_credentials_is_anonymous_to_couchdb_and_gets_nothing_
     let wrong = http().get(format!("{console}/console.json")).basic_auth(EDITOR.0, Some("wrong")).send().await.unwrap();
     assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn print_sheets_are_made_one_at_a_time_per_account_and_more_are_told_to_come_back() {
+    let db = TestDb::new().await;
+    let console = start_console(&db).await;
+    // 1,000 tags: a sheet that takes a while (seconds in a debug build), asked three times at
+    // once by one account.
+    let ids: Vec<String> = (0..1000).map(|n| format!("T{n:04}")).collect();
+    let sheet = json!({"tags": ids.iter().map(|id| json!({"id": id})).collect::<Vec<_>>(), "paper": "a4",
+        "size_mm": 20, "fg": "#000000", "bg": "#ffffff"});
+    let ask = || {
+        http()
+            .post(format!("{console}/qr/{}/sheet.pdf", db.name))
+            .header("origin", console.as_str())
+            .basic_auth(EDITOR.0, Some(EDITOR.1))
+            .json(&sheet)
+            .send()
+    };
+    let (a, b, c) = tokio::join!(ask(), ask(), ask());
+    let answers = [a, b, c];
+    let mut statuses: Vec<u16> = Vec::new();
+    for answer in answers {
+        let answer = answer.unwrap();
+        statuses.push(answer.status().as_u16());
+        if answer.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(answer.headers()["retry-after"], "2");
+            let body: Value = answer.json().await.unwrap();
+            assert!(body["reason"].as_str().unwrap().contains("one per account"), "{body}");
+        }
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 429, 429]);
+    // Once it is made, the account's next one is.
+    assert_eq!(ask().await.unwrap().status(), StatusCode::OK);
+}
