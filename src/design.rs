@@ -22,17 +22,17 @@ const VALIDATE_DOC_UPDATE: &str = include_str!("../couchdb/validate_doc_update.j
 /// the file without its leading comment lines (CouchDB compiles the stored source as one
 /// function expression), with the roles written in.
 pub fn validate_doc_update_source(editor_roles: &[&str]) -> String {
-    let source = VALIDATE_DOC_UPDATE
-        .lines()
-        .skip_while(|l| l.starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_owned();
+    let source = function(VALIDATE_DOC_UPDATE);
     let line = |roles: String| format!("var EDITOR_ROLES = {roles};");
     let template = line(r#"["links:editor"]"#.to_owned());
     assert!(source.contains(&template), "couchdb/validate_doc_update.js declares EDITOR_ROLES");
     source.replacen(&template, &line(serde_json::to_string(editor_roles).expect("strings serialise")), 1)
+}
+
+/// A function's source as stored from its file under `couchdb/`: without the file's leading
+/// comment lines (CouchDB compiles the stored source as one function expression).
+pub fn function(file: &str) -> String {
+    file.lines().skip_while(|l| l.starts_with("//")).collect::<Vec<_>>().join("\n").trim().to_owned()
 }
 
 /// `_design/console`: the console's views, plain files under `couchdb/console/`.

@@ -776,7 +776,7 @@ async fn start_site(
     }
     let clicks = match clicks {
         Some((settings, writer)) => {
-            let db = settings.db.clone().unwrap_or_else(|| format!("{}_clicks", couch.database()));
+            let db = settings.db.clone().unwrap_or_else(|| crate::clicks::database_of(couch.database()));
             let clicks = ClicksWriter {
                 couch: couch.for_database(&db),
                 tally: Arc::default(),

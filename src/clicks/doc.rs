@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
 use super::Counts;
+use crate::design::function;
 
 /// Links per document, at most: a document stays a few tens of kilobytes however busy the
 /// interval (a link with a few versions is about 200 bytes of JSON).
@@ -136,12 +137,6 @@ pub fn rfc3339_second(time: OffsetDateTime) -> String {
         t.minute(),
         t.second()
     )
-}
-
-/// A function's source as stored: the file without its leading comment lines (CouchDB compiles
-/// the stored source as one function expression).
-fn function(file: &str) -> String {
-    file.lines().skip_while(|l| l.starts_with("//")).collect::<Vec<_>>().join("\n").trim().to_owned()
 }
 
 /// The design document, with `writer_roles` (the proxies') written into its validation.

@@ -193,7 +193,7 @@ impl ClicksArgs {
         let db = match self.clicks_db.as_deref() {
             Some("off") => return Err(ClicksError::Off),
             Some(name) => name.to_owned(),
-            None => format!("{}_clicks", self.couch.db),
+            None => crate::clicks::database_of(&self.couch.db),
         };
         let couch = CouchClient::new(&self.couch.clone().into())?.for_database(&db);
         let runtime = super::current_thread_runtime().map_err(ClicksError::Runtime)?;

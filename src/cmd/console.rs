@@ -96,7 +96,7 @@ impl ConsoleArgs {
                 let clicks_db = match self.clicks_db.as_deref() {
                     Some("off") => None,
                     Some(named) => Some(named.to_owned()),
-                    None => Some(format!("{db}_clicks")),
+                    None => Some(crate::clicks::database_of(&db)),
                 };
                 Ok(ConsoleSite { db, public_url, clicks_db, editor_role: roles.editor })
             })

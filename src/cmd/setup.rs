@@ -60,7 +60,7 @@ impl SetupArgs {
         let clicks_db = match self.clicks_db.as_deref() {
             Some("off") => None,
             Some(name) => Some(name.to_owned()),
-            None => Some(clicks_db_of(&db)),
+            None => Some(crate::clicks::database_of(&db)),
         };
         let options = SetupOptions {
             roles,
@@ -102,13 +102,13 @@ impl SetupOptions {
     /// The default roles of `db`, nothing dropped or replaced.
     pub fn for_database(db: &str) -> SetupOptions {
         let roles = Roles::of_database(db, None, None).expect("derived roles are valid");
-        SetupOptions { roles, clicks_db: Some(clicks_db_of(db)), drop_shared_roles: false, replace_security: false }
+        SetupOptions {
+            roles,
+            clicks_db: Some(crate::clicks::database_of(db)),
+            drop_shared_roles: false,
+            replace_security: false,
+        }
     }
-}
-
-/// The clicks database of links database `db` by default: `<db>_clicks`.
-pub fn clicks_db_of(db: &str) -> String {
-    format!("{db}_clicks")
 }
 
 /// What one setup step did.
