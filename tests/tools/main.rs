@@ -256,9 +256,26 @@ mod report {
             day_22_valid().into_iter().map(|l| l + "\n").collect::<String>(),
         )
         .unwrap();
+        // And the version rule's table of cases, a link each (`/H83if` becomes `/Vc000`...).
+        let table: Value = serde_json::from_str(include_str!("../version_cases.json")).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        let case_lines: String = cases
+            .iter()
+            .enumerate()
+            .map(|(n, case)| {
+                let target = case["target"].as_str().unwrap().replacen("H83if", &format!("Vc{n:03}"), 1);
+                format!("20261125080000.0 192.0.2.1 - curl%2F8.5 {target} 302 {}\n", case["location"].as_str().unwrap())
+            })
+            .collect();
+        std::fs::write(dir.path().join("access.2026-11-25.log"), case_lines).unwrap();
         let out = report(&["--format", "json", "--by", "campaign"], dir.path());
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for (n, case) in cases.iter().enumerate() {
+            let id = format!("Vc{n:03}");
+            let link = ours["links"].as_array().unwrap().iter().find(|l| l["id"] == id.as_str()).unwrap();
+            assert_eq!(link["versions"][0]["location"], case["version"], "{}", case["why"]);
+        }
         let pattern = report(&["--bot-pattern"], dir.path());
         let pattern = String::from_utf8(pattern.stdout).unwrap();
         let mut logs: Vec<PathBuf> = std::fs::read_dir(dir.path())
