@@ -386,7 +386,7 @@ impl Backoff {
 }
 
 #[cfg(test)]
-mod backoff_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -401,11 +401,6 @@ mod backoff_tests {
         assert!(!backoff.succeeded());
         assert_eq!(backoff.failed(), (true, Duration::from_millis(10)), "a new run starts over");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn a_thread_above_its_share_of_a_shared_socket_leaves_the_next_connection_to_the_others() {
