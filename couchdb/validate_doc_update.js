@@ -1,6 +1,11 @@
 // couchlink's validate_doc_update: CouchDB runs it on every write to the links database
 // (admins included, design documents excepted) and refuses the write with the reason below,
 // which Fauxton shows as "Save failed: <reason>". Contracts §1 and §2.
+// A refusal of a field starts with that field's path in brackets, "[url] ...", "[targets.2]
+// ...", "[targets.2.split.1.url] ..." (rules and variants counted from 1, as the words count
+// them), so that clients (the console, `couchlink create` and `import`) place it by that path,
+// never by the wording; a refusal of the write itself (the account, a deletion) has none.
+// docs/reference.md, "Refusals"; tests/refusal_fields.json holds a case for every field.
 // Plain ES5: it runs in CouchDB's JavaScript engine (SpiderMonkey or QuickJS).
 function (newDoc, oldDoc, userCtx, secObj) {
   // This database's editor roles, written in by `couchlink setup` (COUCHLINK_EDITOR_ROLE; the
@@ -8,7 +13,7 @@ function (newDoc, oldDoc, userCtx, secObj) {
   var EDITOR_ROLES = ["links:editor"];
   var roles = userCtx.roles || [];
   function hasRole(role) { return roles.indexOf(role) !== -1; }
-  function refuse(reason) { throw({ forbidden: reason }); }
+  function refuse(field, reason) { throw({ forbidden: (field ? '[' + field + '] ' : '') + reason }); }
 
   var dbAdmins = (secObj && secObj.admins) || {};
   var isAdmin = hasRole('_admin') ||
@@ -20,32 +25,32 @@ function (newDoc, oldDoc, userCtx, secObj) {
     if (!userCtx.name) {
       throw({ unauthorized: 'Please log in to change links.' });
     }
-    refuse('Your account "' + userCtx.name + '" may not change links in this database. ' +
+    refuse(null, 'Your account "' + userCtx.name + '" may not change links in this database. ' +
       'Ask a CouchDB admin for the "' + EDITOR_ROLES[0] + '" role.');
   }
   if (newDoc._deleted === true) {
     if (isAdmin) { return; }
-    refuse('Links cannot be deleted: the short URL may already be printed, and a deleted ID ' +
+    refuse(null, 'Links cannot be deleted: the short URL may already be printed, and a deleted ID ' +
       'could later point somewhere else. Set "inactive": true to switch the link off instead.');
   }
 
   // Section 1: what a link document holds.
   if (!/^[A-Za-z0-9]{5}$/.test(newDoc._id)) {
-    refuse('The document ID "' + newDoc._id + '" cannot be a short link: it must be exactly 5 ' +
+    refuse('_id', 'The document ID "' + newDoc._id + '" cannot be a short link: it must be exactly 5 ' +
       'letters or digits (A-Z, a-z, 0-9), like "H83if". In Fauxton, replace the ID it proposes.');
   }
   var url = newDoc.url;
   if (typeof url !== 'string' || url.length === 0) {
-    refuse('Every link needs a "url": the address to send people to, like "https://example.com/page".');
+    refuse('url', 'Every link needs a "url": the address to send people to, like "https://example.com/page".');
   }
   // A target ("url", "fallback"), served only as written: the proxy sends exactly this text as
   // the Location (src/domain/target.rs checks the same rules; tests/target_cases.json holds the
   // cases both must agree on). Each refusal names the field.
-  function checkTarget(url, name) {
+  function checkTarget(url, name, path) {
     // A reason that does not name the field (the host, the port) is said of it.
     function say(reason) {
       var named = name === 'url' || reason.indexOf('"' + name + '"') !== -1;
-      refuse(named ? reason : 'In the "' + name + '": ' + reason.charAt(0).toLowerCase() + reason.substring(1));
+      refuse(path, named ? reason : 'In the "' + name + '": ' + reason.charAt(0).toLowerCase() + reason.substring(1));
     }
     var bytes = 0;
     for (var i = 0; i < url.length; i++) {
@@ -154,19 +159,19 @@ function (newDoc, oldDoc, userCtx, secObj) {
       checkTail(tail);
     }
   }
-  checkTarget(url, 'url');
+  checkTarget(url, 'url', 'url');
   if (newDoc.hasOwnProperty('inactive') && typeof newDoc.inactive !== 'boolean') {
-    refuse('"inactive" must be true or false (without quotes).');
+    refuse('inactive', '"inactive" must be true or false (without quotes).');
   }
   if (newDoc.hasOwnProperty('oob') && typeof newDoc.oob !== 'boolean') {
-    refuse('"oob" must be true or false (without quotes): true when the "url" carries an out-of-band invitation.');
+    refuse('oob', '"oob" must be true or false (without quotes): true when the "url" carries an out-of-band invitation.');
   }
   if (newDoc.hasOwnProperty('fallback')) {
     if (typeof newDoc.fallback !== 'string' || newDoc.fallback.length === 0) {
-      refuse('"fallback" must be an address, like "https://example.com/campaign-ended": where people ' +
+      refuse('fallback', '"fallback" must be an address, like "https://example.com/campaign-ended": where people ' +
         'go while the link is inactive, expired or not yet started.');
     }
-    checkTarget(newDoc.fallback, 'fallback');
+    checkTarget(newDoc.fallback, 'fallback', 'fallback');
   }
   if (newDoc.hasOwnProperty('targets')) {
     // Kept in step with src/visitor/mod.rs (Os::NAMES, Device::NAMES) and src/domain/link.rs
@@ -180,50 +185,51 @@ function (newDoc, oldDoc, userCtx, secObj) {
     };
     var targets = newDoc.targets;
     if (!Array.isArray(targets)) {
-      refuse('"targets" must be a list of rules, like [{"when": {"os": ["ios"]}, "url": ' +
+      refuse('targets', '"targets" must be a list of rules, like [{"when": {"os": ["ios"]}, "url": ' +
         '"https://apps.apple.com/app/id123"}]: the first rule that matches a visitor sends them to its "url".');
     }
     for (var r = 0; r < targets.length; r++) {
       var rule = targets[r];
       var which = 'Rule ' + (r + 1) + ' of "targets"';
+      var at = 'targets.' + (r + 1);
       if (typeof rule !== 'object' || rule === null || Array.isArray(rule)) {
-        refuse(which + ' must be an object with "when" and "url", like {"when": {"os": ["android"]}, "url": "https://play.google.com/store/apps/details?id=..."}.');
+        refuse(at, which + ' must be an object with "when" and "url", like {"when": {"os": ["android"]}, "url": "https://play.google.com/store/apps/details?id=..."}.');
       }
       for (var key in rule) {
         if (key !== 'when' && key !== 'url' && key !== 'split') {
-          refuse(which + ' has "' + key + '": a rule holds only "when" (its conditions) and "url" or "split".');
+          refuse(at, which + ' has "' + key + '": a rule holds only "when" (its conditions) and "url" or "split".');
         }
       }
       var split = rule.hasOwnProperty('split');
       if (split && rule.hasOwnProperty('url')) {
-        refuse(which + ' has both "url" and "split": give one (a split sends each visitor to one of its variants).');
+        refuse(at, which + ' has both "url" and "split": give one (a split sends each visitor to one of its variants).');
       }
       var when = rule.when;
       if (split && !rule.hasOwnProperty('when')) {
         when = {};
       }
       if (typeof when !== 'object' || when === null || Array.isArray(when)) {
-        refuse(which + ' needs "when", its conditions, like {"os": ["ios"]} or {"device": ["mobile"], "lang": ["fr"]}.');
+        refuse(at, which + ' needs "when", its conditions, like {"os": ["ios"]} or {"device": ["mobile"], "lang": ["fr"]}.');
       }
       var conditions = 0;
       for (var c in when) {
         if (!ALLOWED.hasOwnProperty(c)) {
-          refuse(which + ': "' + c + '" is no condition; a rule can ask for "os", "device", "lang", "country" and "query".');
+          refuse(at, which + ': "' + c + '" is no condition; a rule can ask for "os", "device", "lang", "country" and "query".');
         }
         var values = when[c];
         if (c === 'query') {
           if (typeof values !== 'object' || values === null || Array.isArray(values) || Object.keys(values).length === 0) {
-            refuse(which + ': "query" must be an object of parameter names, each with a list of values, like ' +
+            refuse(at, which + ': "query" must be an object of parameter names, each with a list of values, like ' +
               '{"utm_source": ["flyer", "poster"]}.');
           }
           for (var name in values) {
             var wanted = values[name];
             if (name === '' || !Array.isArray(wanted) || wanted.length === 0) {
-              refuse(which + ': "query"."' + name + '" must be a list of one or more values, like ["flyer"].');
+              refuse(at, which + ': "query"."' + name + '" must be a list of one or more values, like ["flyer"].');
             }
             for (var q = 0; q < wanted.length; q++) {
               if (typeof wanted[q] !== 'string') {
-                refuse(which + ': "query"."' + name + '" holds ' + JSON.stringify(wanted[q]) + ': values are text, like "flyer".');
+                refuse(at, which + ': "query"."' + name + '" holds ' + JSON.stringify(wanted[q]) + ': values are text, like "flyer".');
               }
             }
           }
@@ -231,23 +237,23 @@ function (newDoc, oldDoc, userCtx, secObj) {
           continue;
         }
         if (!Array.isArray(values) || values.length === 0) {
-          refuse(which + ': "' + c + '" must be a list of one or more values, like ' +
+          refuse(at, which + ': "' + c + '" must be a list of one or more values, like ' +
             (c === 'lang' ? '["fr", "de"]' : c === 'country' ? '["IE", "GB"]' : '["' + ALLOWED[c][0] + '"]') + '.');
         }
         for (var v = 0; v < values.length; v++) {
           var value = values[v];
           if (c === 'lang') {
             if (typeof value !== 'string' || !/^[A-Za-z]{1,8}$/.test(value)) {
-              refuse(which + ': "lang" holds ' + JSON.stringify(value) + ': use language codes without a ' +
+              refuse(at, which + ': "lang" holds ' + JSON.stringify(value) + ': use language codes without a ' +
                 'region, like "fr" or "de" (a visitor\'s preferred language, fr-CH included, is matched by its "fr").');
             }
           } else if (c === 'country') {
             if (typeof value !== 'string' || !/^[A-Z]{2}$/.test(value)) {
-              refuse(which + ': "country" holds ' + JSON.stringify(value) + ': use ISO 3166-1 codes of two ' +
+              refuse(at, which + ': "country" holds ' + JSON.stringify(value) + ': use ISO 3166-1 codes of two ' +
                 'letters in upper case, like "IE" or "GB".');
             }
           } else if (ALLOWED[c].indexOf(value) === -1) {
-            refuse(which + ': "' + c + '" holds ' + JSON.stringify(value) + '; allowed: ' +
+            refuse(at, which + ': "' + c + '" holds ' + JSON.stringify(value) + '; allowed: ' +
               ALLOWED[c].join(', ') + ' (lower case).');
           }
         }
@@ -256,7 +262,7 @@ function (newDoc, oldDoc, userCtx, secObj) {
       if (split) {
         var variants = rule.split;
         if (!Array.isArray(variants) || variants.length < 2 || variants.length > 16) {
-          refuse(which + ': "split" must be a list of 2 to 16 variants, like [{"weight": 50, "url": ' +
+          refuse(at, which + ': "split" must be a list of 2 to 16 variants, like [{"weight": 50, "url": ' +
             '"https://example.com/a"}, {"weight": 50, "url": "https://example.com/b"}].');
         }
         var total = 0;
@@ -264,54 +270,55 @@ function (newDoc, oldDoc, userCtx, secObj) {
         for (var s = 0; s < variants.length; s++) {
           var variant = variants[s];
           var named = which + ': variant ' + (s + 1) + ' of "split"';
+          var variantAt = at + '.split.' + (s + 1);
           if (typeof variant !== 'object' || variant === null || Array.isArray(variant)) {
-            refuse(named + ' must be an object with "weight" and "url".');
+            refuse(variantAt, named + ' must be an object with "weight" and "url".');
           }
           for (var vk in variant) {
             if (vk !== 'weight' && vk !== 'url') {
-              refuse(named + ' has "' + vk + '": a variant holds only "weight" and "url".');
+              refuse(variantAt, named + ' has "' + vk + '": a variant holds only "weight" and "url".');
             }
           }
           var weight = variant.weight;
           if (typeof weight !== 'number' || weight % 1 !== 0 || weight < 0 || weight > 1000000) {
-            refuse(named + ': "weight" must be a whole number from 0 to 1000000 (its share of the visitors).');
+            refuse(variantAt, named + ': "weight" must be a whole number from 0 to 1000000 (its share of the visitors).');
           }
           total += weight;
           if (typeof variant.url !== 'string' || variant.url.length === 0) {
-            refuse(named + ' needs a "url": where its visitors go.');
+            refuse(variantAt, named + ' needs a "url": where its visitors go.');
           }
           if (seen.hasOwnProperty(variant.url)) {
-            refuse(named + ': "url" ' + variant.url + ' is another variant\'s too.');
+            refuse(variantAt, named + ': "url" ' + variant.url + ' is another variant\'s too.');
           }
           seen[variant.url] = true;
-          checkTarget(variant.url, 'url" of variant ' + (s + 1) + ' of rule ' + (r + 1) + ' of "targets');
+          checkTarget(variant.url, 'url" of variant ' + (s + 1) + ' of rule ' + (r + 1) + ' of "targets', variantAt + '.url');
         }
         if (total === 0) {
-          refuse(which + ': every variant of "split" has weight 0; give one a share of the visitors.');
+          refuse(at, which + ': every variant of "split" has weight 0; give one a share of the visitors.');
         }
         continue;
       }
       if (conditions === 0) {
-        refuse(which + ' has no condition: give "os", "device", "lang", "country" or "query" (a rule without one would ' +
+        refuse(at, which + ' has no condition: give "os", "device", "lang", "country" or "query" (a rule without one would ' +
           'take every visitor; change "url" instead, or make it a "split").');
       }
       if (typeof rule.url !== 'string' || rule.url.length === 0) {
-        refuse(which + ' needs a "url": where the visitors it matches go.');
+        refuse(at, which + ' needs a "url": where the visitors it matches go.');
       }
-      checkTarget(rule.url, 'url" of rule ' + (r + 1) + ' of "targets');
+      checkTarget(rule.url, 'url" of rule ' + (r + 1) + ' of "targets', at + '.url');
     }
   }
   var rfc3339 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+\-]([01]\d|2[0-3]):[0-5]\d)$/;
   function instant(name, example) {
     var t = newDoc[name];
     if (typeof t !== 'string' || !rfc3339.test(t) || isNaN(Date.parse(t.replace(/:60(\.\d+)?/, ':59')))) {
-      refuse('"' + name + '" must be a date and time with its time zone, like "' + example + '".');
+      refuse(name, '"' + name + '" must be a date and time with its time zone, like "' + example + '".');
     }
     return Date.parse(t.replace(/:60(\.\d+)?/, ':59'));
   }
   var expires = newDoc.hasOwnProperty('expires') ? instant('expires', '2026-12-31T23:59:59Z') : null;
   var validFrom = newDoc.hasOwnProperty('valid_from') ? instant('valid_from', '2026-12-01T09:00:00+01:00') : null;
   if (expires !== null && validFrom !== null && validFrom >= expires) {
-    refuse('"valid_from" must come before "expires": as written, the link would never work.');
+    refuse('valid_from', '"valid_from" must come before "expires": as written, the link would never work.');
   }
 }

@@ -12,8 +12,9 @@ pub const MAX_ATTEMPTS: usize = 20;
 /// Why no link was stored.
 #[derive(Debug, thiserror::Error)]
 pub enum NewLinkError {
-    /// CouchDB refused the document; `reason` is its own words (the validation's, for a bad URL).
-    #[error("CouchDB refused the link: {reason}")]
+    /// CouchDB refused the document; `reason` is its own words (the validation's, for a bad URL,
+    /// said with the field it names).
+    #[error("CouchDB refused the link: {}", crate::domain::Refusal::parse(.reason))]
     Refused {
         /// The HTTP status.
         status: u16,

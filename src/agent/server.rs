@@ -347,7 +347,9 @@ enum Shorten {
 /// the agent's.
 fn refused_or(e: CouchError) -> Shorten {
     match e {
-        CouchError::Refused { status: 403, reason, .. } => Shorten::Problem(Problem::InvalidUrl(reason)),
+        CouchError::Refused { status: 403, reason, .. } => {
+            Shorten::Problem(Problem::InvalidUrl(crate::domain::Refusal::parse(&reason).message().to_owned()))
+        }
         e => Shorten::Couch(e),
     }
 }

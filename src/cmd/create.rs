@@ -129,8 +129,9 @@ impl NewLink {
 /// Why no link was created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
-    /// CouchDB refused the document; `reason` is its own words (the validation's, for a bad URL).
-    #[error("CouchDB refused the link: {reason}")]
+    /// CouchDB refused the document; `reason` is its own words (the validation's, for a bad URL,
+    /// said with the field it names).
+    #[error("CouchDB refused the link: {}", crate::domain::Refusal::parse(.reason))]
     Refused {
         /// The HTTP status.
         status: u16,

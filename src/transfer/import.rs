@@ -328,7 +328,11 @@ async fn check(
         let doc = plan::document(system, &entry, &id);
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, n, doc)),
-            Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
+            // Said with the field it names: `"targets.2.url": ...`.
+            Err(reason) => {
+                let reason = crate::domain::Refusal::parse(&reason).to_string();
+                outcome.invalid.push(Invalid { place: entry.place, reason })
+            }
         }
     }
     Ok(valid)
@@ -380,6 +384,7 @@ async fn write(
                         }),
                         BulkOutcome::Conflict => taken.push((entry.clone(), *id, *kept, *n)),
                         BulkOutcome::Refused { reason, .. } => {
+                            let reason = crate::domain::Refusal::parse(&reason).to_string();
                             outcome.invalid.push(Invalid { place: entry.place.clone(), reason })
                         }
                     }

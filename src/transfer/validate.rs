@@ -138,6 +138,27 @@ mod tests {
         assert!(reason.contains("exactly 5"), "{reason}");
     }
 
+    /// Every field the function checks names itself in its refusal's path, read by
+    /// `Refusal::parse` as the console's model reads it (the same table: console/test).
+    #[test]
+    fn every_refusal_names_its_field_as_the_shared_table_says() {
+        let table: Value = serde_json::from_str(include_str!("../../tests/refusal_fields.json")).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() >= 30);
+        let source = crate::design::validate_doc_update_source(&["links:editor"]);
+        for case in cases {
+            let user = match case.get("user") {
+                Some(user) => json!({"db": "links", "name": user["name"], "roles": user["roles"]}),
+                None => json!({"db": "links", "name": "ed", "roles": ["links:editor"]}),
+            };
+            let validator = Validator::new(&[("_design/couchlink".into(), source.clone())], &user, &json!({})).unwrap();
+            let reason = validator.check(&case["doc"]).expect_err(&case["doc"].to_string());
+            let refusal = crate::domain::Refusal::parse(&reason);
+            assert_eq!(refusal.field(), case["field"].as_str(), "{reason}");
+            assert!(!refusal.message().starts_with('['), "{reason}");
+        }
+    }
+
     #[test]
     fn an_account_without_the_editor_role_is_refused_as_couchdb_would() {
         let source = crate::design::validate_doc_update_source(&["links:editor"]);

@@ -238,7 +238,7 @@ async fn create_shows_couchdbs_reason_for_a_bad_url() {
     .unwrap_err();
     match err {
         CreateError::Refused { status: 403, reason } => {
-            assert!(reason.starts_with("Only \"http://\" and \"https://\""), "{reason}")
+            assert!(reason.starts_with("[url] Only \"http://\" and \"https://\""), "{reason}")
         }
         other => panic!("expected CouchDB's refusal, got {other}"),
     }
@@ -275,5 +275,31 @@ async fn the_binary_creates_a_link_that_the_proxy_then_serves() {
     assert!(!refused.status.success());
     let stderr = String::from_utf8(refused.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
-    assert!(stderr.contains("Only \"http://\" and \"https://\""), "{stderr}");
+    assert!(stderr.contains("\"url\": Only \"http://\" and \"https://\""), "{stderr}");
+}
+
+/// CouchDB passes the validation function's refusal on as its `reason`, the field's path first,
+/// for every case of the table the console and the CLI read (tests/refusal_fields.json).
+#[tokio::test]
+async fn couchdb_passes_on_each_refusals_field() {
+    let db = TestDb::new().await;
+    let (editor, reader) = (db.client_as(Some(EDITOR)), db.client_as(Some(READER)));
+    let table: Value = serde_json::from_str(include_str!("../refusal_fields.json")).unwrap();
+    let mut tried = 0;
+    for case in table["cases"].as_array().unwrap() {
+        let mut doc = case["doc"].clone();
+        let id = doc.as_object_mut().unwrap().remove("_id").unwrap();
+        let id = id.as_str().unwrap();
+        // A deletion needs a written link first: tests/fauxton deletes one in Fauxton.
+        if doc.get("_deleted").is_some() {
+            continue;
+        }
+        let client = if case.get("user").is_some() { &reader } else { &editor };
+        let err = client.create_doc_raw(id, &doc).await.expect_err(&doc.to_string());
+        assert_eq!(err.status(), Some(403), "{doc}: {err}");
+        let refusal = couchlink::domain::Refusal::parse(err.reason().unwrap());
+        assert_eq!(refusal.field(), case["field"].as_str(), "{doc}: {err}");
+        tried += 1;
+    }
+    assert!(tried >= 30, "{tried}");
 }

@@ -95,7 +95,10 @@ async fn the_validation_function_refuses_a_bad_fallback_or_start_with_a_reason_n
         let status = r.status().as_u16();
         let body: Value = r.json().await.unwrap();
         assert_eq!(status, 403, "{doc} was stored");
-        assert!(body["reason"].as_str().unwrap().starts_with(says), "{doc}: {body}");
+        assert!(
+            couchlink::domain::Refusal::parse(body["reason"].as_str().unwrap()).message().starts_with(says),
+            "{doc}: {body}"
+        );
     }
     let good = json!({"url": "https://a.example/", "valid_from": "2026-12-01T09:00:00+01:00", "fallback": "/H83if"});
     let r = db.request_as(Some(EDITOR), Method::PUT, "Rule1", Some(&good)).await;
