@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::CouchArgs;
 use crate::couch::{CouchClient, CouchError, IdState};
-use crate::domain::{Link, LinkId, PublicUrl};
+use crate::domain::{Link, LinkId, PublicUrl, Status};
 use crate::qr::colour::{Colour, ColourError, Colours};
 use crate::qr::logo::{self, Logo, LogoError, Placed};
 use crate::qr::render::{self, Look};
@@ -546,24 +546,18 @@ async fn check(reader: &CouchClient, ids: &[LinkId]) -> Result<usize, QrError> {
     for id in ids {
         let (problem, fallback) = match reader.get_link(id).await.map_err(QrError::Couch)? {
             None => (Some("there is no such link in CouchDB".to_owned()), None),
-            Some(doc) => match Link::from_doc(doc) {
-                Err(e) => (Some(format!("its document cannot be served ({e})")), None),
-                Ok(link) => {
-                    let unservable = link.unservable_url().map(|e| format!("its url cannot be served ({e})"));
-                    let problem = if unservable.is_some() {
-                        unservable
-                    } else if link.inactive {
-                        Some("the link is inactive".to_owned())
-                    } else if link.not_started(now) {
-                        Some("the link has not started yet (valid_from)".to_owned())
-                    } else if link.live_target(now).is_none() {
-                        Some("the link has expired".to_owned())
-                    } else {
-                        None
-                    };
-                    (problem, link.fallback().map(str::to_owned))
-                }
-            },
+            Some(doc) => {
+                let fallback = Link::from_doc(doc.clone()).ok().and_then(|l| l.fallback().map(str::to_owned));
+                let problem = match Status::of(doc, now) {
+                    Status::Live => None,
+                    Status::Inactive => Some("the link is inactive".to_owned()),
+                    Status::NotStarted => Some("the link has not started yet (valid_from)".to_owned()),
+                    Status::Expired => Some("the link has expired".to_owned()),
+                    Status::Refused { field: "url", why } => Some(format!("its url cannot be served ({why})")),
+                    Status::Refused { why, .. } => Some(format!("its document cannot be served ({why})")),
+                };
+                (problem, fallback)
+            }
         };
         if let Some(problem) = problem {
             problems += 1;

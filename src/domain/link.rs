@@ -112,6 +112,63 @@ pub enum UnusableLink {
     WrongType(&'static str),
 }
 
+impl UnusableLink {
+    /// The document's field at fault.
+    pub fn field(&self) -> &'static str {
+        match self {
+            UnusableLink::NoUrl => "url",
+            UnusableLink::BadTime(name, _) | UnusableLink::WrongType(name) => name,
+            UnusableLink::BadFallback(_) => "fallback",
+            UnusableLink::BadRule { .. } => "targets",
+        }
+    }
+}
+
+/// What a link document does at an instant, as `couchlink qr --check` and the console say it.
+/// The console's model decides the same (`console/model.js`); both are held to
+/// `tests/link_status.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// It redirects.
+    Live,
+    /// `inactive: true`.
+    Inactive,
+    /// Its `expires` has come.
+    Expired,
+    /// Its `valid_from` has not.
+    NotStarted,
+    /// The proxy will not serve it as written: a `url` it refuses acts as inactive (the
+    /// fallback, or 404); anything else answers 404.
+    Refused {
+        /// The field at fault.
+        field: &'static str,
+        /// Why, for people.
+        why: String,
+    },
+}
+
+impl Status {
+    /// What `doc` does at `now`.
+    pub fn of(doc: LinkDoc, now: OffsetDateTime) -> Status {
+        match Link::from_doc(doc) {
+            Ok(link) => link.status(now),
+            Err(e) => Status::Refused { field: e.field(), why: e.to_string() },
+        }
+    }
+
+    /// Its name, as the page shows it: `live`, `inactive`, `expired`, `not yet started`,
+    /// `refused`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Status::Live => "live",
+            Status::Inactive => "inactive",
+            Status::Expired => "expired",
+            Status::NotStarted => "not yet started",
+            Status::Refused { .. } => "refused",
+        }
+    }
+}
+
 /// A link the proxy can serve, parsed from its document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
@@ -595,6 +652,22 @@ impl Link {
         json.is_object().then(|| json.to_string())
     }
 
+    /// What the link does at `now` (an unservable `url` first: it acts as inactive whatever
+    /// else holds).
+    pub fn status(&self, now: OffsetDateTime) -> Status {
+        if let Some(e) = self.unservable_url() {
+            Status::Refused { field: "url", why: e.to_string() }
+        } else if self.inactive {
+            Status::Inactive
+        } else if self.not_started(now) {
+            Status::NotStarted
+        } else if self.live_target(now).is_none() {
+            Status::Expired
+        } else {
+            Status::Live
+        }
+    }
+
     /// The target to redirect to at `now`, or `None` when the link is inactive or expired.
     /// Checked on every request, so a cached link expires on time (the DIDComm Shorten URL
     /// protocol: a link must stop working once its validity ends).
@@ -614,6 +687,23 @@ mod tests {
 
     fn parse(json: &str) -> Result<Link, UnusableLink> {
         Link::from_doc(serde_json::from_str(json).expect("a link document's shape"))
+    }
+
+    /// The table the console's model is held to as well (console/test/model.test.js).
+    #[test]
+    fn a_links_status_is_the_shared_tables() {
+        let table: serde_json::Value = serde_json::from_str(include_str!("../../tests/link_status.json")).unwrap();
+        let now = OffsetDateTime::parse(table["now"].as_str().unwrap(), &Rfc3339).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() >= 25);
+        for case in cases {
+            let doc: LinkDoc = serde_json::from_value(case["doc"].clone()).unwrap();
+            let status = Status::of(doc, now);
+            assert_eq!(status.name(), case["status"].as_str().unwrap(), "{}: {status:?}", case["doc"]);
+            if let Status::Refused { field, .. } = status {
+                assert_eq!(Some(field), case["field"].as_str(), "{}", case["doc"]);
+            }
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod target;
 mod tracking_id;
 
 pub use host::{parse_domains, Domain, Host, InvalidHost};
-pub use link::{check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, UnusableLink};
+pub use link::{check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, Status, UnusableLink};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub use refusal::Refusal;
