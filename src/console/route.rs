@@ -69,6 +69,13 @@ fn refuse(status: u16, reason: impl Into<String>) -> Refusal {
 pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ("index.html", "text/html; charset=utf-8", include_bytes!("../../console/index.html")),
     ("app.js", "text/javascript; charset=utf-8", include_bytes!("../../console/app.js")),
+    ("client.js", "text/javascript; charset=utf-8", include_bytes!("../../console/client.js")),
+    ("model.js", "text/javascript; charset=utf-8", include_bytes!("../../console/model.js")),
+    ("router.js", "text/javascript; charset=utf-8", include_bytes!("../../console/router.js")),
+    ("views/common.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/common.js")),
+    ("views/editor.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/editor.js")),
+    ("views/link.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/link.js")),
+    ("views/list.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/list.js")),
     ("app.css", "text/css; charset=utf-8", include_bytes!("../../console/app.css")),
     (
         "vendor/htm-preact-standalone.mjs",

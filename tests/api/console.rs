@@ -161,3 +161,21 @@ async fn print_sheets_are_made_one_at_a_time_per_account_and_more_are_told_to_co
     // Once it is made, the account's next one is.
     assert_eq!(ask().await.unwrap().status(), StatusCode::OK);
 }
+
+/// The page's own tests (its model, router and client: `console/test/`), run by Node as the
+/// README's test command runs everything; `node --test console/` runs them alone.
+#[test]
+fn the_pages_own_tests_pass_in_node() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = match std::process::Command::new("node").args(["--test", "console/"]).current_dir(root).output() {
+        Ok(out) => out,
+        Err(e) => panic!("node is missing ({e}): the console's tests need Node.js, as the quick start does"),
+    };
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "node --test console/ failed:\n{said}\n{}", String::from_utf8_lossy(&out.stderr));
+    let count = |what: &str| {
+        said.lines().find_map(|l| l.strip_prefix(&format!("# {what} "))).and_then(|n| n.trim().parse::<u32>().ok())
+    };
+    assert_eq!(count("fail"), Some(0), "{said}");
+    assert!(count("pass").is_some_and(|n| n >= 13), "{said}");
+}

@@ -50,7 +50,7 @@ async fn page_says(browser: &Browser, text: &str) -> String {
 }
 
 async fn log_in(browser: &Browser, console: &str, who: (&str, &str)) {
-    browser.client.goto(console).await.unwrap();
+    open_console(browser, console).await;
     fill(browser, "#name", who.0).await;
     fill(browser, "#password", who.1).await;
     browser.click("form[aria-label='Log in'] button[type=submit]").await;
@@ -148,7 +148,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let mut browser = Browser::start("console-screenshots").await;
 
     // The editor logs in; the database it may not read is not offered.
-    browser.client.goto(&console).await.unwrap();
+    open_console(&browser, &console).await;
     browser.find("#name").await;
     browser.shot("log-in").await;
     log_in(&browser, &console, EDITOR).await;
@@ -203,6 +203,18 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let anonymous = http.get(format!("{console}qr/{}/{id}.svg", db.name)).send().await.unwrap();
     assert_eq!(anonymous.status(), 401, "a tag for a visitor not logged in");
     browser.shot("link-page").await;
+
+    // A URL per screen: the link's page has its own, a reload keeps it, back and forward move
+    // between the screens visited (the new link's form, then this page).
+    let here = current_url(&browser).await;
+    assert!(here.ends_with(&format!("#/{}/link/{id}", db.name)), "{here}");
+    browser.client.refresh().await.unwrap();
+    browser.find(&format!("article[aria-label='Link {id}']")).await;
+    browser.client.back().await.unwrap();
+    browser.find("form[aria-label='New link']").await;
+    assert!(current_url(&browser).await.ends_with(&format!("#/{}/new", db.name)));
+    browser.client.forward().await.unwrap();
+    browser.find(&format!("article[aria-label='Link {id}']")).await;
     click_button(&browser, "Edit").await;
     fill(&browser, "#f-url", "https://example.com/summer").await;
     click_button(&browser, "Save").await;
@@ -242,6 +254,8 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
 
     // Someone else saves meanwhile: both versions are shown, and nothing is overwritten unasked.
     click_button(&browser, "Edit").await;
+    // (The form is the revision it read: someone saves after it shows.)
+    browser.find(&format!("form[aria-label='Edit {id}']")).await;
     let theirs = db
         .put_link(
             &id,
@@ -328,12 +342,11 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     browser.client.refresh().await.unwrap();
     page_says(&browser, "Log out").await;
 
-    // Clicks, from the proxy's live counts.
+    // Clicks, from the proxy's live counts (a reload keeps the link's page).
     let started = Instant::now();
     loop {
         browser.client.refresh().await.unwrap();
-        page_says(&browser, "Log out").await;
-        open_link(&browser, &id).await;
+        browser.find(&format!("article[aria-label='Link {id}']")).await;
         let text = page_says(&browser, "Per target version").await;
         if text.contains("https://example.com/summer") {
             break;
@@ -359,12 +372,15 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let mut restored = design.clone();
     restored.as_object_mut().unwrap().remove("_rev");
     db.admin(reqwest::Method::PUT, "_design/couchlink", Some(&restored)).await;
-    browser.client.goto(&console).await.unwrap();
+    open_console(&browser, &console).await;
     fill(&browser, "#search", "xsstest").await;
     click_button(&browser, "Search").await;
     page_says(&browser, "<img src=x onerror=window.__xss=1>").await;
     open_link(&browser, "Xss01").await;
     page_says(&browser, "javascript:window.__clicked=1").await;
+    // The page decides its status as the proxy does (tests/link_status.json): refused, not live.
+    let status = browser.find("article [class^=status-]").await.text().await.unwrap();
+    assert_eq!(status, "refused (url)");
     let hrefs = browser
         .client
         .execute("return Array.from(document.querySelectorAll('a')).map(a => a.href)", vec![])
@@ -377,7 +393,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     browser.shot("stored-markup-stays-text").await;
 
     // A chosen ID that is taken is said so next to the ID, and nothing is overwritten.
-    browser.client.goto(&console).await.unwrap();
+    open_console(&browser, &console).await;
     click_button(&browser, "New link").await;
     fill(&browser, "#f-id", &id).await;
     fill(&browser, "#f-url", "https://example.com/taken").await;
@@ -387,15 +403,33 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
     click_button(&browser, "Cancel").await;
 
-    // Search by a tag's beginning finds the flyer.
-    browser.client.goto(&console).await.unwrap();
+    // Search by a tag's beginning finds the flyer. A slower earlier search (its answer held
+    // back 1.5 s in the page) answered after it is never shown.
+    open_console(&browser, &console).await;
+    page_says(&browser, &id).await;
+    browser
+        .client
+        .execute(
+            "const fetch0 = window.fetch;
+             window.fetch = (url, init) => fetch0(url, init).then(r => String(url).includes('xsstest')
+               ? new Promise(done => setTimeout(() => done(r), 1500)) : r);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    fill(&browser, "#search", "xsstest").await;
+    click_button(&browser, "Search").await;
     fill(&browser, "#search", "fly").await;
     click_button(&browser, "Search").await;
     page_says(&browser, &id).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let said = page_says(&browser, &id).await;
+    assert!(!said.contains("Xss01"), "the slower, older search's answer was shown:\n{said}");
+    assert!(current_url(&browser).await.ends_with(&format!("#/{}/links?q=fly", db.name)));
     browser.shot("search").await;
 
     // A print sheet of the links ticked, in the colours picked: the console makes the PDF.
-    browser.client.goto(&console).await.unwrap();
+    open_console(&browser, &console).await;
     page_says(&browser, &id).await;
     let boxes =
         browser.client.find_all(Locator::Css("section[aria-label=Links] tbody input[type=checkbox]")).await.unwrap();
@@ -450,6 +484,14 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![])
         .await
         .unwrap();
+    assert_eq!(fits, json!(true), "the link's page is wider than a phone");
+    open_console(&browser, &console).await;
+    page_says(&browser, &id).await;
+    let fits = browser
+        .client
+        .execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![])
+        .await
+        .unwrap();
     assert_eq!(fits, json!(true), "the list is wider than a phone");
     browser.shot("phone").await;
     browser.client.set_window_size(1280, 800).await.unwrap();
@@ -482,7 +524,15 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     }
     assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
 
-    // Log out.
+    // Log out. A link's edit form pasted as a URL opens once the editor has logged in.
+    click_button(&browser, "Log out").await;
+    browser.find("#name").await;
+    browser.client.goto(&format!("{console}#/{}/link/{id}/edit", db.name)).await.unwrap();
+    fill(&browser, "#name", EDITOR.0).await;
+    fill(&browser, "#password", EDITOR.1).await;
+    browser.click("form[aria-label='Log in'] button[type=submit]").await;
+    browser.find(&format!("form[aria-label='Edit {id}']")).await;
+    assert_eq!(browser.find("#f-url").await.prop("value").await.unwrap().as_deref(), Some("https://example.com/summer"));
     click_button(&browser, "Log out").await;
     browser.find("#name").await;
 
@@ -513,6 +563,19 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
     click_button(&browser, "Log out").await;
     browser.find("#name").await;
+}
+
+/// Loads the console afresh at its first screen (chromedriver's `goto` from an address with
+/// a hash to the same one without leaves the page as it is).
+async fn open_console(browser: &Browser, console: &str) {
+    browser.client.goto(console).await.unwrap();
+    browser.client.execute("location.hash = '#/'", vec![]).await.unwrap();
+    browser.client.refresh().await.unwrap();
+}
+
+/// The address the browser shows.
+async fn current_url(browser: &Browser) -> String {
+    browser.client.current_url().await.unwrap().to_string()
 }
 
 /// Opens link `id` from the list (searching for it).

@@ -70,7 +70,14 @@ impl Browser {
             if let Ok(element) = self.client.find(Locator::Css(css)).await {
                 return element;
             }
-            assert!(started.elapsed() < Duration::from_secs(10), "{css} never appeared");
+            if started.elapsed() >= Duration::from_secs(10) {
+                let (url, body) = (self.client.current_url().await, self.client.find(Locator::Css("body")).await);
+                let text = match body {
+                    Ok(body) => body.text().await.unwrap_or_default(),
+                    Err(_) => String::new(),
+                };
+                panic!("{css} never appeared at {url:?}; the page says:\n{text}");
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -1,0 +1,93 @@
+// The console's one way to its server: CouchDB through the console's couch/ passage (with the
+// visitor's own session: CouchDB decides), and the console's own answers (console.json, QR
+// tags, print sheets), which use CouchDB's error shape too. Every failure is one CouchError:
+// the HTTP status (0: no answer), CouchDB's `error` and `reason`, and the field a refusal of the
+// validation function names. A request superseded by a newer one is cancelled (`latest`).
+
+import { refusalOf } from './model.js';
+
+export class CouchError extends Error {
+  constructor(status, error, reason) {
+    const refusal = refusalOf(reason);
+    super(refusal.message);
+    this.name = 'CouchError';
+    this.status = status;
+    this.error = error;
+    this.reason = reason;
+    // The document field the refusal names (`targets.2.url`), and the form field it belongs under.
+    this.field = refusal.field;
+    this.form = refusal.form;
+  }
+}
+
+// Whether `e` is a request cancelled because a newer one replaced it (nothing to show).
+export const isCancelled = (e) => e && e.name === 'AbortError';
+
+const enc = encodeURIComponent;
+const key = (value) => enc(JSON.stringify(value));
+
+// `fetcher` is the browser's fetch; `base` the console's address (the page's own by default).
+export function createClient({ fetcher = (...args) => globalThis.fetch(...args), base = '' } = {}) {
+  async function call(path, { method = 'GET', body, signal, raw = false } = {}) {
+    const init = { method, headers: { Accept: 'application/json' }, credentials: 'same-origin', signal };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers['Content-Type'] = 'application/json';
+    }
+    let response;
+    try {
+      response = await fetcher(base ? new URL(path, base).href : path, init);
+    } catch (e) {
+      if (isCancelled(e)) throw e;
+      throw new CouchError(0, 'unreachable', `The console did not answer: ${e.message}`);
+    }
+    if (response.ok && raw) return response;
+    let parsed = null;
+    try { parsed = await response.json(); } catch (e) {
+      if (isCancelled(e)) throw e;
+      parsed = null;
+    }
+    if (!response.ok) {
+      const said = parsed && typeof parsed === 'object' ? parsed : {};
+      throw new CouchError(response.status, String(said.error || 'http'), String(said.reason || said.error || `HTTP ${response.status}`));
+    }
+    return parsed;
+  }
+  const couch = (path, options) => call('couch' + path, options);
+  const db = (name) => `/${enc(name)}`;
+  return {
+    // The session: its userCtx (name null when nobody is logged in).
+    session: async (options) => (await couch('/_session', options)).userCtx,
+    logIn: (name, password) => couch('/_session', { method: 'POST', body: { name, password } }),
+    logOut: () => couch('/_session', { method: 'DELETE' }),
+    // The databases this visitor may read, as the console offers them.
+    sites: async (options) => (await call('console.json', options)).sites,
+    doc: (site, id, options) => couch(`${db(site.db)}/${enc(id)}`, options),
+    // Writes `doc` as `id`: CouchDB's `{ok, id, rev}`; a 409 is a CouchError like any refusal.
+    put: (site, id, doc, options) => couch(`${db(site.db)}/${enc(id)}`, { method: 'PUT', body: doc, ...options }),
+    // A view's rows: `params` as CouchDB takes them, keys JSON-encoded here.
+    view: async (dbName, design, view, params = {}, options) => {
+      const query = Object.entries(params).map(([k, v]) => `${k}=${/key$/.test(k) ? key(v) : enc(String(v))}`).join('&');
+      return (await couch(`${db(dbName)}/_design/${enc(design)}/_view/${enc(view)}?${query}`, options)).rows;
+    },
+    // Whether the console makes the tag in these colours (it refuses colours scanners cannot
+    // tell apart, saying their contrast): resolves when it does.
+    tagMade: (site, id, query, options) => call(`qr/${enc(site.db)}/${enc(id)}.svg${query}`, { raw: true, ...options }).then(() => true),
+    // A print sheet: the PDF as a Blob.
+    sheet: async (site, request, options) =>
+      (await call(`qr/${enc(site.db)}/sheet.pdf`, { method: 'POST', body: request, raw: true, ...options })).blob(),
+  };
+}
+
+// A source of AbortSignals each of which cancels the one before: the newest search wins, an
+// older one answered late is never shown.
+export function latest() {
+  let current = null;
+  return () => {
+    if (current) current.abort();
+    current = new AbortController();
+    return current.signal;
+  };
+}
+
+export const client = createClient();

@@ -1,0 +1,55 @@
+// Pieces every screen uses: how a failure reads, a refusal under its field, a tag's colours.
+import { html, useEffect, useState } from '../vendor/htm-preact-standalone.mjs';
+import { isCancelled } from '../client.js';
+
+// Any failure the same way: CouchDB's words (or the console's), and what to do about a few.
+export function Failure({ error, retry }) {
+  if (!error) return null;
+  const text = error.status === 0 ? error.message
+    : error.status === 401 ? `${error.message} (log in again)`
+    : error.message || String(error);
+  return html`<p class="error" role="alert">${text}${retry && html` <button type="button" onClick=${retry}>Try again</button>`}</p>`;
+}
+
+// The refusal whose field belongs under this form field (`''`: the form as a whole).
+export function FieldRefusal({ error, field }) {
+  if (!error || (error.form ?? '') !== field) return null;
+  return html`<p class="error" role="alert" id=${`e-${field}`}>${error.message}</p>`;
+}
+
+// A tag's two colours. The console refuses colours phone readers cannot tell apart, and says
+// their contrast (docs/reference.md, `couchlink qr --fg`).
+export function ColourPicker({ colours, onChange, prefix }) {
+  return html`<p class="colours">
+    <label class="inline" for=${prefix + '-fg'}>Modules</label>
+    <input id=${prefix + '-fg'} type="color" value=${colours.fg} onInput=${(e) => onChange({ ...colours, fg: e.target.value })} />
+    <label class="inline" for=${prefix + '-bg'}>Ground</label>
+    <input id=${prefix + '-bg'} type="color" value=${colours.bg} onInput=${(e) => onChange({ ...colours, bg: e.target.value })} /></p>`;
+}
+
+export const statusClass = (status) => `status-${status.replace(/ /g, '-')}`;
+
+// A link's status as text: a refused document says which field and why.
+export function StatusText({ of }) {
+  return html`<span class=${statusClass(of.status)} title=${of.why || ''}>${of.status}${of.field ? ` (${of.field})` : ''}</span>`;
+}
+
+// Waits for `load(signal)` and keeps what it gives or its failure; the request is cancelled
+// when the screen goes or what it asks changes.
+export function useLoad(load, deps) {
+  const [state, setState] = useState({ value: null, error: null, loading: true });
+  const [again, setAgain] = useState(0);
+  useEffect(() => {
+    const controller = new AbortController();
+    setState({ value: null, error: null, loading: true });
+    // An answer that arrives after its request was superseded is dropped, whatever its state.
+    const current = () => !controller.signal.aborted;
+    load(controller.signal).then(
+      (value) => { if (current()) setState({ value, error: null, loading: false }); },
+      (error) => { if (current() && !isCancelled(error)) setState({ value: null, error, loading: false }); },
+    );
+    return () => controller.abort();
+  }, [...deps, again]);
+  return { ...state, retry: () => setAgain((n) => n + 1) };
+}
+
