@@ -287,7 +287,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
                     Some(target) => target.version(),
                     None => reply.location.as_ref().map_or("", Location::as_str),
                 },
-                bot: crate::visitor::bot::is_bot_cached(headers.field(Field::UserAgent)),
+                bot: crate::visitor::Client::bot_of(headers.field(Field::UserAgent)),
                 new_visitor: tracked && received.is_none(),
             },
             Counted::NotFound(id) => Click::NotFound(*id),

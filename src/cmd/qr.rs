@@ -6,7 +6,6 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use rayon::prelude::*;
 use time::OffsetDateTime;
 
 use super::CouchArgs;
@@ -15,7 +14,7 @@ use crate::domain::{Link, LinkId, PublicUrl, Status};
 use crate::qr::colour::{Colour, ColourError, Colours};
 use crate::qr::logo::{self, Logo, LogoError, Placed};
 use crate::qr::render::{self, Look};
-use crate::qr::sheet::{Cell, Layout, Paper, SheetError};
+use crate::qr::sheet::{self, Cell, Layout, Paper, SheetError};
 use crate::qr::{self as tags, Level, Tag, TooLong};
 
 /// The widest picture drawn (a version 40 symbol at scale 100 is 18,500 pixels).
@@ -329,23 +328,16 @@ impl QrArgs {
         let layout = Layout { paper, tag_mm, border: look.border, colours: look.colours, titles: self.titles };
         let per_page = layout.per_page()?;
         let page_count = ids.len().div_ceil(per_page).max(1);
-        // A page's tags are made when the page is written: the sheet holds one page in memory.
-        let pages = (0..page_count).map(|page| {
-            let range = page * per_page..((page + 1) * per_page).min(ids.len());
-            range
-                .into_par_iter()
-                .map(|i| {
-                    // With a logo, read back as the sheet draws it, at 4 pixels a module.
-                    let (tag, ()) = tag(base, &ids[i], self.ec, logo, |tag| match logo {
-                        Some(_) => {
-                            let drawn = render::raster(&tag.code, Look { scale: 4, ..look }, logo);
-                            Ok(logo::check(&drawn, look.colours.reversed(), &tag.text)?)
-                        }
-                        None => Ok(()),
-                    })?;
-                    Ok(Cell { label: base.short_url(&ids[i]).to_string(), title: titles[i].clone(), code: tag.code })
-                })
-                .collect::<Result<Vec<_>, QrError>>()
+        let pages = sheet::pages(base, ids, titles, per_page, |id| {
+            // With a logo, read back as the sheet draws it, at 4 pixels a module.
+            let (tag, ()) = tag(base, id, self.ec, logo, |tag| match logo {
+                Some(_) => {
+                    let drawn = render::raster(&tag.code, Look { scale: 4, ..look }, logo);
+                    Ok(logo::check(&drawn, look.colours.reversed(), &tag.text)?)
+                }
+                None => Ok(()),
+            })?;
+            Ok::<_, QrError>(tag.code)
         });
         let mut written = Vec::new();
         let result = if svg {

@@ -6,7 +6,16 @@ use serde::Deserialize;
 
 use crate::domain::{LinkId, PublicUrl};
 use crate::qr::colour::{Colour, Colours};
-use crate::qr::sheet::{Cell, Layout, Paper};
+use crate::qr::sheet::{self, Layout, Paper};
+
+/// A sheet's writing failed: a tag (in words for the page), or the writing itself.
+#[derive(Debug, thiserror::Error)]
+enum Failed {
+    #[error("{0}")]
+    Tag(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// The most tags one sheet request makes (34 A4 pages of 30 mm tags).
 pub const MAX_TAGS: usize = 1000;
@@ -46,17 +55,22 @@ pub fn make(public_url: &PublicUrl, body: &[u8]) -> Result<Vec<u8>, String> {
     let layout =
         Layout { paper: request.paper, tag_mm: request.size_mm as f32, border: 4, colours, titles: request.titles };
     let per_page = layout.per_page().map_err(|e| e.to_string())?;
-    let mut cells = Vec::with_capacity(request.tags.len());
-    for entry in &request.tags {
-        let id = LinkId::parse(&entry.id).map_err(|_| format!("{:?} is not a link ID", entry.id))?;
-        let text = crate::qr::tag_text(public_url, &id);
-        let tag = crate::qr::encode(&text, None).map_err(|e| e.to_string())?;
-        let title = entry.title.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
-        cells.push(Cell { label: public_url.short_url(&id).to_string(), title, code: tag.code });
-    }
-    let page_count = cells.len().div_ceil(per_page);
-    let mut rest = cells.into_iter();
-    let pages = (0..page_count).map(|_| Ok::<_, std::io::Error>(rest.by_ref().take(per_page).collect()));
+    let ids = request
+        .tags
+        .iter()
+        .map(|entry| LinkId::parse(&entry.id).map_err(|_| format!("{:?} is not a link ID", entry.id)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let titles: Vec<Option<String>> = request
+        .tags
+        .iter()
+        .map(|entry| entry.title.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned))
+        .collect();
+    let code = |id: &LinkId| {
+        let tag = crate::qr::encode(&crate::qr::tag_text(public_url, id), None).map_err(|e| e.to_string())?;
+        Ok::<_, String>(tag.code)
+    };
+    let page_count = ids.len().div_ceil(per_page);
+    let pages = sheet::pages(public_url, &ids, &titles, per_page, code).map(|page| page.map_err(Failed::Tag));
     let mut pdf = Vec::new();
     layout.write_pdf(&mut pdf, page_count, pages, None).map_err(|e| e.to_string())?;
     Ok(pdf)

@@ -16,6 +16,7 @@ use svg::Document;
 
 use super::colour::Colours;
 use super::logo::Placed;
+use crate::domain::{LinkId, PublicUrl};
 
 /// Points per millimetre (PDF's unit is 1/72 inch).
 const PT_PER_MM: f32 = 72.0 / 25.4;
@@ -66,6 +67,29 @@ pub struct Layout {
     pub colours: Colours,
     /// Whether captions have a second line, for the link's title.
     pub titles: bool,
+}
+
+/// A sheet's pages, each its cells, made when the page is asked for (so that a sheet holds one
+/// page in memory), a page's tags in parallel: link `ids[i]` with its title `titles[i]`, its
+/// symbol made by `code` (`couchlink qr --sheet` checks a logo there; the console does not).
+/// The one place both print sheets are built.
+pub fn pages<'a, E: Send + 'a>(
+    base: &'a PublicUrl,
+    ids: &'a [LinkId],
+    titles: &'a [Option<String>],
+    per_page: usize,
+    code: impl Fn(&LinkId) -> Result<QrCode, E> + Sync + 'a,
+) -> impl Iterator<Item = Result<Vec<Cell>, E>> + 'a {
+    use rayon::prelude::*;
+    (0..ids.len().div_ceil(per_page).max(1)).map(move |page| {
+        (page * per_page..((page + 1) * per_page).min(ids.len()))
+            .into_par_iter()
+            .map(|i| {
+                let title = titles.get(i).cloned().flatten();
+                Ok(Cell { label: base.short_url(&ids[i]).to_string(), title, code: code(&ids[i])? })
+            })
+            .collect()
+    })
 }
 
 /// One tag of a sheet.

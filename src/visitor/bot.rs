@@ -1,8 +1,6 @@
 //! The one bot list: which User-Agents count as bots', for the report (`couchlink report`) and
 //! for the live counts the proxy writes (so that both agree on every line).
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 /// The maintained bot list: the `isbot` crate's patterns (isbot 0.1.3, MIT licence in
@@ -31,33 +29,6 @@ pub fn is_bot(user_agent: Option<&[u8]>) -> bool {
     }
 }
 
-/// Answers kept per thread by [`is_bot_cached`] before they are all dropped (rare with real
-/// traffic's few hundred User-Agents), and the longest User-Agent kept.
-const CACHED: usize = 1024;
-const CACHED_BYTES: usize = 512;
-
-thread_local! {
-    /// foldhash, as the link cache: a User-Agent is a hundred bytes or more.
-    static SEEN: RefCell<HashMap<Box<[u8]>, bool, foldhash::fast::RandomState>> = RefCell::default();
-}
-
-/// [`is_bot`], remembered per thread: the list is a few hundred expressions, matched once per
-/// distinct User-Agent rather than once per request.
-pub fn is_bot_cached(user_agent: Option<&[u8]>) -> bool {
-    let Some(ua) = user_agent.filter(|ua| ua.len() <= CACHED_BYTES) else { return is_bot(user_agent) };
-    if let Some(bot) = SEEN.with_borrow(|seen| seen.get(ua).copied()) {
-        return bot;
-    }
-    let bot = is_bot(Some(ua));
-    SEEN.with_borrow_mut(|seen| {
-        if seen.len() >= CACHED {
-            seen.clear();
-        }
-        seen.insert(ua.into(), bot);
-    });
-    bot
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,9 +44,9 @@ mod tests {
             (Some(b""), true),
         ] {
             assert_eq!(is_bot(ua), bot, "{ua:?}");
-            // Twice: the thread's memory answers the same.
-            assert_eq!(is_bot_cached(ua), bot, "{ua:?}");
-            assert_eq!(is_bot_cached(ua), bot, "{ua:?}");
+            // Twice: the thread's memory (the one User-Agent memory, `Client::of`'s) answers the same.
+            assert_eq!(super::super::Client::bot_of(ua), bot, "{ua:?}");
+            assert_eq!(super::super::Client::bot_of(ua), bot, "{ua:?}");
         }
     }
 

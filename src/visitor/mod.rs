@@ -179,9 +179,19 @@ impl Client {
         Client::read(ua)
     }
 
+    /// Whether `user_agent` is a bot's, by the one bot list (none, or an empty one, is: every
+    /// browser sends one), remembered with the rest of [`Client::of`]'s reading: the live counts
+    /// and link rules share the one per-thread memory.
+    pub fn bot_of(user_agent: Option<&[u8]>) -> bool {
+        match user_agent {
+            Some(ua) if !ua.is_empty() => Client::of(Some(ua)).bot,
+            _ => true,
+        }
+    }
+
     /// [`Client::of`]'s reading itself.
     fn read(ua: &[u8]) -> Client {
-        if bot::is_bot_cached(Some(ua)) {
+        if bot::is_bot(Some(ua)) {
             return Client { os: None, device: None, bot: true };
         }
         let n = &*NEEDLES;

@@ -532,7 +532,10 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     fill(&browser, "#password", EDITOR.1).await;
     browser.click("form[aria-label='Log in'] button[type=submit]").await;
     browser.find(&format!("form[aria-label='Edit {id}']")).await;
-    assert_eq!(browser.find("#f-url").await.prop("value").await.unwrap().as_deref(), Some("https://example.com/summer"));
+    assert_eq!(
+        browser.find("#f-url").await.prop("value").await.unwrap().as_deref(),
+        Some("https://example.com/summer")
+    );
     click_button(&browser, "Log out").await;
     browser.find("#name").await;
 
