@@ -38,11 +38,23 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cargo build --quiet --locked
 sed "s|^ExecStart=/usr/local/bin/couchlink|ExecStart=$PWD/target/debug/couchlink|" deploy/couchlink.service \
   > "$work/couchlink.service"
-cp deploy/couchlink.socket deploy/couchlink-admin.socket "$work/"
+sed "s|^ExecStart=/usr/local/bin/couchlink|ExecStart=$PWD/target/debug/couchlink|" deploy/couchlink-console.service \
+  > "$work/couchlink-console.service"
+cp deploy/couchlink.socket deploy/couchlink-admin.socket deploy/couchlink-console.socket "$work/"
 # Unknown or misspelt settings are only warnings to verify: any output is a failure here.
 problems=$(systemd-analyze verify "$work/couchlink.service" "$work/couchlink.socket" "$work/couchlink-admin.socket" 2>&1) || true
 if [ -n "$problems" ]; then echo "deploy/couchlink.service and its sockets: $problems" >&2; exit 1; fi
 echo "deploy/couchlink.service, couchlink.socket, couchlink-admin.socket: valid"
+problems=$(systemd-analyze verify "$work/couchlink-console.service" "$work/couchlink-console.socket" 2>&1) || true
+if [ -n "$problems" ]; then echo "deploy/couchlink-console.service and its socket: $problems" >&2; exit 1; fi
+# What the units must say for the console to hold no account and upgrade in place.
+for line in 'ExecStart=/usr/local/bin/couchlink console' 'ExecReload=/bin/kill -USR2 $MAINPID' 'Type=notify' \
+    'UnsetEnvironment=COUCHLINK_COUCHDB_USER COUCHLINK_COUCHDB_PASSWORD COUCHLINK_COUCHDB_PASSWORD_FILE'; do
+  grep -qxF "$line" deploy/couchlink-console.service || { echo "deploy/couchlink-console.service lacks: $line" >&2; exit 1; }
+done
+grep -qx 'Service=couchlink-console.service' deploy/couchlink-console.socket ||
+  { echo "deploy/couchlink-console.socket names no service" >&2; exit 1; }
+echo "deploy/couchlink-console.service, couchlink-console.socket: valid"
 promtool check rules deploy/couchlink-alerts.yml > /dev/null || { promtool check rules deploy/couchlink-alerts.yml; exit 1; }
 promtool test rules deploy/couchlink-alerts.test.yml > /dev/null || { promtool test rules deploy/couchlink-alerts.test.yml; exit 1; }
 echo "deploy/couchlink-alerts.yml: valid, and its tests pass"

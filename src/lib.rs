@@ -3,7 +3,7 @@
 //! `GET /H83if` reads the CouchDB document `H83if` and answers `302` to its `url`, logging every
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
-//! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`http`] →
+//! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`lifecycle`] → [`http`] →
 //! [`handler`] → [`resolve`], [`store`], [`access_log`], [`clicks`], [`client_ip`] → [`message`], [`domain`]
 //! → [`visitor`].
 //!
@@ -12,6 +12,9 @@
 //!   flags turned into a configuration, and its run.
 //! - [`startup`]: the proxy assembled from a [`startup::ServerConfig`]: `Application::build`,
 //!   `run_until_stopped`, and the in-place upgrade on SIGUSR2.
+//! - [`lifecycle`]: a serving process's life, shared by `serve`, `console` and `agent`: its
+//!   listeners taken over or bound, SIGTERM and SIGUSR2, the hand-over to a successor, how its
+//!   listeners stop, its pid file.
 //! - [`handover`]: listening sockets that outlive the process: taken from systemd or from the
 //!   process being upgraded, passed to the one that replaces it; systemd's notifications.
 //! - [`http`]: the redirect listener's own HTTP/1 (httparse): connections over any stream,
@@ -82,6 +85,7 @@ pub mod follower;
 pub mod handler;
 pub mod handover;
 pub mod http;
+pub mod lifecycle;
 pub mod links;
 pub mod log_retention;
 pub mod message;

@@ -12,10 +12,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures_util::FutureExt;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
@@ -31,9 +30,10 @@ use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Location, Settings, Site, Sites};
 use crate::handover::{self, Giver, Inherited, Upgrade};
-use crate::http::accept::{self, Ending, Limits};
+use crate::http::accept::{self, Limits};
 use crate::http::limits::Refusal;
 use crate::http::{Connections, Respond, Shape};
+use crate::lifecycle::{self, Ending};
 use crate::log_retention::Retention;
 use crate::message::{Reply, Request};
 use crate::metrics::Metrics;
@@ -451,7 +451,7 @@ impl Application {
         let file_size_limit =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)).ok();
         let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        let upgrades = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2()).ok();
+        let upgrades = lifecycle::catch_upgrades();
         Ok(Application {
             config,
             listeners,
@@ -482,42 +482,25 @@ impl Application {
 
     /// Serves until `shutdown` completes; then stops accepting, lets in-flight requests
     /// finish, stops the admin listener and the feeds, and writes every access log line before
-    /// returning.
+    /// returning. A SIGUSR2 meanwhile starts the binary on disk with the listeners and, once it
+    /// serves, ends this process the same way (its queue left to the successor).
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
-        let Application {
-            config,
-            listeners,
-            admin_listener,
-            giver,
-            address,
-            admin_address,
-            sites,
-            unknown,
-            hangups,
-            upgrades,
-            admin_inherited,
-            sockets_shared,
-            geoip,
-            ..
-        } = self;
+        let Application { config, listeners, admin_listener, giver, sites, unknown, hangups, upgrades, geoip, .. } =
+            self;
+        let (address, admin_address, admin_inherited) = (self.address, self.admin_address, self.admin_inherited);
         let (predecessor, socket_activated) = match giver {
             Some(Giver::Predecessor(predecessor)) => (Some(predecessor), false),
             Some(Giver::Systemd) => (None, true),
             None => (None, false),
         };
-        // Copies of the listening sockets, for a successor (an upgrade), made only when one can
-        // be started: a copy left open keeps a closed listener's queue filling until exit.
-        let mut handover_fds: Vec<(OwnedFd, &'static str)> = Vec::new();
-        if config.upgrade.is_some() && upgrades.is_some() {
-            for listener in listeners.iter().flatten() {
-                if let Ok(fd) = listener.as_fd().try_clone_to_owned() {
-                    handover_fds.push((fd, handover::REDIRECT));
-                }
-            }
-            if let Ok(fd) = admin_listener.as_fd().try_clone_to_owned() {
-                handover_fds.push((fd, handover::ADMIN));
-            }
-        }
+        let handover_fds = lifecycle::copies_for_successor(
+            config.upgrade.is_some() && upgrades.is_some(),
+            listeners
+                .iter()
+                .flatten()
+                .map(|l| (l.as_fd(), handover::REDIRECT))
+                .chain([(admin_listener.as_fd(), handover::ADMIN)]),
+        );
         let metrics = Arc::new(Metrics::default());
         let (stop, stopped) = watch::channel(false);
         let one = sites.len() == 1 && sites[0].host.is_none();
@@ -536,88 +519,19 @@ impl Application {
             .map(|h| tokio::spawn(reread_password(h, couch, config.couch.password_file.clone(), stopped.clone())));
         let unknown_metrics = Arc::new(Metrics::default());
         let draining = Arc::new(AtomicBool::new(false));
-        let admin = Arc::new(Admin {
+        let admin = Admin {
             process: metrics.clone(),
-            sites: running
-                .iter()
-                .map(|s| AdminSite {
-                    host: s.host.as_ref().map(|h| h.to_string()),
-                    couch: s.couch.clone(),
-                    store: s.store.clone(),
-                    metrics: s.metrics.clone(),
-                    feed: s.feed.clone(),
-                    log: s.log.clone(),
-                    snapshots: s.snapshot_status.clone(),
-                    clicks: s.clicks.as_ref().map(|(_, status)| status.clone()),
-                })
-                .collect(),
+            sites: running.iter().map(RunningSite::admin).collect(),
             unknown: unknown.as_ref().map(|(log, _, _)| (log.clone(), unknown_metrics.clone())),
             draining: draining.clone(),
-        });
-        let mut admin_stop = stopped.clone();
-        let (handed_over, mut admin_handed_over) = watch::channel(false);
-        let admin_held_elsewhere = socket_activated && admin_inherited;
-        let admin_server = tokio::spawn(accept::run(
-            admin_listener,
-            admin,
-            // Scrapers and health checks: a few connections, never the public's.
-            Limits::new(ADMIN_CONNECTIONS, Duration::from_secs(10)),
-            async move {
-                // At an upgrade the successor answers health checks from the moment it
-                // serves; at a stop, this process answers "draining" until its drain ends.
-                tokio::select! {
-                    // (An error: the sender is gone, there was no upgrade.)
-                    Ok(_) = admin_handed_over.wait_for(|handed| *handed) => Ending::Upgrade,
-                    _ = admin_stop.wait_for(|stop| *stop) => {
-                        if admin_held_elsewhere { Ending::Restart } else { Ending::Close }
-                    }
-                }
-            },
-            Duration::from_secs(1),
-        ));
-
-        let mut settings = Settings::new(&config.cookie_name, config.trusted_proxies.clone());
-        settings.honor_privacy_signals = config.honor_privacy_signals;
-        settings.anonymize_ip = config.anonymize_ip;
-        settings.fallback = config.fallback_url.as_deref().map(Arc::from);
-        if let Some(db) = &geoip {
-            tracing::info!(
-                "country rules use {} ({}, built {})",
-                db.path().display(),
-                db.database_type(),
-                time::OffsetDateTime::from_unix_timestamp(db.build_epoch() as i64)
-                    .map(|t| t.date().to_string())
-                    .unwrap_or_default()
-            );
-        }
-        settings.geoip = geoip;
-        let mut shapes: Vec<Shape> =
-            running.iter().map(|s| Shape::new(s.public_url.clone(), &config.cookie_name)).collect();
-        let handler_site = |s: &RunningSite| Site {
-            store: Some(s.store.clone()),
-            log: s.log.clone(),
-            metrics: s.metrics.clone(),
-            clicks: s.clicks.as_ref().map(|(tally, _)| tally.clone()),
         };
-        let sites = if one {
-            Sites::single(handler_site(&running[0]))
-        } else {
-            let default =
-                config.default_domain.as_ref().and_then(|d| running.iter().position(|s| s.host.as_ref() == Some(d)));
-            let hosts = running.iter().map(|s| (s.host.clone().expect("named domains"), handler_site(s))).collect();
-            // Requests for no configured host: a 404 logged apart, written as the first
-            // domain's (no shortlink is named; the cookie's Secure follows that domain).
-            let log = unknown.as_ref().map_or(&running[0].log, |(log, _, _)| log);
-            let sink = Site { store: None, log: log.clone(), metrics: unknown_metrics.clone(), clicks: None };
-            shapes.push(Shape::new(running[default.unwrap_or(0)].public_url.clone(), &config.cookie_name));
-            Sites::new(hosts, default, sink)
-        };
-        let app = Arc::new(App { sites, metrics: metrics.clone(), settings });
-        let shapes = Arc::new(shapes);
-        let mut limits = Limits::new(config.max_connections, config.header_timeout);
+        let (handed_over, admin_server) =
+            serve_admin(admin_listener, admin, stopped.clone(), socket_activated && admin_inherited);
+        let (app, shapes) = handler_app(&config, &running, unknown.as_ref(), geoip, metrics, unknown_metrics.clone());
         let workers = listeners.len();
-        if sockets_shared {
-            limits.sharers = workers;
+        let mut limits = Limits::new(config.max_connections, config.header_timeout);
+        if self.sockets_shared {
+            limits.turn = Some(shared_turn(workers));
         }
         // The last snapshots are written before the listeners close: a restart waiting for this
         // process to exit then loses no time to them (the next process binds its port before it
@@ -625,11 +539,10 @@ impl Application {
         let snapshots: Vec<Arc<Snapshots>> = running.iter().filter_map(|s| s.snapshots.clone()).collect();
         let (upgraded, upgraded_rx) = oneshot::channel();
         let upgrading = upgrades.map(|signals| {
-            tokio::spawn(upgrade_on_signal(signals, config.upgrade.clone(), handover_fds, snapshots.clone(), upgraded))
+            let snapshots = snapshots.clone();
+            let prepare = move || write_snapshots(snapshots.clone());
+            tokio::spawn(lifecycle::upgrade_on_signal(signals, config.upgrade.clone(), handover_fds, prepare, upgraded))
         });
-        let draining = draining.clone();
-        // systemd holds its sockets through a restart: their queues wait for the next process.
-        let stop_ending = if socket_activated { Ending::Restart } else { Ending::Close };
         let shutdown = async move {
             let successor = tokio::select! {
                 () = shutdown => None,
@@ -646,10 +559,9 @@ impl Application {
             }
             draining.store(true, Ordering::Relaxed);
             handover::notify(&[sd_notify::NotifyState::Stopping]);
-            for snapshots in snapshots {
-                snapshots.write_once().await;
-            }
-            stop_ending
+            write_snapshots(snapshots).await;
+            // systemd holds its sockets through a restart: their queues wait for the next process.
+            Ending::stopping(socket_activated)
         };
         let public = running.iter().map(|s| s.public_url.to_string()).collect::<Vec<_>>().join(", ");
         let pid_file = config.pid_file.clone();
@@ -664,17 +576,7 @@ impl Application {
                 "serving redirects on http://{address} (public URL {public}, {threads}; health and metrics on http://{admin_address}); build {BUILD}, pid {}{how}",
                 std::process::id()
             );
-            if let Some(pid_file) = &pid_file {
-                if let Err(e) = write_pid_file(pid_file) {
-                    tracing::warn!("cannot write the pid file {}: {e}", pid_file.display());
-                }
-            }
-            if let Some(predecessor) = predecessor {
-                if let Err(e) = predecessor.ready() {
-                    tracing::warn!("cannot tell the process upgraded that this one serves: {e}");
-                }
-            }
-            handover::notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status("serving")]);
+            lifecycle::serving(pid_file.as_deref(), predecessor);
         })
         .await;
         let _ = stop.send(true);
@@ -687,21 +589,8 @@ impl Application {
         if let Some(rereading) = rereading {
             let _ = rereading.await;
         }
-        for site in running {
-            for task in site.tasks {
-                let _ = task.await;
-            }
-            site.flusher.finish(LOG_FLUSH_TIMEOUT).await;
-        }
-        if let Some((_, flusher, _)) = unknown {
-            flusher.finish(LOG_FLUSH_TIMEOUT).await;
-        }
-        if let Some(pid_file) = &config.pid_file {
-            // Unless a successor wrote its own pid meanwhile.
-            if std::fs::read_to_string(pid_file).is_ok_and(|pid| pid.trim() == std::process::id().to_string()) {
-                let _ = std::fs::remove_file(pid_file);
-            }
-        }
+        finish_sites(running, unknown).await;
+        lifecycle::stopped(config.pid_file.as_deref());
         if result.is_ok() {
             tracing::info!(
                 "stopped: in-flight requests finished and the access log written; {served} requests served since start (build {BUILD}, pid {})",
@@ -709,6 +598,132 @@ impl Application {
             );
         }
         result
+    }
+}
+
+impl RunningSite {
+    /// What the admin listener reports of it.
+    fn admin(&self) -> AdminSite {
+        AdminSite {
+            host: self.host.as_ref().map(|h| h.to_string()),
+            couch: self.couch.clone(),
+            store: self.store.clone(),
+            metrics: self.metrics.clone(),
+            feed: self.feed.clone(),
+            log: self.log.clone(),
+            snapshots: self.snapshot_status.clone(),
+            clicks: self.clicks.as_ref().map(|(_, status)| status.clone()),
+        }
+    }
+
+    /// What the handler serves of it.
+    fn handler_site(&self) -> Site {
+        Site {
+            store: Some(self.store.clone()),
+            log: self.log.clone(),
+            metrics: self.metrics.clone(),
+            clicks: self.clicks.as_ref().map(|(tally, _)| tally.clone()),
+        }
+    }
+}
+
+/// Serves `/healthz` and `/metrics` on `listener` until `stopped` (then it answers "draining"
+/// until its own drain ends) or an upgrade's successor serves (which answers from then on):
+/// the sender to say the latter, and the server's task. `held_elsewhere`: systemd holds the
+/// socket.
+fn serve_admin(
+    listener: TcpListener,
+    admin: Admin,
+    mut stopped: watch::Receiver<bool>,
+    held_elsewhere: bool,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (handed_over, mut admin_handed_over) = watch::channel(false);
+    let server = tokio::spawn(accept::run(
+        listener,
+        Arc::new(admin),
+        // Scrapers and health checks: a few connections, never the public's.
+        Limits::new(ADMIN_CONNECTIONS, Duration::from_secs(10)),
+        async move {
+            tokio::select! {
+                // (An error: the sender is gone, there was no upgrade.)
+                Ok(_) = admin_handed_over.wait_for(|handed| *handed) => Ending::Upgrade,
+                _ = stopped.wait_for(|stop| *stop) => Ending::stopping(held_elsewhere),
+            }
+        },
+        Duration::from_secs(1),
+    ));
+    (handed_over, server)
+}
+
+/// The handler's state: the settings, each domain's site (and the sink for unknown hosts), and
+/// the response shapes the writer needs, one per domain.
+fn handler_app(
+    config: &ServerConfig,
+    running: &[RunningSite],
+    unknown: Option<&(AccessLog, Flusher, PathBuf)>,
+    geoip: Option<Arc<crate::visitor::geoip::GeoIp>>,
+    metrics: Arc<Metrics>,
+    unknown_metrics: Arc<Metrics>,
+) -> (Arc<App>, Arc<Vec<Shape>>) {
+    let mut settings = Settings::new(&config.cookie_name, config.trusted_proxies.clone());
+    settings.honor_privacy_signals = config.honor_privacy_signals;
+    settings.anonymize_ip = config.anonymize_ip;
+    settings.fallback = config.fallback_url.as_deref().map(Arc::from);
+    if let Some(db) = &geoip {
+        tracing::info!(
+            "country rules use {} ({}, built {})",
+            db.path().display(),
+            db.database_type(),
+            time::OffsetDateTime::from_unix_timestamp(db.build_epoch() as i64)
+                .map(|t| t.date().to_string())
+                .unwrap_or_default()
+        );
+    }
+    settings.geoip = geoip;
+    let mut shapes: Vec<Shape> =
+        running.iter().map(|s| Shape::new(s.public_url.clone(), &config.cookie_name)).collect();
+    let sites = if running.len() == 1 && running[0].host.is_none() {
+        Sites::single(running[0].handler_site())
+    } else {
+        let default =
+            config.default_domain.as_ref().and_then(|d| running.iter().position(|s| s.host.as_ref() == Some(d)));
+        let hosts = running.iter().map(|s| (s.host.clone().expect("named domains"), s.handler_site())).collect();
+        // Requests for no configured host: a 404 logged apart, written as the first
+        // domain's (no shortlink is named; the cookie's Secure follows that domain).
+        let log = unknown.map_or(&running[0].log, |(log, _, _)| log);
+        let sink = Site { store: None, log: log.clone(), metrics: unknown_metrics, clicks: None };
+        shapes.push(Shape::new(running[default.unwrap_or(0)].public_url.clone(), &config.cookie_name));
+        Sites::new(hosts, default, sink)
+    };
+    (Arc::new(App { sites, metrics, settings }), Arc::new(shapes))
+}
+
+/// Whether a thread with `own` connections open should accept the next one from a socket
+/// `sharers` threads share (systemd's one socket), with `open` open in all. Every thread's
+/// epoll wakes for a new connection and the first to look takes it, so one thread could take
+/// most of a burst of connections (measured: 0.62x the throughput of one socket per thread,
+/// with one thread saturated). As nginx's `accept_disabled` does, a thread more than one
+/// connection above the threads' average leaves the next one to the others.
+fn shared_turn(sharers: usize) -> accept::Turn {
+    Arc::new(move |own, open| sharers <= 1 || own * sharers <= open + sharers)
+}
+
+async fn write_snapshots(snapshots: Vec<Arc<Snapshots>>) {
+    for snapshots in snapshots {
+        snapshots.write_once().await;
+    }
+}
+
+/// Each domain's tasks awaited and its access log written, then the unknown hosts' log.
+async fn finish_sites(running: Vec<RunningSite>, unknown: Option<(AccessLog, Flusher, PathBuf)>) {
+    for site in running {
+        for task in site.tasks {
+            let _ = task.await;
+        }
+        site.flusher.finish(LOG_FLUSH_TIMEOUT).await;
+    }
+    if let Some((_, flusher, _)) = unknown {
+        flusher.finish(LOG_FLUSH_TIMEOUT).await;
     }
 }
 
@@ -941,59 +956,6 @@ pub const BUILD: &str = match option_env!("COUCHLINK_BUILD") {
     Some(build) => build,
     None => env!("CARGO_PKG_VERSION"),
 };
-
-/// On each SIGUSR2, one upgrade: the cache snapshot written (the new process starts from it),
-/// the binary on disk started with the listeners, and `upgraded` told its pid once it serves.
-/// A failed upgrade leaves this process serving, and says why (log, and systemd's status).
-async fn upgrade_on_signal(
-    mut signals: tokio::signal::unix::Signal,
-    upgrade: Option<Upgrade>,
-    sockets: Vec<(OwnedFd, &'static str)>,
-    snapshots: Vec<Arc<Snapshots>>,
-    upgraded: oneshot::Sender<u32>,
-) {
-    loop {
-        if signals.recv().await.is_none() {
-            return;
-        }
-        let Some(upgrade) = &upgrade else {
-            tracing::warn!("SIGUSR2: this process cannot upgrade itself (only `couchlink serve` can)");
-            continue;
-        };
-        tracing::info!("SIGUSR2: upgrading to {}", upgrade.exe.display());
-        handover::notify(&[sd_notify::NotifyState::Status("upgrading")]);
-        for snapshots in &snapshots {
-            snapshots.write_once().await;
-        }
-        let passed: Vec<_> = sockets.iter().map(|(fd, name)| (fd.as_fd(), *name)).collect();
-        match upgrade.start_successor(&passed).await {
-            Ok(pid) => {
-                tracing::info!("upgrade: pid {pid} serves now; this process stops accepting and drains");
-                let status = format!("upgraded: pid {pid} serves");
-                handover::notify(&[sd_notify::NotifyState::MainPid(pid), sd_notify::NotifyState::Status(&status)]);
-                let _ = upgraded.send(pid);
-                return;
-            }
-            Err(e) => {
-                let why = Causes(&e).to_string();
-                tracing::error!("upgrade failed, still serving as pid {}: {why}", std::process::id());
-                let status = format!("serving; the last upgrade failed: {why}");
-                handover::notify(&[sd_notify::NotifyState::Status(&status)]);
-            }
-        }
-        // One upgrade at a time: a SIGUSR2 that came during this one is not a second one.
-        while let Some(Some(())) = signals.recv().now_or_never() {
-            tracing::warn!("SIGUSR2 during an upgrade: ignored");
-        }
-    }
-}
-
-/// Writes this process's pid to `path`, whole or not at all (a new file renamed over it).
-fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
-    let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&temporary, format!("{}\n", std::process::id()))?;
-    std::fs::rename(&temporary, path)
-}
 
 /// The redirect service as one serving thread runs it: the handler's policy over the
 /// protocol's connections, with the thread's connections counted apart (so that an uneven

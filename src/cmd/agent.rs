@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tokio::net::TcpListener;
 
 use super::CouchArgs;
 use crate::agent::delivery::{Delivery, EndpointPolicy};
@@ -17,6 +16,11 @@ use crate::agent::peer_did;
 use crate::agent::server::{Agent, Allow};
 use crate::couch::{CouchClient, CouchError};
 use crate::domain::PublicUrl;
+use crate::handover::Upgrade;
+use crate::lifecycle::OneListener;
+
+/// How long the process an upgrade starts has to serve.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Flags of `couchlink agent`.
 #[derive(Debug, Clone, Args)]
@@ -56,6 +60,9 @@ pub struct AgentArgs {
     /// The short links' base URL, e.g. https://0x1f.ie (needed to serve, not to print the DID).
     #[arg(long, env = "COUCHLINK_PUBLIC_URL")]
     pub public_url: Option<PublicUrl>,
+    /// A file to write the agent's pid to (an upgrade's new process writes its own).
+    #[arg(long, env = "COUCHLINK_AGENT_PID_FILE")]
+    pub pid_file: Option<PathBuf>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -73,15 +80,9 @@ pub enum AgentError {
     /// CouchDB's settings.
     #[error("cannot use CouchDB")]
     Couch(#[from] CouchError),
-    /// The listener.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// Where.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The listener: passed (systemd, an upgrade) or bound.
+    #[error(transparent)]
+    Listen(#[from] crate::lifecycle::ListenError),
     /// The async runtime.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -112,24 +113,23 @@ impl AgentArgs {
             println!("{}", identity.did(&self.endpoint(self.listen)));
             return Ok(());
         }
+        let upgrade = Upgrade::of_this_process(UPGRADE_TIMEOUT, super::env_file::loaded());
+        // Before the runtime's threads: taking a passed listener changes the environment.
+        let listener = OneListener::take_or_bind(self.listen, upgrade, self.pid_file.clone())?;
         let runtime = super::current_thread_runtime().map_err(AgentError::Runtime)?;
-        runtime.block_on(async {
-            let listener = TcpListener::bind(self.listen)
-                .await
-                .map_err(|source| AgentError::Bind { addr: self.listen, source })?;
-            run(self, identity, listener, super::shutdown_signal()).await
-        })
+        runtime.block_on(run(self, identity, listener, crate::lifecycle::shutdown_signal()))
     }
 }
 
-/// Serves the agent on `listener` until `shutdown` completes.
+/// Serves the agent on `listener` until `shutdown` completes, or until the process a SIGUSR2
+/// starts serves in its place.
 pub async fn run(
     args: AgentArgs,
     identity: Identity,
-    listener: TcpListener,
+    listener: OneListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), AgentError> {
-    let bound = listener.local_addr().map_err(|source| AgentError::Bind { addr: args.listen, source })?;
+    let bound = listener.local_addr().map_err(AgentError::Runtime)?;
     let short_base = args.public_url.clone().ok_or(AgentError::NoShortUrlBase)?;
     if args.agent_public_url.is_none() {
         tracing::warn!("COUCHLINK_AGENT_PUBLIC_URL is not set: the agent's DID names http://{bound}/ as its endpoint");
@@ -155,10 +155,9 @@ pub async fn run(
         accept_plaintext: args.dev_plaintext,
         delivery: Delivery::new(policy, args.max_deliveries.max(1)),
     };
-    tracing::info!("DIDComm agent on http://{bound} as {did}");
+    tracing::info!("DIDComm agent on http://{bound} as {did}{}", listener.origin());
     let limits = crate::http::accept::Limits::new(1024, Duration::from_secs(10));
-    crate::http::accept::run(listener, Arc::new(agent), limits, shutdown, Duration::from_secs(10)).await;
-    Ok(())
+    listener.serve(Arc::new(agent), limits, Duration::from_secs(10), shutdown).await.map_err(AgentError::Runtime)
 }
 
 /// The addresses CouchDB's URL names, which replies must never go to (none when it does not

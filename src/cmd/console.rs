@@ -6,10 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tokio::net::TcpListener;
 
 use crate::console::{Console, ConsoleSite};
 use crate::domain::PublicUrl;
+use crate::handover::Upgrade;
+use crate::lifecycle::OneListener;
+
+/// How long the process an upgrade starts has to serve.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long open connections have at a stop (a sheet being made, say).
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// Flags of `couchlink console`.
 #[derive(Debug, Clone, Args)]
@@ -33,6 +39,9 @@ pub struct ConsoleArgs {
     /// Behind TLS: CouchDB's session cookie is passed on marked `Secure`.
     #[arg(long, env = "COUCHLINK_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub secure_cookies: bool,
+    /// A file to write the console's pid to (an upgrade's new process writes its own).
+    #[arg(long, env = "COUCHLINK_CONSOLE_PID_FILE")]
+    pub pid_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub roles: super::RoleArgs,
@@ -47,14 +56,9 @@ pub enum ConsoleError {
     /// The flags do not make a console.
     #[error("{0}")]
     Config(String),
-    /// The listener.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The listener: passed (systemd, an upgrade) or bound.
+    #[error(transparent)]
+    Listen(#[from] crate::lifecycle::ListenError),
     /// The runtime.
     #[error("cannot start the runtime")]
     Runtime(#[source] std::io::Error),
@@ -103,7 +107,8 @@ impl ConsoleArgs {
             .collect()
     }
 
-    /// Serves the console until SIGTERM or Ctrl-C.
+    /// Serves the console until SIGTERM or Ctrl-C, on the listener systemd or the process it
+    /// upgrades passes, else on `--listen`; SIGUSR2 starts the binary on disk in its place.
     pub fn execute(self) -> Result<(), ConsoleError> {
         if let Some(setting) = ACCOUNT_SETTINGS.into_iter().find(|s| std::env::var_os(s).is_some_and(|v| !v.is_empty()))
         {
@@ -111,23 +116,16 @@ impl ConsoleArgs {
         }
         let sites = self.sites()?;
         let console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies)?;
+        let upgrade = Upgrade::of_this_process(UPGRADE_TIMEOUT, super::env_file::loaded());
+        // Before the runtime's threads: taking a passed listener changes the environment.
+        let listener = OneListener::take_or_bind(self.listen, upgrade, self.pid_file.clone())?;
         let runtime = super::current_thread_runtime().map_err(ConsoleError::Runtime)?;
         runtime.block_on(async {
-            let listener = TcpListener::bind(self.listen)
-                .await
-                .map_err(|source| ConsoleError::Bind { addr: self.listen, source })?;
-            let bound = listener.local_addr().map_err(|source| ConsoleError::Bind { addr: self.listen, source })?;
-            println!("couchlink console on http://{bound}/ (CouchDB {})", self.couchdb_url);
+            let bound = listener.local_addr().map_err(ConsoleError::Runtime)?;
+            println!("couchlink console on http://{bound}/ (CouchDB {}){}", self.couchdb_url, listener.origin());
             let limits = crate::http::accept::Limits::new(256, Duration::from_secs(10));
-            crate::http::accept::run(
-                listener,
-                Arc::new(console),
-                limits,
-                super::shutdown_signal(),
-                Duration::from_secs(5),
-            )
-            .await;
-            Ok(())
+            let serving = listener.serve(Arc::new(console), limits, DRAIN, crate::lifecycle::shutdown_signal());
+            serving.await.map_err(ConsoleError::Runtime)
         })
     }
 }

@@ -271,20 +271,6 @@ impl std::fmt::Debug for SecretFile {
     }
 }
 
-/// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    let Ok(mut term) = term else {
-        // Without a SIGTERM handler, Ctrl-C still works.
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
 /// A single-threaded runtime, for the commands that wait on CouchDB one request at a time.
 pub(crate) fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()

@@ -159,7 +159,10 @@ impl ServeArgs {
         config.upgrade = crate::handover::Upgrade::of_this_process(upgrade_timeout, super::env_file::loaded());
         let runtime = super::current_thread_runtime().map_err(StartError::Runtime)?;
         runtime.block_on(async {
-            Application::build_inheriting(config, inherited).await?.run_until_stopped(super::shutdown_signal()).await
+            Application::build_inheriting(config, inherited)
+                .await?
+                .run_until_stopped(crate::lifecycle::shutdown_signal())
+                .await
         })
     }
 

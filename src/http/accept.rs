@@ -82,9 +82,14 @@ pub trait Service: Send + Sync + 'static {
     }
 }
 
+/// Whether an accept loop takes the next connection now, from its own connections open and all
+/// open on the listener's permits: whoever dealt the sockets decides (several threads sharing
+/// one socket take turns: `startup`'s `shared_turn`).
+pub type Turn = Arc<dyn Fn(usize, usize) -> bool + Send + Sync>;
+
 /// What a listener allows its clients: how many connections at once, and how long a request
 /// head may take to arrive.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Limits {
     /// One permit per connection served, shared by every thread accepting on the listener. At
     /// none left, each thread keeps the one connection it has just accepted waiting, accepts no
@@ -96,34 +101,37 @@ pub struct Limits {
     /// opening or from its previous response. One timer serves both, so this is the
     /// idle keep-alive timeout and the slow-header (slowloris) timeout at once.
     pub header_timeout: Duration,
-    /// How many serving threads accept from one socket (systemd's, with socket activation), 1
-    /// when each has its own: see [`Limits::my_turn`].
-    pub sharers: usize,
+    /// When to accept: always, unless set.
+    pub turn: Option<Turn>,
+}
+
+impl std::fmt::Debug for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limits")
+            .field("max_connections", &self.max_connections)
+            .field("header_timeout", &self.header_timeout)
+            .field("turn", &self.turn.is_some())
+            .finish()
+    }
 }
 
 impl Limits {
     /// `max_connections` open at once, request heads within `header_timeout`.
     pub fn new(max_connections: usize, header_timeout: Duration) -> Limits {
-        Limits { connections: Arc::new(Semaphore::new(max_connections)), max_connections, header_timeout, sharers: 1 }
+        Limits { connections: Arc::new(Semaphore::new(max_connections)), max_connections, header_timeout, turn: None }
     }
 
-    /// Whether a thread with `own` connections open should accept the next one from a socket
-    /// it shares. Every thread's epoll wakes for a new connection and the first to look takes
-    /// it, so one thread could take most of a burst of connections (measured: 0.62x the
-    /// throughput of one socket per thread, with one thread saturated). As nginx's
-    /// `accept_disabled` does, a thread more than one connection above the threads' average
-    /// leaves the next one to the others.
-    pub fn my_turn(&self, own: usize) -> bool {
-        if self.sharers <= 1 {
-            return true;
-        }
-        let open = self.max_connections - self.connections.available_permits();
-        own * self.sharers <= open + self.sharers
+    /// Connections open on these permits, every loop's.
+    pub fn open(&self) -> usize {
+        self.max_connections - self.connections.available_permits()
+    }
+
+    fn my_turn(&self, own: usize) -> bool {
+        self.turn.as_ref().is_none_or(|turn| turn(own, self.open()))
     }
 }
 
-/// How long a thread above its share of a shared socket's connections leaves accepting to the
-/// others (see [`Limits::my_turn`]).
+/// How long a loop whose [`Turn`] it is not leaves accepting to the others.
 const SHARED_PAUSE: Duration = Duration::from_millis(1);
 
 /// How often reaching the connection cap is said on stderr, at most.
@@ -131,29 +139,25 @@ const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
 /// At shutdown, how long connections still in use may go on, each next response telling the
 /// client to close, before idle ones are closed under it.
-const LAME_DUCK: Duration = Duration::from_secs(1);
+pub const LAME_DUCK: Duration = Duration::from_secs(1);
 
-/// How a listener stops accepting, and how its connections end (docs/operations.md,
-/// "Restarts and upgrades").
+/// How a listener stops accepting: why is the process's business (`crate::lifecycle`), this is
+/// only what the loop does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// The socket closes with this process: connections the kernel already completed are
-    /// accepted and answered first, since closing a listener resets what waits in its queue.
-    /// Then the lame-duck second, and idle connections are closed.
-    Close,
-    /// systemd holds the socket, and starts the next process once this one has exited: the
-    /// queue is left to it, and the drain is as short as with `Close`.
-    Restart,
-    /// A successor serves from the same socket already: the queue is left to it, and no
-    /// connection is closed earlier than it would have been anyway. Each ends after its next
-    /// response (`Connection: close`) or at its own idle timeout, within `drain`.
-    Upgrade,
+pub struct Stop {
+    /// Accept and answer the connections the kernel already completed before the listener
+    /// closes (this process alone holds the socket, and closing it resets them), or leave them
+    /// to the socket's other holder.
+    pub answer_queue: bool,
+    /// How long connections still in use go on, each told to close after its next response,
+    /// before the idle ones are closed (at most the drain).
+    pub lame_duck: Duration,
 }
 
-/// A shutdown future that says nothing more means [`Ending::Close`].
-impl From<()> for Ending {
-    fn from((): ()) -> Ending {
-        Ending::Close
+/// A shutdown future that says nothing more: the queue answered, the lame-duck second.
+impl From<()> for Stop {
+    fn from((): ()) -> Stop {
+        Stop { answer_queue: true, lame_duck: LAME_DUCK }
     }
 }
 
@@ -174,7 +178,7 @@ pub trait Connections {
 }
 
 /// Serves `service` with hyper on `listener`, as [`run_connections`] does.
-pub async fn run<S: Service, E: Into<Ending>>(
+pub async fn run<S: Service, E: Into<Stop>>(
     listener: TcpListener,
     service: Arc<S>,
     limits: Limits,
@@ -191,16 +195,16 @@ pub async fn run<S: Service, E: Into<Ending>>(
 }
 
 /// Accepts on `listener` until `shutdown` completes, then stops accepting and gives in-flight
-/// connections up to `drain` to finish. Unless the ending is [`Ending::Close`], what waits in the queue is
-/// left to the process that holds the socket on.
+/// connections up to `drain` to finish. Unless the [`Stop`] answers the queue, what waits in it
+/// is left to the process that holds the socket on.
 ///
 /// Closing an idle keep-alive connection races with a client sending on it, and that request
 /// would fail. So the listener closes first (new connections are refused, which clients handle),
-/// then for up to `LAME_DUCK` (one second) every response carries `Connection: close` and connections end
+/// then for the lame-duck time (one second, or the drain when a successor serves) every response carries `Connection: close` and connections end
 /// after their current request; only then are the idle ones closed. Connections the kernel had
 /// already completed when the listener closes are accepted and answered too: closing a listener
 /// resets whatever waits in its queue.
-pub async fn run_connections<E: Into<Ending>>(
+pub async fn run_connections<E: Into<Stop>>(
     listener: TcpListener,
     connections: impl Connections,
     limits: Limits,
@@ -208,7 +212,7 @@ pub async fn run_connections<E: Into<Ending>>(
     drain: Duration,
 ) {
     tokio::pin!(shutdown);
-    let ending;
+    let ending: Stop;
     let mut backoff = Backoff::default();
     let mut last_warned = None;
     loop {
@@ -279,7 +283,7 @@ pub async fn run_connections<E: Into<Ending>>(
     // Empty the accept queue with plain non-blocking accepts (tokio's readiness may lag behind
     // the kernel's queue), then close the listener; or leave the queue to the socket's other
     // holder.
-    if ending != Ending::Close {
+    if !ending.answer_queue {
         drop(listener);
     } else if let Ok(listener) = listener.into_std() {
         while let Ok((stream, peer)) = listener.accept() {
@@ -291,12 +295,8 @@ pub async fn run_connections<E: Into<Ending>>(
         }
     }
     let started = tokio::time::Instant::now();
-    // With a successor serving, waiting costs nobody anything: idle connections are left to
-    // their own idle timeout, which clients already live with (closing one early would race a
-    // request its client may be sending; browsers retry such a request, wrk and many scripts
-    // do not). Without one, nobody accepts until this process exits, so after the lame-duck
-    // second idle connections are closed (each given a moment for a request already on its way).
-    let patience = if ending == Ending::Upgrade { drain } else { LAME_DUCK.min(drain) };
+    // Then idle connections are closed (each given a moment for a request already on its way).
+    let patience = ending.lame_duck.min(drain);
     while connections.open() > 0 && started.elapsed() < patience {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -400,19 +400,5 @@ mod tests {
         assert!(backoff.succeeded(), "the end of a run is said");
         assert!(!backoff.succeeded());
         assert_eq!(backoff.failed(), (true, Duration::from_millis(10)), "a new run starts over");
-    }
-
-    #[test]
-    fn a_thread_above_its_share_of_a_shared_socket_leaves_the_next_connection_to_the_others() {
-        let mut limits = Limits::new(100, Duration::from_secs(10));
-        let _held = limits.connections.clone().try_acquire_many_owned(10).unwrap();
-        // Each thread its own socket: always its turn.
-        assert!(limits.my_turn(10));
-        limits.sharers = 2;
-        // 10 open across two threads: 5 each is the share, one more is allowed.
-        assert!(limits.my_turn(0));
-        assert!(limits.my_turn(6));
-        assert!(!limits.my_turn(7));
-        assert!(!limits.my_turn(10));
     }
 }

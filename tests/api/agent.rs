@@ -145,6 +145,7 @@ async fn spawn_agent(app: &TestApp, overrides: &[(&str, &str)]) -> TestAgent {
     let (identity, _) = Identity::load_or_create(std::path::Path::new(&keys_path)).unwrap();
     let did = identity.did(&url);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let listener = couchlink::lifecycle::OneListener::plain(listener.into_std().unwrap());
     tokio::spawn(couchlink::cmd::agent::run(args, identity, listener, async {
         let _ = rx.await;
     }));

@@ -21,7 +21,8 @@ const QUICK: [(&str, &str); 3] =
     [("COUCHLINK_HEADER_TIMEOUT_SECS", "2"), ("COUCHLINK_DRAIN_SECS", "3"), ("COUCHLINK_WORKERS", "2")];
 
 /// Light load on `addr`: keep-alive clients (whose pools notice a closed idle connection, as
-/// browsers do) and clients opening a connection per request, each request a 302 or a failure.
+/// browsers do) and clients opening a connection per request, each request answered `expect`
+/// (a redirect's 302, the console page's 200) or a failure.
 struct Load {
     stop: Arc<AtomicBool>,
     answered: Arc<AtomicU64>,
@@ -30,7 +31,7 @@ struct Load {
 }
 
 impl Load {
-    fn start(addr: std::net::SocketAddr, path: &'static str) -> Load {
+    fn start(addr: std::net::SocketAddr, path: &'static str, expect: u16) -> Load {
         let (stop, answered) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
         let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
         let tasks = (0..6)
@@ -46,7 +47,7 @@ impl Load {
                 tokio::spawn(async move {
                     while !stop.load(Relaxed) {
                         match client.get(format!("http://{addr}{path}")).send().await {
-                            Ok(r) if r.status() == 302 => {
+                            Ok(r) if r.status() == expect => {
                                 answered.fetch_add(1, Relaxed);
                             }
                             Ok(r) => failures.lock().unwrap().push(format!("status {}", r.status())),
@@ -182,7 +183,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let addr: std::net::SocketAddr =
         line.split("serving redirects on http://").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
 
-    let load = Load::start(addr, "/Upgr1");
+    let load = Load::start(addr, "/Upgr1", 302);
     let mut current = first.id();
     for n in 1..=3 {
         tokio::time::sleep(Duration::from_millis(400)).await;
@@ -271,7 +272,7 @@ async fn socket_activated_restarts_refuse_no_connection() {
     let mut child = socket_activated(&listener, &env, &stderr);
     wait_until("it serves on systemd's socket", Duration::from_secs(20), || serving(1)).await;
 
-    let load = Load::start(addr, "/Sock1");
+    let load = Load::start(addr, "/Sock1", 302);
     for n in 2..=3 {
         tokio::time::sleep(Duration::from_millis(400)).await;
         signal(child.id(), "-TERM");
@@ -398,4 +399,104 @@ async fn a_replaced_geoip_database_takes_effect_at_an_upgrade() {
     assert!(exits(&mut first).await.success());
     assert_eq!(location().await, "https://example.com/", "the new database places the address in Germany");
     signal(pid_in(&pid_file).unwrap(), "-TERM");
+}
+
+/// `file`, opened to append: what the console prints and logs, and its successors', kept whole.
+fn appending(file: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new().create(true).append(true).open(file).unwrap()
+}
+
+/// `couchlink console` for `db`, holding no account, as an upgradable process: its pid in
+/// `pid_file`, what it says in `out`.
+fn console(exe: &Path, db: &TestDb, pid_file: &Path, out: &Path) -> Child {
+    let mut couchdb = url::Url::parse(&db.couch.url).unwrap();
+    couchdb.set_username("").unwrap();
+    couchdb.set_password(None).unwrap();
+    Command::new(exe)
+        .env_clear()
+        .arg("console")
+        .env("COUCHLINK_CONSOLE_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_COUCHDB_URL", couchdb.as_str())
+        .env("COUCHLINK_DB", &db.name)
+        .env("COUCHLINK_CONSOLE_PID_FILE", pid_file)
+        .stdin(Stdio::null())
+        .stdout(appending(out))
+        .stderr(appending(out))
+        .spawn()
+        .unwrap()
+}
+
+/// The console upgrades in place as `serve` does (SIGUSR2: the binary on disk takes its socket,
+/// then it drains), failing no request, and takes its listener from systemd.
+#[tokio::test]
+async fn the_console_upgrades_in_place_failing_no_request_and_takes_systemds_socket() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("couchlink");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_couchlink"), &exe).unwrap();
+    let (pid_file, out) = (dir.path().join("console.pid"), dir.path().join("console.out"));
+    let mut first = console(&exe, &db, &pid_file, &out);
+    let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
+    let said = |text: &str| std::fs::read_to_string(&out).unwrap_or_default().matches(text).count();
+    wait_until("the console serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
+    let text = std::fs::read_to_string(&out).unwrap();
+    let addr: std::net::SocketAddr =
+        text.split("couchlink console on http://").nth(1).unwrap().split('/').next().unwrap().parse().unwrap();
+
+    let load = Load::start(addr, "/", 200);
+    let mut current = first.id();
+    for n in 1..=2 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        signal(current, "-USR2");
+        let before = current;
+        wait_until("the new console serves", Duration::from_secs(20), || {
+            pid_in(&pid_file).is_some_and(|pid| pid != before)
+        })
+        .await;
+        current = pid_in(&pid_file).unwrap();
+        processes.seen.push(current);
+        wait_until("the old console hands over", Duration::from_secs(20), || {
+            said("serves now; this process stops accepting and drains") == n
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let answered = load.finish(|| std::fs::read_to_string(&out).unwrap_or_default()).await;
+    assert!(exits(&mut first).await.success());
+    assert_eq!(said("(socket taken over from the process upgraded)"), 2, "{}", std::fs::read_to_string(&out).unwrap());
+    signal(current, "-TERM");
+    wait_until("the last console exits", Duration::from_secs(30), || !alive(current)).await;
+    assert!(!pid_file.exists(), "the last console removes its pid file");
+    eprintln!("{answered} requests answered through two console upgrades");
+
+    // systemd's socket, held by the test: the console serves on it, not on its own address.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let socket: OwnedFd = listener.try_clone().unwrap().into();
+    let mut couchdb = url::Url::parse(&db.couch.url).unwrap();
+    couchdb.set_username("").unwrap();
+    couchdb.set_password(None).unwrap();
+    let mut activated = Command::new("sh")
+        .env_clear()
+        .args([
+            "-c",
+            r#"exec 3<&0 0</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" console"#,
+            env!("CARGO_BIN_EXE_couchlink"),
+        ])
+        .env("COUCHLINK_CONSOLE_LISTEN", "127.0.0.1:1")
+        .env("COUCHLINK_COUCHDB_URL", couchdb.as_str())
+        .env("COUCHLINK_DB", &db.name)
+        .stdin(Stdio::from(socket))
+        .stdout(appending(&out))
+        .stderr(appending(&out))
+        .spawn()
+        .unwrap();
+    wait_until("the console serves on systemd's socket", Duration::from_secs(20), || {
+        said("(socket from systemd)") == 1
+    })
+    .await;
+    let page = reqwest::get(format!("http://{}/", listener.local_addr().unwrap())).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("couchlink console"));
+    signal(activated.id(), "-TERM");
+    assert!(exits(&mut activated).await.success());
 }
