@@ -2,7 +2,6 @@
 //! (loopback by default), never on the redirect path (docs/console.md).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -14,8 +13,6 @@ use crate::lifecycle::OneListener;
 
 /// How long the process an upgrade starts has to serve.
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long open connections have at a stop (a sheet being made, say).
-const DRAIN: Duration = Duration::from_secs(5);
 
 /// Flags of `couchlink console`.
 #[derive(Debug, Clone, Args)]
@@ -120,12 +117,8 @@ impl ConsoleArgs {
         // Before the runtime's threads: taking a passed listener changes the environment.
         let listener = OneListener::take_or_bind(self.listen, upgrade, self.pid_file.clone())?;
         let runtime = super::current_thread_runtime().map_err(ConsoleError::Runtime)?;
-        runtime.block_on(async {
-            let bound = listener.local_addr().map_err(ConsoleError::Runtime)?;
-            println!("couchlink console on http://{bound}/ (CouchDB {}){}", self.couchdb_url, listener.origin());
-            let limits = crate::http::accept::Limits::new(256, Duration::from_secs(10));
-            let serving = listener.serve(Arc::new(console), limits, DRAIN, crate::lifecycle::shutdown_signal());
-            serving.await.map_err(ConsoleError::Runtime)
-        })
+        runtime
+            .block_on(crate::console::serve(console, listener, crate::lifecycle::shutdown_signal()))
+            .map_err(ConsoleError::Runtime)
     }
 }

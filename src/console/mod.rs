@@ -75,6 +75,25 @@ pub enum ConsoleError {
     AccountInUrl(String),
 }
 
+/// Connections the console takes at once, and how long a request head may take.
+const CONNECTIONS: usize = 256;
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long open connections have at a stop (a sheet being made, say).
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serves `console` on `listener` until `shutdown` completes, or until the process a SIGUSR2
+/// starts serves in its place ([`crate::lifecycle::OneListener`]).
+pub async fn serve(
+    console: Console,
+    listener: crate::lifecycle::OneListener,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let bound = listener.local_addr()?;
+    println!("couchlink console on http://{bound}/ (CouchDB {}){}", console.couchdb, listener.origin());
+    let limits = crate::http::accept::Limits::new(CONNECTIONS, HEADER_TIMEOUT);
+    listener.serve(Arc::new(console), limits, DRAIN, shutdown).await
+}
+
 impl Console {
     /// A console for `sites` of the CouchDB at `couchdb`, which must hold no account.
     pub fn new(sites: Vec<ConsoleSite>, couchdb: url::Url, secure_cookies: bool) -> Result<Console, ConsoleError> {
