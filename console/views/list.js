@@ -94,13 +94,13 @@ export function Links({ site, route, editor, go }) {
     </form>
     <${Failure} error=${rows.error} retry=${rows.retry} />
     ${rows.loading ? html`<p>Loading links…</p>` : !rows.error && html`<div class="scroll"><table aria-label="Links of ${site.db}">
-      <thead><tr><th><span class="hidden">Print</span></th><th>ID</th><th>Status</th><th>Points to</th><th class="wide">Title</th><th>Today</th><th class="wide">7 days</th><th>Total</th></tr></thead>
+      <thead><tr><th><span class="hidden">Print</span></th><th>ID</th><th>Status</th><th>Points to</th><th class="wide">Title</th><th class="wide">Today</th><th class="wide">7 days</th><th>Total</th></tr></thead>
       <tbody>${shown.slice(0, PAGE).map((r) => html`<tr>
         <td><input type="checkbox" aria-label=${`Print ${r.id}`} checked=${selected.has(r.id)} onChange=${tick(r)} /></td>
-        <td><a href=${go.href({ page: 'link', id: r.id })}>${r.id}</a></td>
-        <td><${StatusText} of=${linkStatus(r.doc)} /></td>
+        <td class="id"><a href=${go.href({ page: 'link', id: r.id })}>${r.id}</a></td>
+        <td class="words"><${StatusText} of=${linkStatus(r.doc)} /></td>
         <td class="cut">${String(r.doc.url)}</td><td class="wide">${typeof r.doc.title === 'string' ? r.doc.title : ''}</td>
-        <td>${c(r.id, 'today')}</td><td class="wide">${c(r.id, 'week')}</td><td>${c(r.id, 'total')}</td></tr>`)}</tbody></table></div>
+        <td class="wide">${c(r.id, 'today')}</td><td class="wide">${c(r.id, 'week')}</td><td>${c(r.id, 'total')}</td></tr>`)}</tbody></table></div>
       ${shown.length === 0 && html`<p>No links${q ? ' match' : ' yet'}.</p>`}`}
     <p>${pages.length > 0 && html`<button onClick=${() => go.to({ page: 'list', q, pages: pages.slice(0, -1) })}>Previous page</button>`}
       ${shown.length > PAGE && html` <button onClick=${() => go.to({ page: 'list', q, pages: [...pages, [shown[PAGE].key, shown[PAGE].id]] })}>Next page</button>`}</p>

@@ -493,6 +493,13 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .await
         .unwrap();
     assert_eq!(fits, json!(true), "the list is wider than a phone");
+    // Nor does the list scroll sideways inside its box.
+    let fits = browser
+        .client
+        .execute("const t = document.querySelector('section[aria-label=Links] .scroll'); return t.scrollWidth <= t.clientWidth", vec![])
+        .await
+        .unwrap();
+    assert_eq!(fits, json!(true), "the list scrolls sideways on a phone");
     browser.shot("phone").await;
     browser.client.set_window_size(1280, 800).await.unwrap();
     let stored = browser.client.execute("return localStorage.length + sessionStorage.length", vec![]).await.unwrap();
