@@ -126,6 +126,30 @@ async fn exits(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// Once `pid_file` names the process serving: the address `out` says it serves on, after `marker`.
+async fn serving_at(pid_file: &Path, out: &Path, marker: &str) -> std::net::SocketAddr {
+    wait_until("the process serves", Duration::from_secs(20), || pid_in(pid_file).is_some()).await;
+    let said = std::fs::read_to_string(out).unwrap();
+    let after = said.split(marker).nth(1).unwrap_or_else(|| panic!("{marker:?} is not in {said}"));
+    after.split([' ', '/']).next().unwrap().parse().unwrap()
+}
+
+/// SIGUSR2 to `current`, the `n`th upgrade: once the new process has written its pid and the
+/// old one has said it hands over (after the pid file: once it has heard from the new one), the
+/// new process's pid. `said` counts a text in what the processes wrote.
+async fn upgrade(current: u32, pid_file: &Path, n: usize, said: impl Fn(&str) -> usize) -> u32 {
+    signal(current, "-USR2");
+    wait_until("the new process serves", Duration::from_secs(20), || {
+        pid_in(pid_file).is_some_and(|pid| pid != current)
+    })
+    .await;
+    wait_until("the old process hands over", Duration::from_secs(20), || {
+        said("serves now; this process stops accepting and drains") == n
+    })
+    .await;
+    pid_in(pid_file).unwrap()
+}
+
 async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
@@ -178,10 +202,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let mut first = serve(&exe, &db, dir.path(), &pid_file, &stderr, &env);
     let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
     let said = |text: &str| std::fs::read_to_string(&stderr).unwrap_or_default().matches(text).count();
-    wait_until("the first process serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
-    let line = std::fs::read_to_string(&stderr).unwrap();
-    let addr: std::net::SocketAddr =
-        line.split("serving redirects on http://").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let addr = serving_at(&pid_file, &stderr, "serving redirects on http://").await;
 
     let load = Load::start(addr, "/Upgr1", 302);
     let mut current = first.id();
@@ -190,19 +211,8 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
         if n == 3 {
             std::fs::write(&settings, "COUCHLINK_COOKIE_NAME=visitor\n").unwrap();
         }
-        signal(current, "-USR2");
-        let before = current;
-        wait_until("the new process serves", Duration::from_secs(20), || {
-            pid_in(&pid_file).is_some_and(|pid| pid != before)
-        })
-        .await;
-        current = pid_in(&pid_file).unwrap();
+        current = upgrade(current, &pid_file, n, said).await;
         processes.seen.push(current);
-        // The old process says so once it has heard from the new one (after the pid file).
-        wait_until("the old process hands over", Duration::from_secs(20), || {
-            said("serves now; this process stops accepting and drains") == n
-        })
-        .await;
     }
     let fresh = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let answer = fresh.get(format!("http://{addr}/Upgr1")).send().await.unwrap();
@@ -438,27 +448,14 @@ async fn the_console_upgrades_in_place_failing_no_request_and_takes_systemds_soc
     let mut first = console(&exe, &db, &pid_file, &out);
     let mut processes = Processes { pid_file: pid_file.clone(), seen: vec![first.id()] };
     let said = |text: &str| std::fs::read_to_string(&out).unwrap_or_default().matches(text).count();
-    wait_until("the console serves", Duration::from_secs(20), || pid_in(&pid_file).is_some()).await;
-    let text = std::fs::read_to_string(&out).unwrap();
-    let addr: std::net::SocketAddr =
-        text.split("couchlink console on http://").nth(1).unwrap().split('/').next().unwrap().parse().unwrap();
+    let addr = serving_at(&pid_file, &out, "couchlink console on http://").await;
 
     let load = Load::start(addr, "/", 200);
     let mut current = first.id();
     for n in 1..=2 {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        signal(current, "-USR2");
-        let before = current;
-        wait_until("the new console serves", Duration::from_secs(20), || {
-            pid_in(&pid_file).is_some_and(|pid| pid != before)
-        })
-        .await;
-        current = pid_in(&pid_file).unwrap();
+        current = upgrade(current, &pid_file, n, said).await;
         processes.seen.push(current);
-        wait_until("the old console hands over", Duration::from_secs(20), || {
-            said("serves now; this process stops accepting and drains") == n
-        })
-        .await;
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
     let answered = load.finish(|| std::fs::read_to_string(&out).unwrap_or_default()).await;

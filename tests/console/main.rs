@@ -479,27 +479,16 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     browser.client.set_window_size(390, 844).await.unwrap();
     browser.client.refresh().await.unwrap();
     page_says(&browser, &id).await;
-    let fits = browser
-        .client
-        .execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![])
-        .await
-        .unwrap();
-    assert_eq!(fits, json!(true), "the link's page is wider than a phone");
+    assert!(
+        fits(&browser, "document.documentElement", "window.innerWidth").await,
+        "the link's page is wider than a phone"
+    );
     open_console(&browser, &console).await;
     page_says(&browser, &id).await;
-    let fits = browser
-        .client
-        .execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![])
-        .await
-        .unwrap();
-    assert_eq!(fits, json!(true), "the list is wider than a phone");
+    assert!(fits(&browser, "document.documentElement", "window.innerWidth").await, "the list is wider than a phone");
     // Nor does the list scroll sideways inside its box.
-    let fits = browser
-        .client
-        .execute("const t = document.querySelector('section[aria-label=Links] .scroll'); return t.scrollWidth <= t.clientWidth", vec![])
-        .await
-        .unwrap();
-    assert_eq!(fits, json!(true), "the list scrolls sideways on a phone");
+    let table = "document.querySelector('section[aria-label=Links] .scroll')";
+    assert!(fits(&browser, table, &format!("{table}.clientWidth")).await, "the list scrolls sideways on a phone");
     browser.shot("phone").await;
     browser.client.set_window_size(1280, 800).await.unwrap();
     let stored = browser.client.execute("return localStorage.length + sessionStorage.length", vec![]).await.unwrap();
@@ -581,6 +570,12 @@ async fn open_console(browser: &Browser, console: &str) {
     browser.client.goto(console).await.unwrap();
     browser.client.execute("location.hash = '#/'", vec![]).await.unwrap();
     browser.client.refresh().await.unwrap();
+}
+
+/// Whether what the script `element` names is no wider than `width` (a script's number).
+async fn fits(browser: &Browser, element: &str, width: &str) -> bool {
+    let script = format!("return {element}.scrollWidth <= {width}");
+    browser.client.execute(&script, vec![]).await.unwrap() == json!(true)
 }
 
 /// The address the browser shows.
