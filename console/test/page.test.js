@@ -6,7 +6,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 
 const dir = new URL('../', import.meta.url);
-const own = ['app.js', 'client.js', 'model.js', 'router.js', ...readdirSync(new URL('views/', dir)).map((f) => `views/${f}`)];
+const own = ['app.js', 'chart.js', 'client.js', 'model.js', 'router.js', ...readdirSync(new URL('views/', dir)).map((f) => `views/${f}`)];
 const read = (name) => readFileSync(new URL(name, dir), 'utf8');
 
 test('no inline script or style, nothing evaluated', () => {

@@ -1,35 +1,58 @@
 // A link's page: its short URL, status, target, QR tag and clicks; the editor's buttons.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client } from '../client.js';
+import { buckets, keyOf, series, UNITS } from '../chart.js';
 import { isWeb, linkStatus } from '../model.js';
+import { BarChart, ChartCard } from './charts.js';
 import { ColourPicker, Failure, StatusText, useLoad } from './common.js';
 
+const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
+
+// Clicks over time (per hour, day or month over the range picked, UTC), as a chart, a table
+// and a CSV; and the redirects per target version, all time.
 function Clicks({ site, id }) {
-  const since = new Date(Date.now() - 89 * 86400000).toISOString().slice(0, 10).split('-');
+  const [unit, setUnit] = useState('day');
+  const [range, setRange] = useState({ from: day(29), to: day(0) });
+  const labels = buckets(new Date(`${range.from}T00:00:00Z`), new Date(`${range.to}T23:59:59Z`), unit);
   const counts = useLoad(async (signal) => {
-    if (!site.clicks_db) return null;
-    const [days, versions] = await Promise.all([
-      client.view(site.clicks_db, 'clicks', 'by_link', { group_level: 4, startkey: [id, ...since], endkey: [id, {}] }, { signal }),
+    if (!site.clicks_db || !labels || !labels.length) return null;
+    const [first, last] = [keyOf(labels[0]), keyOf(labels[labels.length - 1])];
+    const params = { group_level: UNITS[unit].level, startkey: [id, ...first], endkey: [id, ...last, {}] };
+    const [rows, versions] = await Promise.all([
+      client.view(site.clicks_db, 'clicks', 'by_link', params, { signal }),
       client.view(site.clicks_db, 'clicks', 'by_version', { group: true, startkey: [id], endkey: [id, {}] }, { signal }),
     ]);
-    return { days, versions };
-  }, [site, id]);
+    return { rows: series(rows, labels), versions };
+  }, [site, id, unit, range.from, range.to]);
   if (!site.clicks_db) return html`<p>Live counts are off for this database.</p>`;
-  if (counts.error) return html`<section aria-label="Clicks"><h3>Clicks</h3><p>The clicks could not be read.</p><${Failure} error=${counts.error} retry=${counts.retry} /></section>`;
-  if (counts.loading) return html`<p>Loading clicks…</p>`;
-  const { days, versions } = counts.value;
-  return html`<section aria-label="Clicks">
-    <h3>Clicks per day, last 90 days</h3>
-    ${days.length === 0 ? html`<p>No clicks counted yet.</p>` : html`<div class="scroll"><table>
-      <thead><tr><th>Day (UTC)</th><th>Redirects</th><th>Bots</th><th>New visitors</th><th>404s</th></tr></thead>
-      <tbody>${days.map((r) => html`<tr><td>${r.key.slice(1).join('-')}</td>${r.value.map((v) => html`<td>${v}</td>`)}</tr>`)}</tbody>
-    </table></div>`}
-    <h3>Per target version</h3>
-    ${versions.length === 0 ? html`<p>None yet.</p>` : html`<div class="scroll"><table>
-      <thead><tr><th>Location</th><th>Redirects</th></tr></thead>
-      <tbody>${versions.map((r) => html`<tr><td class="cut">${r.key[1]}</td><td>${r.value}</td></tr>`)}</tbody>
-    </table></div>`}
-  </section>`;
+  const pick = html`<form class="range" aria-label="Clicks over time" onSubmit=${(e) => e.preventDefault()}>
+    <label class="inline" for="c-unit">Per</label>
+    <select id="c-unit" value=${unit} onChange=${(e) => setUnit(e.target.value)}>
+      <option value="hour">hour</option><option value="day">day</option><option value="month">month</option></select>
+    <label class="inline" for="c-from">From</label>
+    <input id="c-from" type="date" value=${range.from} onChange=${(e) => e.target.value && setRange({ ...range, from: e.target.value })} />
+    <label class="inline" for="c-to">to</label>
+    <input id="c-to" type="date" value=${range.to} onChange=${(e) => e.target.value && setRange({ ...range, to: e.target.value })} />
+  </form>`;
+  let body;
+  if (!labels) body = html`<p class="error" role="alert">Too many ${unit}s for one chart: pick a shorter range or a longer unit.</p>`;
+  else if (!labels.length) body = html`<p class="error" role="alert">The range ends before it starts.</p>`;
+  else if (counts.error) body = html`<p>The clicks could not be read.</p><${Failure} error=${counts.error} retry=${counts.retry} />`;
+  else if (counts.loading) body = html`<p>Loading clicks…</p>`;
+  else {
+    const { rows, versions } = counts.value;
+    const title = `Redirects per ${unit} (UTC), ${range.from} to ${range.to}`;
+    const chart = html`<${BarChart} title=${title} values=${rows.map((r) => ({ label: r.label, value: r.redirects }))} />`;
+    const table = rows.map((r) => [r.label, r.redirects, r.bots, r.newVisitors, r.notFound]);
+    body = html`<${ChartCard} title=${title} chart=${chart} header=${[unit, 'redirects', 'bots', 'new visitors', '404s']}
+        rows=${table} file=${`${id}-clicks-per-${unit}.csv`} />
+      <h3>Per target version (all time)</h3>
+      ${versions.length === 0 ? html`<p>None yet.</p>` : html`<div class="scroll"><table>
+        <thead><tr><th>Location</th><th>Redirects</th></tr></thead>
+        <tbody>${versions.map((r) => html`<tr><td class="cut">${r.key[1]}</td><td>${r.value}</td></tr>`)}</tbody>
+      </table></div>`}`;
+  }
+  return html`<section aria-label="Clicks"><h3>Clicks</h3>${pick}${body}</section>`;
 }
 
 // The tag in the colours picked; colours too alike are refused by the console with the

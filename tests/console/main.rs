@@ -31,9 +31,16 @@ const FRESH: Duration = Duration::from_secs(1);
 
 /// Types `text` into the field labelled by `css`, replacing what it held.
 async fn fill(browser: &Browser, css: &str, text: &str) {
-    let field = browser.find(css).await;
-    field.clear().await.unwrap();
-    field.send_keys(text).await.unwrap();
+    // The page may render again between finding the field and typing (a reload finishing):
+    // a stale field is looked for again, a few times.
+    for _ in 0..5 {
+        let field = browser.find(css).await;
+        if field.clear().await.is_ok() && field.send_keys(text).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{css} kept going stale");
 }
 
 /// Waits (at most 10 s) until the page's text contains `text`.
@@ -354,6 +361,90 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         assert!(started.elapsed() < Duration::from_secs(15), "the clicks never showed:\n{text}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // Clicks over time: a bar and a row per day of the 30 shown, today's equal to CouchDB's view,
+    // and the CSV the table's numbers.
+    let view = format!(
+        "{}/{}_clicks/_design/clicks/_view/by_link?group_level=4&startkey=[\"{id}\"]&endkey=[\"{id}\",{{}}]",
+        db.couch.url.trim_end_matches('/'),
+        db.name
+    );
+    let today = time::OffsetDateTime::now_utc().date().to_string();
+    let started = Instant::now();
+    let (table, counted) = loop {
+        let rows: Value = http
+            .get(&view)
+            .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        // Today's row of the view: its key past the link's ID spells the day.
+        let day_of = |r: &Value| {
+            r["key"].as_array().unwrap()[1..].iter().map(|p| p.as_str().unwrap()).collect::<Vec<_>>().join("-")
+        };
+        let counted: u64 = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| day_of(r) == today)
+            .map(|r| r["value"][0].as_u64().unwrap())
+            .sum();
+        browser.client.refresh().await.unwrap();
+        page_says(&browser, "Download CSV").await;
+        let table = browser
+            .client
+            .execute(
+                "return Array.from(document.querySelectorAll('figure.card tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let last = table.as_array().unwrap().last().cloned().unwrap_or_default();
+        if last[0] == json!(today) && last[1] == json!(counted.to_string()) && counted > 0 {
+            break (table, counted);
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "today's row {last} never matched the view's {counted}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(table.as_array().unwrap().len(), 30, "a row a day for 30 days");
+    let bars = browser.client.find_all(Locator::Css("section[aria-label=Clicks] svg.chart rect.bar")).await.unwrap();
+    assert_eq!(bars.len(), 30, "a bar a day");
+    let csv = browser
+        .client
+        .execute(
+            "const href = document.querySelector('figure.card a[download]').href;
+             return decodeURIComponent(href.slice(href.indexOf(',') + 1));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let csv = csv.as_str().unwrap().to_owned();
+    let lines: Vec<&str> = csv.trim_end().split("\r\n").collect();
+    assert_eq!(lines[0], "day,redirects,bots,new visitors,404s");
+    let rows: Vec<String> = table
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect::<Vec<_>>().join(","))
+        .collect();
+    assert_eq!(lines[1..], rows[..], "the CSV is the table");
+    // Per month: this month's one bar holds at least today's.
+    browser.find("#c-unit").await.select_by_value("month").await.unwrap();
+    page_says(&browser, "Redirects per month").await;
+    let month_total: u64 = browser
+        .client
+        .execute("return document.querySelector('figure.card tbody tr:last-child td:nth-child(2)').textContent", vec![])
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(month_total >= counted, "{month_total} this month, {counted} today");
+    browser.find("#c-unit").await.select_by_value("day").await.unwrap();
+    page_says(&browser, "Redirects per day").await;
     browser
         .client
         .execute("document.querySelector('section[aria-label=Clicks]').scrollIntoView()", vec![])

@@ -1,0 +1,74 @@
+// Clicks over time, pure: the buckets of a range (every hour, day or month in it, counted or
+// not), the by_link view's rows laid on them, a bar chart's geometry, and the CSV of a table.
+// The views draw what this computes (views/charts.js); `node --test` checks it.
+
+export const UNITS = {
+  // level: the by_link view's group level; width: a label's length; start: a label's first
+  // instant; most: the buckets one chart shows.
+  hour: { level: 5, width: 13, start: (l) => `${l}:00:00Z`, step: (t) => t.setUTCHours(t.getUTCHours() + 1), most: 24 * 31 },
+  day: { level: 4, width: 10, start: (l) => `${l}T00:00:00Z`, step: (t) => t.setUTCDate(t.getUTCDate() + 1), most: 366 * 2 },
+  month: { level: 3, width: 7, start: (l) => `${l}-01T00:00:00Z`, step: (t) => t.setUTCMonth(t.getUTCMonth() + 1), most: 12 * 20 },
+};
+
+// A bucket's label: `2026-11`, `2026-11-28`, `2026-11-28T14` (UTC), as the view's keys spell it.
+const label = (t, unit) => t.toISOString().slice(0, UNITS[unit].width);
+
+// The view's key parts of a bucket label: ['2026', '11', '28', '14'].
+export const keyOf = (bucketLabel) => bucketLabel.split(/[-T]/);
+
+// Every bucket from the one holding `from` to the one holding `to` (Dates), at most the unit's
+// bound (null past it: the page asks for a coarser unit).
+export function buckets(from, to, unit) {
+  const u = UNITS[unit];
+  const t = new Date(u.start(label(from, unit)));
+  const end = label(to, unit);
+  const out = [];
+  while (label(t, unit) <= end) {
+    if (out.length === u.most) return null;
+    out.push(label(t, unit));
+    u.step(t);
+  }
+  return out;
+}
+
+// The view's rows (`[id, y, m, d, h]` at the unit's group level -> [redirects, bots, new
+// visitors, 404s]) on `labels`: one row per bucket, 0 where nothing was counted.
+export function series(rows, labels) {
+  const counted = new Map(rows.map((r) => [r.key.slice(1).join('-').replace(/^(\d{4}-\d\d-\d\d)-(\d\d)$/, '$1T$2'), r.value]));
+  return labels.map((l) => {
+    const [redirects, bots, newVisitors, notFound] = counted.get(l) || [0, 0, 0, 0];
+    return { label: l, redirects, bots, newVisitors, notFound };
+  });
+}
+
+// A bar per value, in a `width` x `height` box with room for the axis labels: the rectangles,
+// the scale's top (a round number at or above the highest bar) and a few labels along x.
+export function barChart(values, { width = 640, height = 180, left = 40, bottom = 20 } = {}) {
+  const highest = Math.max(0, ...values.map((v) => v.value));
+  const top = roundUp(highest);
+  const inner = { w: width - left, h: height - bottom };
+  const slot = values.length ? inner.w / values.length : inner.w;
+  const bars = values.map((v, i) => {
+    const h = top ? (v.value / top) * inner.h : 0;
+    return { x: left + i * slot + slot * 0.1, y: inner.h - h, w: Math.max(slot * 0.8, 0.5), h, label: v.label, value: v.value };
+  });
+  const every = Math.max(1, Math.ceil(values.length / 6));
+  const ticks = values.map((v, i) => ({ x: left + i * slot + slot / 2, label: v.label })).filter((_, i) => i % every === 0);
+  return { width, height, top, bars, ticks, baseline: inner.h };
+}
+
+// The least of 1, 2 or 5 times a power of ten at or above `n` (0 for 0).
+export function roundUp(n) {
+  if (n <= 0) return 0;
+  const power = 10 ** Math.floor(Math.log10(n));
+  return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= n);
+}
+
+// RFC 4180 CSV of a header and rows: a field with a comma, quote or line break is quoted.
+export function csv(header, rows) {
+  const field = (v) => {
+    const s = String(v);
+    return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  return [header, ...rows].map((r) => r.map(field).join(',')).join('\r\n') + '\r\n';
+}

@@ -1,0 +1,43 @@
+// Clicks over time: the buckets of a range, the view's rows laid on them, the bars, the CSV.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { barChart, buckets, csv, keyOf, roundUp, series } from '../chart.js';
+
+test('a range has every hour, day or month in it, and no more than a unit allows', () => {
+  const from = new Date('2026-11-27T22:30:00Z'), to = new Date('2026-11-28T01:05:00Z');
+  assert.deepEqual(buckets(from, to, 'hour'), ['2026-11-27T22', '2026-11-27T23', '2026-11-28T00', '2026-11-28T01']);
+  assert.deepEqual(buckets(new Date('2026-02-27T12:00:00Z'), new Date('2026-03-02T00:00:00Z'), 'day'),
+    ['2026-02-27', '2026-02-28', '2026-03-01', '2026-03-02']);
+  assert.deepEqual(buckets(new Date('2025-11-30T00:00:00Z'), new Date('2026-02-01T00:00:00Z'), 'month'),
+    ['2025-11', '2025-12', '2026-01', '2026-02']);
+  assert.equal(buckets(new Date('2026-01-01T00:00:00Z'), new Date('2026-03-01T00:00:00Z'), 'hour'), null);
+  assert.deepEqual(keyOf('2026-11-28T14'), ['2026', '11', '28', '14']);
+});
+
+test('the view\'s rows land on their buckets, and a bucket without counts is 0', () => {
+  const rows = [
+    { key: ['H83if', '2026', '11', '28', '00'], value: [3, 1, 2, 0] },
+    { key: ['H83if', '2026', '11', '27', '22'], value: [5, 0, 1, 1] },
+  ];
+  const got = series(rows, ['2026-11-27T22', '2026-11-27T23', '2026-11-28T00']);
+  assert.deepEqual(got.map((b) => b.redirects), [5, 0, 3]);
+  assert.deepEqual(got[0], { label: '2026-11-27T22', redirects: 5, bots: 0, newVisitors: 1, notFound: 1 });
+  const days = series([{ key: ['H83if', '2026', '11', '28'], value: [7, 0, 0, 0] }], ['2026-11-28']);
+  assert.equal(days[0].redirects, 7);
+});
+
+test('bars scale to a round top, the highest reaching it only when it is round', () => {
+  assert.deepEqual([0, 1, 3, 7, 10, 11, 199, 201].map(roundUp), [0, 1, 5, 10, 10, 20, 200, 500]);
+  const chart = barChart([{ label: 'a', value: 50 }, { label: 'b', value: 100 }, { label: 'c', value: 0 }], { width: 340, height: 120, left: 40, bottom: 20 });
+  assert.equal(chart.top, 100);
+  assert.deepEqual(chart.bars.map((b) => b.h), [50, 100, 0]);
+  assert.deepEqual(chart.bars.map((b) => b.y), [50, 0, 100]);
+  assert.ok(chart.bars.every((b) => b.x >= 40 && b.x + b.w <= 340));
+  assert.equal(barChart([], {}).top, 0);
+  assert.ok(barChart(Array.from({ length: 60 }, (_, i) => ({ label: String(i), value: i }))).ticks.length <= 6);
+});
+
+test('CSV quotes what needs quoting', () => {
+  assert.equal(csv(['hour', 'redirects'], [['2026-11-28T14', 3], ['a,"b"', 0]]),
+    'hour,redirects\r\n2026-11-28T14,3\r\n"a,""b""",0\r\n');
+});
