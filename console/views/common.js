@@ -1,5 +1,5 @@
 // Pieces every screen uses: how a failure reads, a refusal under its field, a tag's colours.
-import { html, useEffect, useState } from '../vendor/htm-preact-standalone.mjs';
+import { html, useEffect, useRef, useState } from '../vendor/htm-preact-standalone.mjs';
 import { isCancelled } from '../client.js';
 
 // Any failure the same way: CouchDB's words (or the console's), and what to do about a few.
@@ -35,13 +35,18 @@ export function StatusText({ of }) {
 }
 
 // Waits for `load(signal)` and keeps what it gives or its failure; the request is cancelled
-// when the screen goes or what it asks changes.
+// when the screen goes or what it asks changes. `retry` asks again from scratch; `refresh` asks
+// again keeping what is shown until the answer comes (live counts), and only while `deps` are
+// those it was shown for, so a screen never shows one link's data under another's name.
 export function useLoad(load, deps) {
   const [state, setState] = useState({ value: null, error: null, loading: true });
-  const [again, setAgain] = useState(0);
+  const [again, setAgain] = useState({ n: 0, quiet: false });
+  const shown = useRef(null);
+  const key = JSON.stringify(deps);
   useEffect(() => {
     const controller = new AbortController();
-    setState({ value: null, error: null, loading: true });
+    if (!(again.quiet && shown.current === key)) setState({ value: null, error: null, loading: true });
+    shown.current = key;
     // An answer that arrives after its request was superseded is dropped, whatever its state.
     const current = () => !controller.signal.aborted;
     load(controller.signal).then(
@@ -49,7 +54,25 @@ export function useLoad(load, deps) {
       (error) => { if (current() && !isCancelled(error)) setState({ value: null, error, loading: false }); },
     );
     return () => controller.abort();
-  }, [...deps, again]);
-  return { ...state, retry: () => setAgain((n) => n + 1) };
+  }, [key, again]);
+  return {
+    ...state,
+    retry: () => setAgain(({ n }) => ({ n: n + 1, quiet: false })),
+    refresh: () => setAgain(({ n }) => ({ n: n + 1, quiet: true })),
+  };
 }
 
+// Calls `tick` a second after each multiple of `seconds` (UTC), when the proxies have just
+// written the interval that ended: new counts show within one interval and about 2 s.
+export function useEveryInterval(seconds, tick) {
+  useEffect(() => {
+    if (!seconds) return undefined;
+    let timer;
+    const next = () => {
+      const period = seconds * 1000;
+      timer = setTimeout(() => { tick(); next(); }, period - (Date.now() % period) + 1000);
+    };
+    next();
+    return () => clearTimeout(timer);
+  }, [seconds]);
+}

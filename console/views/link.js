@@ -4,13 +4,13 @@ import { client } from '../client.js';
 import { buckets, keyOf, series, UNITS } from '../chart.js';
 import { isWeb, linkStatus } from '../model.js';
 import { BarChart, ChartCard } from './charts.js';
-import { ColourPicker, Failure, StatusText, useLoad } from './common.js';
+import { ColourPicker, Failure, StatusText, useEveryInterval, useLoad } from './common.js';
 
 const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
 
 // Clicks over time (per hour, day or month over the range picked, UTC), as a chart, a table
 // and a CSV; and the redirects per target version, all time.
-function Clicks({ site, id }) {
+function Clicks({ site, id, interval }) {
   const [unit, setUnit] = useState('day');
   const [range, setRange] = useState({ from: day(29), to: day(0) });
   const labels = buckets(new Date(`${range.from}T00:00:00Z`), new Date(`${range.to}T23:59:59Z`), unit);
@@ -24,6 +24,8 @@ function Clicks({ site, id }) {
     ]);
     return { rows: series(rows, labels), versions };
   }, [site, id, unit, range.from, range.to]);
+  // Live: asked again once each interval the proxies write, what is shown kept meanwhile.
+  useEveryInterval(site.clicks_db && interval, counts.refresh);
   if (!site.clicks_db) return html`<p>Live counts are off for this database.</p>`;
   const pick = html`<form class="range" aria-label="Clicks over time" onSubmit=${(e) => e.preventDefault()}>
     <label class="inline" for="c-unit">Per</label>
@@ -38,7 +40,7 @@ function Clicks({ site, id }) {
   if (!labels) body = html`<p class="error" role="alert">Too many ${unit}s for one chart: pick a shorter range or a longer unit.</p>`;
   else if (!labels.length) body = html`<p class="error" role="alert">The range ends before it starts.</p>`;
   else if (counts.error) body = html`<p>The clicks could not be read.</p><${Failure} error=${counts.error} retry=${counts.retry} />`;
-  else if (counts.loading) body = html`<p>Loading clicks…</p>`;
+  else if (!counts.value) body = html`<p>Loading clicks…</p>`;
   else {
     const { rows, versions } = counts.value;
     const title = `Redirects per ${unit} (UTC), ${range.from} to ${range.to}`;
@@ -98,7 +100,7 @@ export function LinkPage({ site, id, editor, go }) {
     ${editor && html`<p><button onClick=${() => go.to({ page: 'edit', id })}>Edit</button>
       ${doc.inactive ? html` <button onClick=${() => setInactive(false)}>Reactivate</button>` : html` <button onClick=${() => setInactive(true)}>Deactivate</button>`}</p>`}
     <${Failure} error=${failed} />
-    <${Clicks} site=${site} id=${id} />
+    <${Clicks} site=${site} id=${id} interval=${site.clicks_interval_secs} />
   </article>`;
 }
 

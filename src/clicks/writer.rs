@@ -24,6 +24,9 @@ use crate::errors::Causes;
 /// a day of one-minute intervals of a proxy serving a few hundred links a minute.
 pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
 
+/// Seconds per interval unless configured (`COUCHLINK_CLICKS_INTERVAL_SECS`).
+pub const DEFAULT_INTERVAL_SECS: u32 = 60;
+
 /// How long a stop waits for CouchDB to take what is left.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -36,6 +36,10 @@ pub struct ConsoleArgs {
     /// Behind TLS: CouchDB's session cookie is passed on marked `Secure`.
     #[arg(long, env = "COUCHLINK_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub secure_cookies: bool,
+    /// The proxies' live counts interval, in seconds: an open page shows new counts once each.
+    #[arg(long, env = "COUCHLINK_CLICKS_INTERVAL_SECS", default_value_t = crate::clicks::writer::DEFAULT_INTERVAL_SECS,
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub clicks_interval_secs: u32,
     /// A file to write the console's pid to (an upgrade's new process writes its own).
     #[arg(long, env = "COUCHLINK_CONSOLE_PID_FILE")]
     pub pid_file: Option<std::path::PathBuf>,
@@ -112,7 +116,8 @@ impl ConsoleArgs {
             return Err(ConsoleError::AccountSetting(setting));
         }
         let sites = self.sites()?;
-        let console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies)?;
+        let mut console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies)?;
+        console.clicks_interval_secs = self.clicks_interval_secs;
         let upgrade = Upgrade::of_this_process(UPGRADE_TIMEOUT, super::env_file::loaded());
         // Before the runtime's threads: taking a passed listener changes the environment.
         let listener = OneListener::take_or_bind(self.listen, upgrade, self.pid_file.clone())?;

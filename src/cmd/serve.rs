@@ -114,7 +114,7 @@ pub struct ServeArgs {
     pub clicks_db: Option<String>,
     /// Seconds per interval of live counts: one document (or a few, for many links) per
     /// interval, none while idle.
-    #[arg(long, env = "COUCHLINK_CLICKS_INTERVAL_SECS", default_value_t = 60,
+    #[arg(long, env = "COUCHLINK_CLICKS_INTERVAL_SECS", default_value_t = crate::clicks::writer::DEFAULT_INTERVAL_SECS,
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub clicks_interval_secs: u32,
     /// Bytes of live counts that may wait in memory while CouchDB does not take them; past it,

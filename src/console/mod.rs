@@ -57,6 +57,9 @@ pub struct Console {
     pub couchdb: url::Url,
     /// Behind the operator's TLS proxy: CouchDB's session cookie gains `Secure`.
     pub secure_cookies: bool,
+    /// The proxies' live counts interval (`COUCHLINK_CLICKS_INTERVAL_SECS`): an open page asks
+    /// for new counts once each, just after the proxies write them.
+    pub clicks_interval_secs: u32,
     http: reqwest::Client,
     /// Print sheets being made, in all.
     sheets: Arc<Semaphore>,
@@ -113,6 +116,7 @@ impl Console {
             sites,
             couchdb,
             secure_cookies,
+            clicks_interval_secs: crate::clicks::writer::DEFAULT_INTERVAL_SECS,
             http,
             sheets: Arc::new(Semaphore::new(SHEETS_AT_ONCE)),
             sheet_makers: Arc::default(),
@@ -139,7 +143,8 @@ impl Console {
                 for s in &self.sites {
                     match self.may_read(&parts, &s.db).await {
                         Ok(()) => sites.push(json!({"db": s.db, "public_url": s.public_url.as_str(),
-                            "clicks_db": s.clicks_db, "editor_role": s.editor_role})),
+                            "clicks_db": s.clicks_db, "editor_role": s.editor_role,
+                            "clicks_interval_secs": self.clicks_interval_secs})),
                         Err(refused) => refusal = refusal.or(Some(refused)),
                     }
                 }

@@ -144,9 +144,12 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let console_addr = listener.local_addr().unwrap();
     let limits = couchlink::http::accept::Limits::new(64, Duration::from_secs(10));
+    let mut console = Console::new(sites, couch_url, false).unwrap();
+    // The proxy's interval (COUCHLINK_CLICKS_INTERVAL_SECS above): the page asks once each.
+    console.clicks_interval_secs = 1;
     tokio::spawn(couchlink::http::accept::run(
         listener,
-        Arc::new(Console::new(sites, couch_url, false).unwrap()),
+        Arc::new(console),
         limits,
         std::future::pending::<()>(),
         Duration::from_secs(1),
@@ -430,6 +433,23 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .map(|r| r.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect::<Vec<_>>().join(","))
         .collect();
     assert_eq!(lines[1..], rows[..], "the CSV is the table");
+    // Live: redirects made while the page is open show without a reload, within the interval
+    // (1 s here) and 2 s.
+    for _ in 0..3 {
+        assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
+    }
+    let made = Instant::now();
+    let today_row = "return document.querySelector('figure.card tbody tr:last-child td:nth-child(2)').textContent";
+    loop {
+        let shown = browser.client.execute(today_row, vec![]).await.unwrap();
+        if shown.as_str().and_then(|s| s.parse::<u64>().ok()) == Some(counted + 3) {
+            break;
+        }
+        assert!(made.elapsed() < Duration::from_secs(3), "today shows {shown}, not {} without a reload", counted + 3);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("new counts shown {:?} after the redirects, without a reload", made.elapsed());
+    let counted = counted + 3;
     // Per month: this month's one bar holds at least today's.
     browser.find("#c-unit").await.select_by_value("month").await.unwrap();
     page_says(&browser, "Redirects per month").await;
