@@ -50,7 +50,9 @@ export function barChart(values, { width = 640, height = 180, left = 40, bottom 
   const slot = values.length ? inner.w / values.length : inner.w;
   const bars = values.map((v, i) => {
     const h = top ? (v.value / top) * inner.h : 0;
-    return { x: left + i * slot + slot * 0.1, y: inner.h - h, w: Math.max(slot * 0.8, 0.5), h, label: v.label, value: v.value };
+    // At most 48 units wide (a few bars stay bars), centred in their slot.
+    const w = Math.min(Math.max(slot * 0.8, 0.5), 48);
+    return { x: left + i * slot + (slot - w) / 2, y: inner.h - h, w, h, label: v.label, value: v.value };
   });
   const every = Math.max(1, Math.ceil(values.length / 6));
   const ticks = values.map((v, i) => ({ x: left + i * slot + slot / 2, label: v.label })).filter((_, i) => i % every === 0);
@@ -71,4 +73,29 @@ export function csv(header, rows) {
     return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
   return [header, ...rows].map((r) => r.map(field).join(',')).join('\r\n') + '\r\n';
+}
+
+// The `n` links with most redirects in a top-links view's rows (the link's ID last in each
+// key; several rows per link for a range of days), most first, ties by ID.
+export function topLinks(rows, n = 10) {
+  const sums = new Map();
+  for (const r of rows) {
+    const id = r.key[r.key.length - 1];
+    sums.set(id, (sums.get(id) || 0) + r.value);
+  }
+  return [...sums].map(([id, redirects]) => ({ id, redirects }))
+    .sort((a, b) => b.redirects - a.redirects || (a.id < b.id ? -1 : 1))
+    .slice(0, n);
+}
+
+// The view and its query for a period's top links at `now` (UTC): today, the last 7 days, or
+// this calendar month.
+export function topQuery(period, now = new Date()) {
+  const day = (offset) => keyOf(new Date(now.getTime() - offset * 86400000).toISOString().slice(0, 10));
+  const [y, m] = day(0);
+  switch (period) {
+    case 'week': return { view: 'by_day_link', params: { group_level: 4, startkey: day(6), endkey: [...day(0), {}] } };
+    case 'month': return { view: 'by_month_link', params: { group_level: 3, startkey: [y, m], endkey: [y, m, {}] } };
+    default: return { view: 'by_day_link', params: { group_level: 4, startkey: day(0), endkey: [...day(0), {}] } };
+  }
 }

@@ -41,3 +41,19 @@ test('CSV quotes what needs quoting', () => {
   assert.equal(csv(['hour', 'redirects'], [['2026-11-28T14', 3], ['a,"b"', 0]]),
     'hour,redirects\r\n2026-11-28T14,3\r\n"a,""b""",0\r\n');
 });
+
+test('top links add up a link\'s days, most first, ties by ID, at most n', async () => {
+  const { topLinks, topQuery } = await import('../chart.js');
+  const rows = [
+    { key: ['2026', '11', '27', 'Bbbbb'], value: 4 },
+    { key: ['2026', '11', '28', 'Aaaaa'], value: 5 },
+    { key: ['2026', '11', '28', 'Bbbbb'], value: 1 },
+    { key: ['2026', '11', '28', 'Ccccc'], value: 2 },
+  ];
+  assert.deepEqual(topLinks(rows), [{ id: 'Aaaaa', redirects: 5 }, { id: 'Bbbbb', redirects: 5 }, { id: 'Ccccc', redirects: 2 }]);
+  assert.deepEqual(topLinks(rows, 1).map((l) => l.id), ['Aaaaa']);
+  const now = new Date('2026-11-03T10:00:00Z');
+  assert.deepEqual(topQuery('today', now).params, { group_level: 4, startkey: ['2026', '11', '03'], endkey: ['2026', '11', '03', {}] });
+  assert.deepEqual(topQuery('week', now).params.startkey, ['2026', '10', '28']);
+  assert.deepEqual(topQuery('month', now), { view: 'by_month_link', params: { group_level: 3, startkey: ['2026', '11'], endkey: ['2026', '11', {}] } });
+});

@@ -4,6 +4,7 @@ import { html, useEffect, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client, isCancelled } from '../client.js';
 import { linkStatus, PAGE, sumClicks, uniqueRows } from '../model.js';
 import { ColourPicker, Failure, StatusText, useLoad } from './common.js';
+import { TopLinks } from './overview.js';
 
 // One page of rows (PAGE, and one more to know whether there is a next page), from `after`
 // (the first row of the page: [key, id]), the search's view or the newest first.
@@ -105,5 +106,6 @@ export function Links({ site, route, editor, go }) {
     <p>${pages.length > 0 && html`<button onClick=${() => go.to({ page: 'list', q, pages: pages.slice(0, -1) })}>Previous page</button>`}
       ${shown.length > PAGE && html` <button onClick=${() => go.to({ page: 'list', q, pages: [...pages, [shown[PAGE].key, shown[PAGE].id]] })}>Next page</button>`}</p>
     ${selected.size > 0 && html`<${SheetForm} site=${site} selected=${selected} onClear=${() => setSelected(new Map())} />`}
+    ${site.clicks_db && !q && pages.length === 0 && html`<${TopLinks} site=${site} />`}
   </section>`;
 }

@@ -33,6 +33,8 @@ const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/clicks/validate_do
 const BY_LINK: &str = include_str!("../../couchdb/clicks/by_link.js");
 const BY_VERSION: &str = include_str!("../../couchdb/clicks/by_version.js");
 const BY_DAY: &str = include_str!("../../couchdb/clicks/by_day.js");
+const BY_DAY_LINK: &str = include_str!("../../couchdb/clicks/by_day_link.js");
+const BY_MONTH_LINK: &str = include_str!("../../couchdb/clicks/by_month_link.js");
 
 /// Which proxy process wrote a document: its name (`COUCHLINK_PROXY_NAME`, the host's name by
 /// default) and a random identity of this run, so that a restarted proxy never writes under
@@ -152,6 +154,8 @@ pub fn design(writer_roles: &[&str]) -> Value {
             "by_link": {"map": function(BY_LINK), "reduce": "_sum"},
             "by_version": {"map": function(BY_VERSION), "reduce": "_sum"},
             "by_day": {"map": function(BY_DAY), "reduce": "_sum"},
+            "by_day_link": {"map": function(BY_DAY_LINK), "reduce": "_sum"},
+            "by_month_link": {"map": function(BY_MONTH_LINK), "reduce": "_sum"},
         },
     })
 }
@@ -305,7 +309,7 @@ mod tests {
         let validate = design["validate_doc_update"].as_str().unwrap();
         assert!(validate.starts_with("function (newDoc, oldDoc, userCtx, secObj) {"), "{validate}");
         assert!(validate.contains(r#"var WRITER_ROLES = ["acme:proxy"];"#));
-        for view in ["by_link", "by_version", "by_day"] {
+        for view in ["by_link", "by_version", "by_day", "by_day_link", "by_month_link"] {
             assert!(design["views"][view]["map"].as_str().unwrap().starts_with("function (doc) {"));
             assert_eq!(design["views"][view]["reduce"], "_sum");
         }

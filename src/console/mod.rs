@@ -441,7 +441,10 @@ mod tests {
             ("GET" | "HEAD", "/links/_design/console/_view/recent" | "/links/_design/console/_view/search") => true,
             (
                 "GET" | "HEAD",
-                "/links_clicks/_design/clicks/_view/by_link" | "/links_clicks/_design/clicks/_view/by_version",
+                "/links_clicks/_design/clicks/_view/by_link"
+                | "/links_clicks/_design/clicks/_view/by_version"
+                | "/links_clicks/_design/clicks/_view/by_day_link"
+                | "/links_clicks/_design/clicks/_view/by_month_link",
             ) => true,
             ("GET" | "HEAD" | "PUT", p) => p.strip_prefix("/links/").is_some_and(link_id),
             _ => false,
@@ -468,6 +471,7 @@ mod tests {
                 "/couch/links_clicks/_design/clicks/_view/by_link", "/couch/links_clicks/_design/clicks/_view/by_version",
                 "/couch/links/_design/console/_view/recent/x", "/couch/links/_design/links",
                 "/couch/links_clicks/_design/clicks/_view/by_day", "/couch/links/H83if/att", "/couch/links/_security",
+                "/couch/links_clicks/_design/clicks/_view/by_day_link", "/couch/links/_design/clicks/_view/by_month_link",
                 "/couch/links/../_users", "/couch/links/%48%38%33if", "/couch//links", "/couch/links/",
                 "/couch/_session/x", "/couch/links_clicks/H83if", "/couch/other/H83if", "/qr/links/sheet.pdf",
                 "/qr/links/H83if.svg", "/console.json", "/", "/app.js", "/couch", "/couchlinks/H83if",
@@ -475,7 +479,7 @@ mod tests {
             prefix in proptest::sample::select(vec!["/couch", "/couch/", "/qr", "/", "", "/couch/.."]),
             segments in proptest::collection::vec(proptest::sample::select(vec![
                 "links", "links_clicks", "other", "_session", "_all_docs", "_design", "console", "clicks", "_view",
-                "recent", "search", "by_link", "by_version", "by_day", "H83if", "Zz999", "toolong", "_users",
+                "recent", "search", "by_link", "by_version", "by_day", "by_day_link", "by_month_link", "H83if", "Zz999", "toolong", "_users",
                 "_security", "_bulk_docs", "..", ".", "%2e%2e", "%2F", "_all_dbs", "sheet.pdf", "H83if.svg", "",
             ]), 0..7),
             use_known in proptest::bool::ANY,

@@ -77,6 +77,7 @@ pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ("views/common.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/common.js")),
     ("views/editor.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/editor.js")),
     ("views/link.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/link.js")),
+    ("views/overview.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/overview.js")),
     ("views/list.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/list.js")),
     ("app.css", "text/css; charset=utf-8", include_bytes!("../../console/app.css")),
     (
@@ -196,7 +197,9 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
         }
         (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok(path.into()),
         (_, Some(_), Some(doc), "GET")
-            if ["by_link", "by_version"].iter().any(|v| doc == format!("_design/clicks/_view/{v}")) =>
+            if ["by_link", "by_version", "by_day_link", "by_month_link"]
+                .iter()
+                .any(|v| doc == format!("_design/clicks/_view/{v}")) =>
         {
             Ok(path.into())
         }

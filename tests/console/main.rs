@@ -472,6 +472,23 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .unwrap();
     browser.shot("clicks").await;
 
+    // The overview: today's top links, this one first with today's redirects; this month's too.
+    open_console(&browser, &console).await;
+    page_says(&browser, "Top links, today (UTC)").await;
+    let top = "return Array.from(document.querySelectorAll('section[aria-label=\"Top links\"] tbody tr')).map(r => [r.cells[0].textContent, Number(r.cells[1].textContent)])";
+    let rows = browser.client.execute(top, vec![]).await.unwrap();
+    assert_eq!(rows[0], json!([id, counted]), "{rows}");
+    assert_eq!(
+        browser.client.find_all(Locator::Css("section[aria-label='Top links'] rect.bar")).await.unwrap().len(),
+        rows.as_array().unwrap().len()
+    );
+    browser.find("#top-period").await.select_by_value("month").await.unwrap();
+    page_says(&browser, "Top links, this month (UTC)").await;
+    let rows = browser.client.execute(top, vec![]).await.unwrap();
+    assert_eq!(rows[0][0], json!(id), "{rows}");
+    assert!(rows[0][1].as_u64().unwrap() >= counted, "{rows}");
+    browser.shot("top-links").await;
+
     // A title with markup and a javascript: URL an admin stored past validation stay inert.
     let design_rev = db.rev("_design/couchlink").await.unwrap();
     let design: Value = db.admin(reqwest::Method::GET, "_design/couchlink", None).await.json().await.unwrap();
