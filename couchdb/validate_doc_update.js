@@ -1,6 +1,6 @@
 // couchlink's validate_doc_update: CouchDB runs it on every write to the links database
 // (admins included, design documents excepted) and refuses the write with the reason below,
-// which Fauxton shows as "Save failed: <reason>". Contracts §1 and §2.
+// which Fauxton shows as "Save failed: <reason>". docs/reference.md, "Link documents" and "Who may do what".
 // A refusal of a field starts with that field's path in brackets, "[url] ...", "[targets.2]
 // ...", "[targets.2.split.1.url] ..." (rules and variants counted from 1, as the words count
 // them), so that clients (the console, `couchlink create` and `import`) place it by that path,
