@@ -51,7 +51,7 @@ function Clicks({ site, id, interval }) {
       <h3>Per target version (all time)</h3>
       ${versions.length === 0 ? html`<p>None yet.</p>` : html`<div class="scroll"><table>
         <thead><tr><th>Location</th><th>Redirects</th></tr></thead>
-        <tbody>${versions.map((r) => html`<tr><td class="cut">${r.key[1]}</td><td>${r.value}</td></tr>`)}</tbody>
+        <tbody>${versions.map((r) => html`<tr><td>${r.key[1]}</td><td>${r.value}</td></tr>`)}</tbody>
       </table></div>`}`;
   }
   return html`<section aria-label="Clicks"><h3>Clicks</h3>${pick}${body}</section>`;

@@ -100,7 +100,7 @@ export function Links({ site, route, editor, go }) {
         <td><input type="checkbox" aria-label=${`Print ${r.id}`} checked=${selected.has(r.id)} onChange=${tick(r)} /></td>
         <td class="id"><a href=${go.href({ page: 'link', id: r.id })}>${r.id}</a></td>
         <td class="words"><${StatusText} of=${linkStatus(r.doc)} /></td>
-        <td class="cut">${String(r.doc.url)}</td><td class="wide">${typeof r.doc.title === 'string' ? r.doc.title : ''}</td>
+        <td>${String(r.doc.url)}</td><td class="wide">${typeof r.doc.title === 'string' ? r.doc.title : ''}</td>
         <td class="wide">${c(r.id, 'today')}</td><td class="wide">${c(r.id, 'week')}</td><td>${c(r.id, 'total')}</td></tr>`)}</tbody></table></div>
       ${shown.length === 0 && html`<p>No links${q ? ' match' : ' yet'}.</p>`}`}
     <p>${pages.length > 0 && html`<button onClick=${() => go.to({ page: 'list', q, pages: pages.slice(0, -1) })}>Previous page</button>`}
