@@ -40,12 +40,6 @@ impl Refusal {
         self.field.as_deref()
     }
 
-    /// The document's own field the refusal is about (`targets` for `targets.2.url`), as a
-    /// form places it.
-    pub fn top_field(&self) -> Option<&str> {
-        self.field.as_deref().map(|path| path.split('.').next().unwrap_or(path))
-    }
-
     /// The validation function's words, without the path.
     pub fn message(&self) -> &str {
         &self.message
@@ -70,7 +64,6 @@ mod tests {
     fn a_bracketed_path_is_the_field_and_anything_else_is_the_write() {
         let r = Refusal::parse("[targets.2.split.1.url] In the \"url\" of variant 1: no host.");
         assert_eq!(r.field(), Some("targets.2.split.1.url"));
-        assert_eq!(r.top_field(), Some("targets"));
         assert_eq!(r.message(), "In the \"url\" of variant 1: no host.");
         assert_eq!(r.to_string(), "\"targets.2.split.1.url\": In the \"url\" of variant 1: no host.");
         for plain in ["Your account \"x\" may not change links.", "[not a path] x", "[] x", "[url]x", "[.url] x"] {

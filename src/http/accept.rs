@@ -122,7 +122,7 @@ impl Limits {
     }
 
     /// Connections open on these permits, every loop's.
-    pub fn open(&self) -> usize {
+    fn open(&self) -> usize {
         self.max_connections - self.connections.available_permits()
     }
 
