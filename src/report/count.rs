@@ -218,6 +218,9 @@ impl Values {
 /// The most breakdowns a line has (every [`Breakdown`]).
 const MAX_BREAKDOWNS: usize = Breakdown::ALL.len();
 
+/// Words a combination's values pack into, two a word.
+const PACKED: usize = MAX_BREAKDOWNS.div_ceil(2);
+
 /// A line's value numbers, one per breakdown asked for, the rest `u32::MAX`.
 type ComboKey = [u32; MAX_BREAKDOWNS];
 
@@ -229,7 +232,7 @@ struct Combos {
     keys: Vec<ComboKey>,
     /// Each key's number, the key packed in words: compared inline, where the array of 32-bit
     /// numbers was compared by a call per line.
-    numbers: Map<[u64; MAX_BREAKDOWNS / 2], u32>,
+    numbers: Map<[u64; PACKED], u32>,
 }
 
 impl Default for Combos {
@@ -246,8 +249,9 @@ impl Combos {
         &key[..key.iter().position(|&v| v == u32::MAX).unwrap_or(key.len())]
     }
 
-    fn packed(key: &ComboKey) -> [u64; MAX_BREAKDOWNS / 2] {
-        std::array::from_fn(|i| u64::from(key[2 * i]) << 32 | u64::from(key[2 * i + 1]))
+    fn packed(key: &ComboKey) -> [u64; PACKED] {
+        // An odd last value goes alone in its word.
+        std::array::from_fn(|i| u64::from(key[2 * i]) << 32 | u64::from(key.get(2 * i + 1).copied().unwrap_or(0)))
     }
 
     fn number(&mut self, key: ComboKey) -> u32 {
@@ -282,6 +286,7 @@ impl Partial {
             *slot = match b {
                 Breakdown::Device => agent.device,
                 Breakdown::Os => agent.os,
+                Breakdown::Browser => agent.browser,
                 Breakdown::Country => match Address::of(line.ip) {
                     Some(address) => match self.countries.get(&address) {
                         Some(&n) => n,
@@ -763,6 +768,7 @@ struct AgentNumbers {
     bot: bool,
     device: u32,
     os: u32,
+    browser: u32,
 }
 
 /// [`Agent`]s per distinct User-Agent: a log repeats a few thousand User-Agents millions of
@@ -782,12 +788,13 @@ impl AgentCache {
             return agent;
         }
         let agent = match Agent::of(encoded, devices) {
-            Agent { bot, device, os } if devices => AgentNumbers {
+            Agent { bot, device, os, browser } if devices => AgentNumbers {
                 bot,
                 device: values.number(Breakdown::Device, device),
                 os: values.number(Breakdown::Os, os),
+                browser: values.number(Breakdown::Browser, browser),
             },
-            Agent { bot, .. } => AgentNumbers { bot, device: u32::MAX, os: u32::MAX },
+            Agent { bot, .. } => AgentNumbers { bot, device: u32::MAX, os: u32::MAX, browser: u32::MAX },
         };
         if self.known.len() >= CACHE {
             self.known.clear();

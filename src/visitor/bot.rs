@@ -45,8 +45,8 @@ mod tests {
         ] {
             assert_eq!(is_bot(ua), bot, "{ua:?}");
             // Twice: the thread's memory (the one User-Agent memory, `Client::of`'s) answers the same.
-            assert_eq!(super::super::Client::bot_of(ua), bot, "{ua:?}");
-            assert_eq!(super::super::Client::bot_of(ua), bot, "{ua:?}");
+            assert_eq!(super::super::Client::of(ua).bot, bot, "{ua:?}");
+            assert_eq!(super::super::Client::of(ua).bot, bot, "{ua:?}");
         }
     }
 

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Country([u8; 2]);
 
+/// An address the database does not place in a country (private ranges, or not an address).
+pub const NO_COUNTRY: &str = "(unknown)";
+
 impl Country {
     /// Two upper-case ASCII letters, or nothing. (Whether ISO has assigned them is not
     /// checked: databases use a few codes of their own, such as `EU`.)
@@ -118,6 +121,12 @@ impl GeoIp {
         let damaged = |source| GeoIpError::Lookup { path: self.path.clone(), ip, source };
         let found = self.reader.lookup(ip).map_err(damaged)?;
         found.decode_path(&maxminddb::path!["country", "iso_code"]).map_err(damaged)
+    }
+
+    /// [`GeoIp::country`] as the live counts count it: [`NO_COUNTRY`] for an address the
+    /// database does not place (or whose lookup fails), as the report says of one.
+    pub fn counted(&self, ip: IpAddr) -> &str {
+        self.country(ip).ok().flatten().unwrap_or(NO_COUNTRY)
     }
 
     /// [`GeoIp::country`] as a rule compares it: an address the database does not place, or

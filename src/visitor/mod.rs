@@ -1,6 +1,7 @@
-//! What a request says about who asks, for the conditions of a link's `targets`: the operating
-//! system and kind of device its `User-Agent` names, and the language it prefers
-//! ([`language`]).
+//! What a request says about who asks, for the conditions of a link's `targets` and the live
+//! counts' breakdowns: the operating system, kind of device and browser its `User-Agent` names,
+//! the language it prefers ([`language`]), its campaign ([`campaign`]) and referrer
+//! ([`referrer`]).
 //!
 //! A User-Agent is read by [`Client::of`], for the proxy's rules and the report's device
 //! breakdown alike: a few substring searches, bounded by the string's length whatever it holds,
@@ -15,8 +16,10 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 pub mod bot;
+pub mod campaign;
 pub mod geoip;
 pub mod language;
+pub mod referrer;
 #[cfg(test)]
 mod uap;
 
@@ -91,6 +94,39 @@ impl Device {
     }
 }
 
+/// A browser family, for the live counts and the report (rules do not name browsers): the
+/// families uap-core names, a few of its names taken as one (Chrome on a phone is Chrome).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Browser {
+    /// Chrome and Chromium, on any system.
+    Chrome,
+    /// Safari, on any system.
+    Safari,
+    /// Firefox, on any system.
+    Firefox,
+    /// Microsoft Edge.
+    Edge,
+    /// Opera.
+    Opera,
+    /// Samsung Internet.
+    Samsung,
+    /// Facebook's in-app browser.
+    Facebook,
+    /// Instagram's in-app browser.
+    Instagram,
+}
+
+impl Browser {
+    /// Every name, in the enum's order.
+    pub const NAMES: [&'static str; 8] =
+        ["chrome", "safari", "firefox", "edge", "opera", "samsung", "facebook", "instagram"];
+
+    /// Its name in counts and reports.
+    pub fn name(self) -> &'static str {
+        Browser::NAMES[self as usize]
+    }
+}
+
 /// What a User-Agent says: each part `None` when it does not say (a bot is neither).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Client {
@@ -98,6 +134,8 @@ pub struct Client {
     pub os: Option<Os>,
     /// The kind of device.
     pub device: Option<Device>,
+    /// The browser family.
+    pub browser: Option<Browser>,
     /// A crawler, per uap-core.
     pub bot: bool,
 }
@@ -146,6 +184,11 @@ struct Needles {
     linux: memchr::memmem::Finder<'static>,
     mobile: memchr::memmem::Finder<'static>,
     kindle: memchr::memmem::Finder<'static>,
+    /// Each browser family's tokens, in the order they are tried (an in-app browser's string
+    /// also names Safari or Chrome; Edge's, Opera's and Samsung's name Chrome), then the tokens
+    /// of browsers counted as none of them (web views, Amazon Silk).
+    browsers: Vec<(Option<Browser>, memchr::memmem::Finder<'static>)>,
+    safari_version: memchr::memmem::Finder<'static>,
 }
 
 static NEEDLES: std::sync::LazyLock<Needles> = std::sync::LazyLock::new(|| {
@@ -163,6 +206,29 @@ static NEEDLES: std::sync::LazyLock<Needles> = std::sync::LazyLock::new(|| {
         linux: find("Linux"),
         mobile: find("Mobile"),
         kindle: find("Kindle"),
+        browsers: [
+            (Some(Browser::Facebook), "FBAN/"),
+            (Some(Browser::Facebook), "FB_IAB/"),
+            (Some(Browser::Instagram), "Instagram"),
+            (Some(Browser::Samsung), "SamsungBrowser/"),
+            (Some(Browser::Edge), "Edg/"),
+            (Some(Browser::Edge), "EdgA/"),
+            (Some(Browser::Edge), "EdgiOS/"),
+            (Some(Browser::Edge), "Edge/"),
+            (Some(Browser::Opera), "OPR/"),
+            (Some(Browser::Opera), "Opera"),
+            (Some(Browser::Firefox), "Firefox/"),
+            (Some(Browser::Firefox), "FxiOS/"),
+            (None, "Silk/"),
+            (None, "; wv)"),
+            (Some(Browser::Chrome), "CriOS/"),
+            (Some(Browser::Chrome), "Chrome/"),
+            (Some(Browser::Chrome), "Chromium/"),
+        ]
+        .into_iter()
+        .map(|(browser, token)| (browser, find(token)))
+        .collect(),
+        safari_version: find("Version/"),
     }
 });
 
@@ -172,27 +238,18 @@ impl Client {
     /// device by uap-core's and Chrome's rules (an iPad or a Kindle is a tablet, so is an
     /// Android device whose string says no `Mobile`), and bots by the one bot list.
     pub fn of(user_agent: Option<&[u8]>) -> Client {
-        let Some(ua) = user_agent.filter(|ua| !ua.is_empty()) else { return Client::default() };
+        // None at all, or an empty one, is a bot's (every browser sends one), saying nothing else.
+        let Some(ua) = user_agent.filter(|ua| !ua.is_empty()) else { return Client { bot: true, ..Client::default() } };
         if ua.len() <= REMEMBERED_BYTES {
             return remembered(ua);
         }
         Client::read(ua)
     }
 
-    /// Whether `user_agent` is a bot's, by the one bot list (none, or an empty one, is: every
-    /// browser sends one), remembered with the rest of [`Client::of`]'s reading: the live counts
-    /// and link rules share the one per-thread memory.
-    pub fn bot_of(user_agent: Option<&[u8]>) -> bool {
-        match user_agent {
-            Some(ua) if !ua.is_empty() => Client::of(Some(ua)).bot,
-            _ => true,
-        }
-    }
-
     /// [`Client::of`]'s reading itself.
     fn read(ua: &[u8]) -> Client {
         if bot::is_bot(Some(ua)) {
-            return Client { os: None, device: None, bot: true };
+            return Client { os: None, device: None, browser: None, bot: true };
         }
         let n = &*NEEDLES;
         // Browsers name the system in their first comment, `Mozilla/5.0 (iPhone; CPU ...)`:
@@ -232,7 +289,15 @@ impl Client {
             Some(Os::Windows | Os::Macos | Os::Linux | Os::Chromeos) => Some(Device::Desktop),
             None => None,
         };
-        Client { os, device, bot: false }
+        let browser = match n.browsers.iter().find(|(_, token)| anywhere(token)) {
+            Some((browser, _)) => *browser,
+            // Safari says `Version/17.5 ... Safari/604.1`; an app's web view says neither.
+            None if anywhere(&n.safari_version) && memchr::memmem::find(ua, b"Safari/").is_some() => {
+                Some(Browser::Safari)
+            }
+            None => None,
+        };
+        Client { os, device, browser, bot: false }
     }
 }
 
@@ -347,7 +412,7 @@ mod tests {
         }
         let bot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
         assert_eq!(client(bot), (None, None, true));
-        assert_eq!(Client::of(None), Client::default());
+        assert_eq!(Client::of(None), Client { bot: true, ..Client::default() }, "none is a bot's, as the report says");
         assert_eq!(uap::of(Some(b"\xff\xfe")), Client::default());
     }
 
@@ -390,7 +455,7 @@ mod tests {
             let (fast, uap) = (Client::of(Some(ua.as_bytes())), uap::of(Some(ua.as_bytes())));
             // uap-core files some tools under no device rather than a crawler; the rules treat
             // both alike (no condition on the OS or the device matches).
-            let seen = |c: Client| (c.os, c.device);
+            let seen = |c: Client| (c.os, c.device, c.browser);
             assert_eq!(seen(fast), seen(uap), "{ua}");
         }
     }

@@ -5,11 +5,13 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use super::{Client, Device, Os};
+use super::{Browser, Client, Device, Os};
 
 /// The parts of uap-core's data couchlink uses.
 #[derive(Deserialize)]
 struct Data<'a> {
+    #[serde(borrow)]
+    user_agent_parsers: Vec<ua_parser::user_agent::Parser<'a>>,
     #[serde(borrow)]
     os_parsers: Vec<ua_parser::os::Parser<'a>>,
     #[serde(borrow)]
@@ -17,6 +19,7 @@ struct Data<'a> {
 }
 
 struct Extractors {
+    browser: ua_parser::user_agent::Extractor<'static>,
     os: ua_parser::os::Extractor<'static>,
     device: ua_parser::device::Extractor<'static>,
 }
@@ -29,7 +32,8 @@ fn extractors() -> &'static Extractors {
     EXTRACTORS.get_or_init(|| {
         // The shipped data: a failure here is a build that cannot work, caught by the tests.
         let data: Data<'static> = serde_json::from_str(DATA).expect("src/visitor/regexes.json parses");
-        let (os_parsers, device_parsers) = (data.os_parsers, data.device_parsers);
+        let (browser_parsers, os_parsers, device_parsers) =
+            (data.user_agent_parsers, data.os_parsers, data.device_parsers);
         // Side by side: the device expressions take about 0.1 s to compile, the OS ones a
         // quarter of that.
         std::thread::scope(|scope| {
@@ -41,7 +45,13 @@ fn extractors() -> &'static Extractors {
                     .expect("uap-core's device expressions compile")
             });
             let os = os_parsers.into_iter().try_fold(ua_parser::os::Builder::new(), |b, p| b.push(p));
+            let browser =
+                browser_parsers.into_iter().try_fold(ua_parser::user_agent::Builder::new(), |b, p| b.push(p));
             Extractors {
+                browser: browser
+                    .expect("uap-core's browser expressions parse")
+                    .build()
+                    .expect("uap-core's browser expressions compile"),
                 os: os.expect("uap-core's OS expressions parse").build().expect("uap-core's OS expressions compile"),
                 device: device.join().expect("the device expressions' thread"),
             }
@@ -68,6 +78,21 @@ fn os_of_family(family: &str) -> Option<Os> {
     })
 }
 
+/// The browser uap-core's family name stands for.
+fn browser_of_family(family: &str) -> Option<Browser> {
+    Some(match family {
+        "Chrome" | "Chrome Mobile" | "Chrome Mobile iOS" | "Chromium" => Browser::Chrome,
+        "Safari" | "Mobile Safari" => Browser::Safari,
+        "Firefox" | "Firefox Mobile" | "Firefox iOS" => Browser::Firefox,
+        "Edge" | "Edge Mobile" => Browser::Edge,
+        "Opera" => Browser::Opera,
+        "Samsung Internet" => Browser::Samsung,
+        "Facebook" => Browser::Facebook,
+        "Instagram" => Browser::Instagram,
+        _ => return None,
+    })
+}
+
 fn parse(ua: &str) -> Client {
     let extractors = extractors();
     let os = extractors.os.extract(ua).and_then(|v| os_of_family(&v.os));
@@ -75,7 +100,7 @@ fn parse(ua: &str) -> Client {
     let family = device.as_ref().map(|d| &*d.device);
     let brand = device.as_ref().and_then(|d| d.brand.as_deref());
     if family == Some("Spider") {
-        return Client { os: None, device: None, bot: true };
+        return Client { os: None, device: None, browser: None, bot: true };
     }
     // uap-core names devices, not kinds: tablets are the iPads and what it files under a
     // tablet brand; Android phones and tablets are told apart by Chrome's documented rule,
@@ -89,5 +114,6 @@ fn parse(ua: &str) -> Client {
         Some(Os::Windows | Os::Macos | Os::Linux | Os::Chromeos) => Some(Device::Desktop),
         None => None,
     };
-    Client { os, device, bot: false }
+    let browser = extractors.browser.extract(ua).and_then(|v| browser_of_family(&v.family));
+    Client { os, device, browser, bot: false }
 }

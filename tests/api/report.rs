@@ -192,11 +192,11 @@ fn json_schema_is_stable() {
     let dir = breakdown_dir();
     let geo = dir.path().join("geo.mmdb");
     let r2 = json_report(&["--by", "device", "--geoip", geo.to_str().unwrap()], dir.path());
-    assert_eq!(r2["breakdowns"], json!(["device", "os", "country"]));
+    assert_eq!(r2["breakdowns"], json!(["device", "os", "browser", "country"]));
     assert_eq!(keys(&r2["geoip"]), "built,database_type,path");
     assert_eq!(r2["geoip"]["database_type"], "GeoLite2-Country");
-    assert_eq!(keys(&r2["links"][0]["by"]), "country,device,os");
-    assert_eq!(keys(&r2["links"][0]["versions"][0]["by"]), "country,device,os");
+    assert_eq!(keys(&r2["links"][0]["by"]), "browser,country,device,os");
+    assert_eq!(keys(&r2["links"][0]["versions"][0]["by"]), "browser,country,device,os");
     assert_eq!(keys(&r2["links"][0]["by"]["device"][0]), "redirects,value,visitors");
 }
 

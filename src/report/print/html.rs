@@ -249,12 +249,12 @@ fn breakdowns(p: &mut String, by: &By) -> std::fmt::Result {
                 let colour = |v: &ValueCount| DEVICES.iter().find(|(d, _)| *d == &*v.value).map_or(BOT, |(_, c)| *c);
                 shares(p, "device", values, colour)?;
             }
-            Breakdown::Os => {
+            Breakdown::Os | Breakdown::Browser => {
                 let colour = |v: &ValueCount| {
                     let i = values.iter().position(|x| x.value == v.value).unwrap_or(0);
                     VERSIONS[i % VERSIONS.len()]
                 };
-                shares(p, "operating system", values, colour)?;
+                shares(p, if b == Breakdown::Os { "operating system" } else { "browser" }, values, colour)?;
             }
             _ => {
                 write!(p, "<div><h4>country</h4><table><tr><th class=\"text\">Country</th><th>Redirects</th><th>Visitors</th></tr>")?;
