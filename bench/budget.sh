@@ -7,6 +7,7 @@
 #   bench/budget.sh            # measures, and prints each figure against bench/budget.txt
 #   bench/budget.sh --check    # the same, failing when a figure is more than 3% off the file
 #   bench/budget.sh --write    # measures and writes bench/budget.txt (a deliberate change)
+#   BUDGET_WHY="..." bench/budget.sh --write   # the same, with the reason as a comment line
 #
 # .ci/run runs --check: a change that makes a request dearer (or cheaper) by more than 3% fails
 # CI unless bench/budget.txt changes in the same commit, so that every cost is a reviewed line.
@@ -46,7 +47,7 @@ for run in $(seq "$runs"); do
     { cat "$work/$run/valgrind.log" >&2; echo "the benchmark failed under valgrind" >&2; exit 1; }
 done
 
-python3 - "$work" "$budget_file" "$mode" "$tolerance" "$runs" <<'PY'
+python3 - "$work" "$budget_file" "$mode" "$tolerance" "$runs" "${BUDGET_WHY:-}" <<'PY'
 import glob, os, sys
 work, budget_file, mode, tolerance = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 def number(path):
@@ -77,8 +78,10 @@ if mode == "--write":
         f.write("# The redirect path's budget: instructions and allocations per request of each scenario of\n"
                 "# benches/budget.rs, as bench/budget.sh counts them (callgrind). CI fails when a figure is\n"
                 "# more than 3% off; a deliberate change rewrites this file in the same commit\n"
-                "# (bench/budget.sh --write), so that the cost is a line someone reviewed.\n"
-                "# scenario   instructions  allocations\n")
+                "# (bench/budget.sh --write), so that the cost is a line someone reviewed.\n")
+        if sys.argv[6]:
+            f.write(f"# Why it last changed: {sys.argv[6]}\n")
+        f.write("# scenario   instructions  allocations\n")
         for name, (instructions, allocations) in figures.items():
             f.write(f"{name:<12} {instructions:>12.0f} {allocations:>12.2f}\n")
     print(f"wrote {budget_file}")

@@ -99,3 +99,55 @@ export function topQuery(period, now = new Date()) {
     default: return { view: 'by_day_link', params: { group_level: 4, startkey: day(0), endkey: [...day(0), {}] } };
   }
 }
+
+// The breakdowns a link's counts hold (src/clicks/by.rs), in the order the page shows them, and
+// what each is called there.
+export const DIMENSIONS = [
+  ['country', 'Countries'], ['device', 'Devices'], ['os', 'Operating systems'], ['browser', 'Browsers'],
+  ['referrer', 'Referrers'], ['utm_source', 'Campaign sources'], ['utm_medium', 'Campaign media'],
+  ['utm_campaign', 'Campaigns'], ['variant', 'Split variants'],
+];
+
+// The by_dimension view's query for `id` from day `from` to day `to` (YYYY-MM-DD, both in):
+// whole months as months (a twelfth of the rows for a year), else days.
+export function dimensionQuery(id, from, to) {
+  const lastOfMonth = (d) => new Date(Date.UTC(+d.slice(0, 4), +d.slice(5, 7), 0)).toISOString().slice(0, 10);
+  const months = from.endsWith('-01') && to === lastOfMonth(to);
+  const [start, end] = months ? [`m${from.slice(0, 7)}`, `m${to.slice(0, 7)}`] : [`d${from}`, `d${to}`];
+  return { group_level: 4, startkey: [id, start], endkey: [id, end, {}] };
+}
+
+// The view's rows (`[id, period, dimension, value]` -> redirects) summed over the periods: per
+// dimension, its values most counted first (ties by name), the `n` first by name and the rest
+// as "(other)", which the counts' own "(other)" joins.
+export function breakdowns(rows, n = 10) {
+  const sums = new Map();
+  for (const r of rows) {
+    const [, , dimension, value] = r.key;
+    if (!sums.has(dimension)) sums.set(dimension, new Map());
+    const values = sums.get(dimension);
+    values.set(value, (values.get(value) || 0) + r.value);
+  }
+  const out = {};
+  for (const [dimension, values] of sums) {
+    const other = values.get('(other)') || 0;
+    values.delete('(other)');
+    const sorted = [...values].map(([label, value]) => ({ label, value }))
+      .sort((a, b) => b.value - a.value || (a.label < b.label ? -1 : 1));
+    const rest = sorted.slice(n).reduce((s, v) => s + v.value, other);
+    out[dimension] = rest ? [...sorted.slice(0, n), { label: '(other)', value: rest }] : sorted.slice(0, n);
+  }
+  return out;
+}
+
+// Horizontal bars for named values (long labels: hosts, campaigns): one row per value, the
+// label left of its bar, the count right of it.
+export function rowChart(values, { width = 320, row = 22, label = 110 } = {}) {
+  const highest = Math.max(0, ...values.map((v) => v.value));
+  const room = width - label - 40;
+  const bars = values.map((v, i) => ({
+    x: label, y: i * row + 3, w: highest ? Math.max((v.value / highest) * room, v.value ? 1 : 0) : 0, h: row - 6,
+    label: v.label, value: v.value, textY: i * row + row / 2 + 4,
+  }));
+  return { width, height: Math.max(values.length, 1) * row, label, bars };
+}

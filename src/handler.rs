@@ -11,6 +11,7 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 
 use crate::access_log::{logged_target, AccessLog, Entry};
+use crate::clicks::by::Seen;
 use crate::clicks::{Click, Tally};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{clock, Host, Link, LinkId, TrackingId};
@@ -279,23 +280,57 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
     });
     site.metrics.response(reply.status.code());
     if let Some(tally) = &site.clicks {
+        let seen;
         tally.record(match &counted {
-            Counted::Redirect(id, decided) => Click::Redirect {
-                id: *id,
-                // A version is what the link decided, never the visitor's own path or query.
-                version: match decided {
-                    Some(target) => target.version(),
-                    None => reply.location.as_ref().map_or("", Location::as_str),
-                },
-                bot: crate::visitor::Client::bot_of(headers.field(Field::UserAgent)),
-                new_visitor: tracked && received.is_none(),
-            },
+            Counted::Redirect(id, decided) => {
+                seen = self::seen(app, headers, request, reply.location.as_ref(), logged_ip, decided.as_ref());
+                Click::Redirect {
+                    id: *id,
+                    // A version is what the link decided, never the visitor's own path or query.
+                    version: match decided {
+                        Some(target) => target.version(),
+                        None => reply.location.as_ref().map_or("", Location::as_str),
+                    },
+                    // By the one bot list, read with the rest of the User-Agent just now.
+                    bot: seen.client.bot,
+                    new_visitor: tracked && received.is_none(),
+                    seen: &seen,
+                }
+            }
             Counted::NotFound(id) => Click::NotFound(*id),
             Counted::Unknown => Click::Unknown,
             Counted::Nothing => return reply,
         });
     }
     reply
+}
+
+/// What a redirect's request says for the live counts' breakdowns, each read by the reading the
+/// report uses: the User-Agent by the thread's memory the bot check just filled, the campaign
+/// from the request's target, else the `Location` sent (as logged).
+fn seen<'a>(
+    app: &'a App,
+    headers: &Headers<'a>,
+    request: &Request<'a>,
+    location: Option<&'a Location>,
+    logged_ip: IpAddr,
+    decided: Option<&Target>,
+) -> Seen<'a> {
+    Seen {
+        country: app.settings.geoip.as_deref().map(|db| db.counted(logged_ip)),
+        client: crate::visitor::Client::of(headers.field(Field::UserAgent)),
+        referrer: headers.field(Field::Referer).map(|r| crate::visitor::referrer::host(Some(r))),
+        campaign: Seen::campaign_of(request.target.as_bytes(), request.query, location.map(|l| l.as_str().as_bytes())),
+        // The rule and variant: the decided target's, or on the plain path the `Location`'s.
+        variant: match (decided, location) {
+            (Some(Target::Rule(link, rule, variant)), _) | (None, Some(Location::Rule(link, rule, variant)))
+                if link.targets()[*rule].is_split() =>
+            {
+                Some((*rule as u16, *variant as u16))
+            }
+            _ => None,
+        },
+    }
 }
 
 /// What a response counts as in the live counts, decided before the reply takes the outcome.

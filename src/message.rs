@@ -57,10 +57,12 @@ pub enum Field {
     SecGpc,
     /// `DNT`.
     Dnt,
+    /// `Referer`.
+    Referer,
 }
 
 impl Field {
-    const COUNT: usize = 10;
+    const COUNT: usize = 11;
 
     /// The field a header name is, if it is one of these (ASCII case-insensitive): by length
     /// first, so most names are told apart without a comparison.
@@ -72,6 +74,7 @@ impl Field {
             6 if is("accept") => Some(Field::Accept),
             6 if is("cookie") => Some(Field::Cookie),
             7 if is("sec-gpc") => Some(Field::SecGpc),
+            7 if is("referer") => Some(Field::Referer),
             10 if is("user-agent") => Some(Field::UserAgent),
             10 if is("connection") => Some(Field::Connection),
             14 if is("content-length") => Some(Field::ContentLength),
@@ -94,6 +97,7 @@ impl Field {
             Field::Cookie => "cookie",
             Field::SecGpc => "sec-gpc",
             Field::Dnt => "dnt",
+            Field::Referer => "referer",
         }
     }
 }

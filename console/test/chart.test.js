@@ -57,3 +57,32 @@ test('top links add up a link\'s days, most first, ties by ID, at most n', async
   assert.deepEqual(topQuery('week', now).params.startkey, ['2026', '10', '28']);
   assert.deepEqual(topQuery('month', now), { view: 'by_month_link', params: { group_level: 3, startkey: ['2026', '11'], endkey: ['2026', '11', {}] } });
 });
+
+test('a range of whole months asks for months, any other for days', async () => {
+  const { dimensionQuery } = await import('../chart.js');
+  assert.deepEqual(dimensionQuery('H83if', '2026-01-01', '2026-11-30'),
+    { group_level: 4, startkey: ['H83if', 'm2026-01'], endkey: ['H83if', 'm2026-11', {}] });
+  assert.deepEqual(dimensionQuery('H83if', '2024-02-01', '2024-02-29').startkey, ['H83if', 'm2024-02'], 'a leap February is whole');
+  assert.deepEqual(dimensionQuery('H83if', '2026-11-01', '2026-11-28'),
+    { group_level: 4, startkey: ['H83if', 'd2026-11-01'], endkey: ['H83if', 'd2026-11-28', {}] });
+});
+
+test('breakdowns add up over the periods, most first, the rest as (other)', async () => {
+  const { breakdowns, rowChart } = await import('../chart.js');
+  const rows = [
+    { key: ['H83if', 'd2026-11-27', 'device', 'mobile'], value: 3 },
+    { key: ['H83if', 'd2026-11-28', 'device', 'mobile'], value: 4 },
+    { key: ['H83if', 'd2026-11-28', 'device', 'desktop'], value: 2 },
+    { key: ['H83if', 'd2026-11-28', 'referrer', '(other)'], value: 1 },
+    ...['a', 'b', 'c'].map((h, i) => ({ key: ['H83if', 'd2026-11-28', 'referrer', `${h}.example`], value: 5 - i })),
+  ];
+  const got = breakdowns(rows, 2);
+  assert.deepEqual(got.device, [{ label: 'mobile', value: 7 }, { label: 'desktop', value: 2 }]);
+  assert.deepEqual(got.referrer, [{ label: 'a.example', value: 5 }, { label: 'b.example', value: 4 }, { label: '(other)', value: 4 }]);
+  const total = (d) => got[d].reduce((s, v) => s + v.value, 0);
+  assert.equal(total('referrer'), 13, 'nothing lost to the bound');
+  const c = rowChart(got.referrer);
+  assert.equal(c.bars[0].w, 320 - 110 - 40, 'the most counted fills the room');
+  assert.ok(c.bars[2].w < c.bars[0].w && c.bars[2].w > 0);
+  assert.equal(c.height, 3 * 22);
+});

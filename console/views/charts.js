@@ -2,7 +2,7 @@
 // colours come from app.css, in a palette colour-blind readers tell apart), the same numbers as
 // a table beside it, and a CSV of that table.
 import { html } from '../vendor/htm-preact-standalone.mjs';
-import { barChart, csv } from '../chart.js';
+import { barChart, csv, rowChart } from '../chart.js';
 
 export function BarChart({ title, values }) {
   const c = barChart(values);
@@ -12,6 +12,18 @@ export function BarChart({ title, values }) {
     <text class="tick" x="36" y=${c.baseline} text-anchor="end">0</text>
     ${c.bars.map((b) => html`<rect class="bar" x=${b.x} y=${b.y} width=${b.w} height=${b.h}><title>${b.label}: ${b.value}</title></rect>`)}
     ${c.ticks.map((t) => html`<text class="tick" x=${t.x} y=${c.height - 4} text-anchor="middle">${t.label}</text>`)}
+  </svg>`;
+}
+
+// Named values as horizontal bars, a label left of each (hosts and campaigns are long).
+export function RowChart({ title, values }) {
+  const c = rowChart(values);
+  const cut = (s) => (s.length > 17 ? `${s.slice(0, 16)}…` : s);
+  return html`<svg class="chart" viewBox=${`0 0 ${c.width} ${c.height}`} role="img" aria-label=${title}>
+    ${c.bars.map((b) => html`<g>
+      <text class="tick" x=${c.label - 6} y=${b.textY} text-anchor="end">${cut(b.label)}</text>
+      <rect class="bar" x=${b.x} y=${b.y} width=${b.w} height=${b.h}><title>${b.label}: ${b.value}</title></rect>
+      <text class="tick" x=${b.x + b.w + 4} y=${b.textY}>${b.value}</text></g>`)}
   </svg>`;
 }
 

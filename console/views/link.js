@@ -1,9 +1,9 @@
 // A link's page: its short URL, status, target, QR tag and clicks; the editor's buttons.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client } from '../client.js';
-import { buckets, keyOf, series, UNITS } from '../chart.js';
+import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS } from '../chart.js';
 import { isWeb, linkStatus } from '../model.js';
-import { BarChart, ChartCard } from './charts.js';
+import { BarChart, ChartCard, RowChart } from './charts.js';
 import { ColourPicker, Failure, StatusText, useEveryInterval, useLoad } from './common.js';
 
 const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
@@ -18,11 +18,12 @@ function Clicks({ site, id, interval }) {
     if (!site.clicks_db || !labels || !labels.length) return null;
     const [first, last] = [keyOf(labels[0]), keyOf(labels[labels.length - 1])];
     const params = { group_level: UNITS[unit].level, startkey: [id, ...first], endkey: [id, ...last, {}] };
-    const [rows, versions] = await Promise.all([
+    const [rows, versions, by] = await Promise.all([
       client.view(site.clicks_db, 'clicks', 'by_link', params, { signal }),
       client.view(site.clicks_db, 'clicks', 'by_version', { group: true, startkey: [id], endkey: [id, {}] }, { signal }),
+      client.view(site.clicks_db, 'clicks', 'by_dimension', dimensionQuery(id, range.from, range.to), { signal }),
     ]);
-    return { rows: series(rows, labels), versions };
+    return { rows: series(rows, labels), versions, by: breakdowns(by) };
   }, [site, id, unit, range.from, range.to]);
   // Live: asked again once each interval the proxies write, what is shown kept meanwhile.
   useEveryInterval(site.clicks_db && interval, counts.refresh);
@@ -42,12 +43,13 @@ function Clicks({ site, id, interval }) {
   else if (counts.error) body = html`<p>The clicks could not be read.</p><${Failure} error=${counts.error} retry=${counts.retry} />`;
   else if (!counts.value) body = html`<p>Loading clicks…</p>`;
   else {
-    const { rows, versions } = counts.value;
+    const { rows, versions, by } = counts.value;
     const title = `Redirects per ${unit} (UTC), ${range.from} to ${range.to}`;
     const chart = html`<${BarChart} title=${title} values=${rows.map((r) => ({ label: r.label, value: r.redirects }))} />`;
     const table = rows.map((r) => [r.label, r.redirects, r.bots, r.newVisitors, r.notFound]);
     body = html`<${ChartCard} title=${title} chart=${chart} header=${[unit, 'redirects', 'bots', 'new visitors', '404s']}
         rows=${table} file=${`${id}-clicks-per-${unit}.csv`} />
+      <${Breakdowns} id=${id} by=${by} range=${range} />
       <h3>Per target version (all time)</h3>
       ${versions.length === 0 ? html`<p>None yet.</p>` : html`<div class="scroll"><table>
         <thead><tr><th>Location</th><th>Redirects</th></tr></thead>
@@ -55,6 +57,19 @@ function Clicks({ site, id, interval }) {
       </table></div>`}`;
   }
   return html`<section aria-label="Clicks"><h3>Clicks</h3>${pick}${body}</section>`;
+}
+
+// Each breakdown of the range's redirects as a card: bars, table, CSV. One the proxies did not
+// count (countries without a GeoIP database) is not shown.
+function Breakdowns({ id, by, range }) {
+  const shown = DIMENSIONS.filter(([d]) => by[d] && by[d].length);
+  if (!shown.length) return html`<p>No breakdowns counted in this range.</p>`;
+  return html`<div class="breakdowns">${shown.map(([d, name]) => {
+    const title = `${name}, ${range.from} to ${range.to}`;
+    const chart = html`<${RowChart} title=${title} values=${by[d]} />`;
+    return html`<${ChartCard} title=${title} chart=${chart} header=${[d, 'redirects']}
+      rows=${by[d].map((v) => [v.label, v.value])} file=${`${id}-${d}-${range.from}-${range.to}.csv`} />`;
+  })}</div>`;
 }
 
 // The tag in the colours picked; colours too alike are refused by the console with the

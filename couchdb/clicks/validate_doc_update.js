@@ -10,6 +10,9 @@ function (newDoc, oldDoc, userCtx, secObj) {
   function hasRole(role) { return roles.indexOf(role) !== -1; }
   function refuse(reason) { throw({ forbidden: reason }); }
   var isAdmin = hasRole('_admin');
+  // The breakdowns a link's counts may hold (src/clicks/by.rs, Dimension::ALL).
+  var DIMENSIONS = ['country', 'device', 'os', 'browser', 'referrer', 'utm_source', 'utm_medium', 'utm_campaign',
+    'variant'];
 
   if (!isAdmin && !WRITER_ROLES.some(hasRole)) {
     if (!userCtx.name) {
@@ -61,6 +64,17 @@ function (newDoc, oldDoc, userCtx, secObj) {
     if (c.versions !== undefined) {
       if (typeof c.versions !== 'object' || c.versions === null) { refuse(id + '\'s "versions" is an object.'); }
       for (var location in c.versions) { count(c.versions[location], id + '\'s redirects to ' + location); }
+    }
+    if (c.by !== undefined) {
+      if (typeof c.by !== 'object' || c.by === null || Array.isArray(c.by)) { refuse(id + '\'s "by" is an object.'); }
+      for (var dimension in c.by) {
+        if (DIMENSIONS.indexOf(dimension) === -1) { refuse(id + '\'s "by" has no breakdown "' + dimension + '".'); }
+        var values = c.by[dimension];
+        if (typeof values !== 'object' || values === null || Array.isArray(values)) {
+          refuse(id + '\'s "by.' + dimension + '" is an object of counts by value.');
+        }
+        for (var value in values) { count(values[value], id + '\'s "by.' + dimension + '" of ' + value); }
+      }
     }
   }
 }

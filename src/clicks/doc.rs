@@ -35,6 +35,7 @@ const BY_VERSION: &str = include_str!("../../couchdb/clicks/by_version.js");
 const BY_DAY: &str = include_str!("../../couchdb/clicks/by_day.js");
 const BY_DAY_LINK: &str = include_str!("../../couchdb/clicks/by_day_link.js");
 const BY_MONTH_LINK: &str = include_str!("../../couchdb/clicks/by_month_link.js");
+const BY_DIMENSION: &str = include_str!("../../couchdb/clicks/by_dimension.js");
 
 /// Which proxy process wrote a document: its name (`COUCHLINK_PROXY_NAME`, the host's name by
 /// default) and a random identity of this run, so that a restarted proxy never writes under
@@ -115,6 +116,20 @@ pub fn documents(
                 link["versions"] = json!({ super::OTHER_VERSIONS: all });
             }
         }
+        if c.redirects > 0 {
+            link["by"] = c.by.to_json(&c.versions);
+            if size(&link) > room {
+                // Each breakdown as one number under `(other)`: totals stay exact.
+                let folded: Map<String, Value> = super::by::Dimension::ALL
+                    .into_iter()
+                    .filter_map(|d| {
+                        let all: u64 = c.by.values(d, &c.versions).iter().map(|(_, n)| n).sum();
+                        (all > 0).then(|| (d.name().to_owned(), json!({ super::OTHER_VERSIONS: all })))
+                    })
+                    .collect();
+                link["by"] = folded.into();
+            }
+        }
         let size = size(&link);
         let current = parts.last().expect("one part at least");
         if !current.is_empty() && (current.len() == LINKS_PER_DOC || used + size > room) {
@@ -156,6 +171,7 @@ pub fn design(writer_roles: &[&str]) -> Value {
             "by_day": {"map": function(BY_DAY), "reduce": "_sum"},
             "by_day_link": {"map": function(BY_DAY_LINK), "reduce": "_sum"},
             "by_month_link": {"map": function(BY_MONTH_LINK), "reduce": "_sum"},
+            "by_dimension": {"map": function(BY_DIMENSION), "reduce": "_sum"},
         },
     })
 }
@@ -205,7 +221,7 @@ mod tests {
         for n in 0..60 {
             let id = LinkId::parse(&format!("L{n:04}")).unwrap();
             for version in &long {
-                tally.record(Click::Redirect { id, version, bot: n % 2 == 0, new_visitor: true });
+                tally.record(Click::Redirect { id, version, bot: n % 2 == 0, new_visitor: true, seen: &crate::clicks::by::Seen::NOTHING });
             }
         }
         let counts = tally.take();
@@ -230,7 +246,7 @@ mod tests {
             let tally = Tally::default();
             for (link, version, bot) in &clicks {
                 let id = ids[*link];
-                tally.record(Click::Redirect { id, version, bot: *bot, new_visitor: false });
+                tally.record(Click::Redirect { id, version, bot: *bot, new_visitor: false, seen: &crate::clicks::by::Seen::NOTHING });
                 if *bot {
                     tally.record(Click::NotFound(id));
                 }
@@ -259,7 +275,7 @@ mod tests {
     fn an_interval_is_one_document_named_by_what_it_counts() {
         let tally = Tally::default();
         let id = LinkId::parse("H83if").unwrap();
-        tally.record(Click::Redirect { id, version: "https://a.example/", bot: false, new_visitor: true });
+        tally.record(Click::Redirect { id, version: "https://a.example/", bot: false, new_visitor: true, seen: &crate::clicks::by::Seen::NOTHING });
         tally.record(Click::Unknown);
         let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
         assert_eq!(
@@ -269,7 +285,10 @@ mod tests {
                 "type": "clicks", "proxy": "web-1", "run": "00000000000000ff",
                 "start": "2026-11-26T15:31:00Z", "seconds": 60, "part": 0,
                 "links": {"H83if": {"redirects": 1, "bot_redirects": 0, "new_visitors": 1, "not_found": 0,
-                    "versions": {"https://a.example/": 1}}},
+                    "versions": {"https://a.example/": 1},
+                    "by": {"device": {"other": 1}, "os": {"other": 1}, "browser": {"other": 1},
+                        "referrer": {"(none)": 1}, "utm_source": {"(none)": 1}, "utm_medium": {"(none)": 1},
+                        "utm_campaign": {"(none)": 1}, "variant": {"(none)": 1}}}},
                 "unknown_not_found": 1,
             })]
         );
@@ -309,7 +328,7 @@ mod tests {
         let validate = design["validate_doc_update"].as_str().unwrap();
         assert!(validate.starts_with("function (newDoc, oldDoc, userCtx, secObj) {"), "{validate}");
         assert!(validate.contains(r#"var WRITER_ROLES = ["acme:proxy"];"#));
-        for view in ["by_link", "by_version", "by_day", "by_day_link", "by_month_link"] {
+        for view in ["by_link", "by_version", "by_day", "by_day_link", "by_month_link", "by_dimension"] {
             assert!(design["views"][view]["map"].as_str().unwrap().starts_with("function (doc) {"));
             assert_eq!(design["views"][view]["reduce"], "_sum");
         }

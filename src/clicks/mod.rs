@@ -4,6 +4,7 @@
 //!
 //! - [`Tally`]: the counting itself, on the redirect path: one part per serving thread, so
 //!   that counting takes no lock another thread holds.
+//! - [`by`]: what a link's redirects are broken down by (country, device, campaign, ...).
 //! - [`doc`]: the documents an interval's counts become, and the clicks database's design.
 //! - [`writer`]: the task that takes the tally every interval and writes it, keeping what
 //!   CouchDB could not take (up to a bound) for later.
@@ -15,6 +16,7 @@ use std::sync::Mutex;
 
 use crate::domain::LinkId;
 
+pub mod by;
 pub mod doc;
 pub mod rollup;
 pub mod writer;
@@ -35,7 +37,7 @@ pub const MAX_VERSIONS: usize = 32;
 pub const OTHER_VERSIONS: &str = "(other)";
 
 /// What one response counts as.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Click<'a> {
     /// A 302 for the link whose ID the request's path begins with, to `location`.
     Redirect {
@@ -48,6 +50,8 @@ pub enum Click<'a> {
         bot: bool,
         /// The response issued a new tracking ID.
         new_visitor: bool,
+        /// What the request says, for the breakdowns.
+        seen: &'a by::Seen<'a>,
     },
     /// A 404 for a link the database has (inactive, expired, not started).
     NotFound(LinkId),
@@ -69,55 +73,86 @@ pub struct LinkCounts {
     pub not_found: u64,
     /// Redirects per version, at most [`MAX_VERSIONS`] of them and the rest under
     /// [`OTHER_VERSIONS`].
-    pub versions: Versions,
+    pub versions: Values,
+    /// Redirects per value of each breakdown.
+    pub by: by::By,
 }
 
-/// A link's redirects per version: the first kept in place (most links send everyone to one
-/// target an interval: one allocation, its text, per link and interval), more in a list, and
-/// those past [`MAX_VERSIONS`] in one number.
+/// A link's redirects per version (or per value of a breakdown): the first kept in place (most
+/// links send everyone to one target an interval: one allocation, its text, per link and
+/// interval), more in a list, and those past [`MAX_VERSIONS`] in one number.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Versions {
+pub struct Values {
     first: Option<(Box<str>, u64)>,
     more: Vec<(Box<str>, u64)>,
     other: u64,
 }
 
-impl Versions {
+impl Values {
     /// Counts `n` redirects to `location`; under [`OTHER_VERSIONS`] when [`MAX_VERSIONS`] others
-    /// are counted already.
-    pub(crate) fn add(&mut self, location: &str, n: u64) {
-        if let Some(count) = self.count_of(location) {
-            *count += n;
+    /// are counted already. Its place among the values counted by name, if it is one.
+    pub(crate) fn add(&mut self, location: &str, n: u64) -> Option<usize> {
+        if let Some(at) = self.place_of(location) {
+            *self.count_at(at) += n;
+            Some(at)
         } else if self.len() < MAX_VERSIONS && location != OTHER_VERSIONS {
-            self.push(location.into(), n);
+            Some(self.push(location.into(), n))
         } else {
             self.other += n;
+            None
         }
     }
 
-    /// [`Versions::add`] of a location already owned.
-    fn add_owned(&mut self, location: Box<str>, n: u64) {
-        if let Some(count) = self.count_of(&location) {
-            *count += n;
+    /// [`Values::add`] of a location already owned.
+    fn add_owned(&mut self, location: Box<str>, n: u64) -> Option<usize> {
+        if let Some(at) = self.place_of(&location) {
+            *self.count_at(at) += n;
+            Some(at)
         } else if self.len() < MAX_VERSIONS && &*location != OTHER_VERSIONS {
-            self.push(location, n);
+            Some(self.push(location, n))
         } else {
             self.other += n;
+            None
         }
     }
 
-    fn count_of(&mut self, location: &str) -> Option<&mut u64> {
-        match &mut self.first {
-            Some((l, n)) if **l == *location => Some(n),
-            _ => self.more.iter_mut().find(|(l, _)| **l == *location).map(|(_, n)| n),
+    /// Adds `other`'s counts to these.
+    pub(crate) fn merge(&mut self, other: &Values) {
+        for (value, n) in other.first.iter().chain(&other.more) {
+            self.add(value, *n);
+        }
+        self.other += other.other;
+    }
+
+    /// The value counted by name at `place` ([`Values::add`]'s answer).
+    pub(crate) fn get(&self, place: usize) -> Option<&str> {
+        match place {
+            0 => self.first.as_ref().map(|(l, _)| &**l),
+            n => self.more.get(n - 1).map(|(l, _)| &**l),
         }
     }
 
-    fn push(&mut self, location: Box<str>, n: u64) {
+    fn place_of(&self, location: &str) -> Option<usize> {
+        match &self.first {
+            Some((l, _)) if **l == *location => Some(0),
+            _ => self.more.iter().position(|(l, _)| **l == *location).map(|at| at + 1),
+        }
+    }
+
+    fn count_at(&mut self, place: usize) -> &mut u64 {
+        match place {
+            0 => &mut self.first.as_mut().expect("a first value").1,
+            n => &mut self.more[n - 1].1,
+        }
+    }
+
+    fn push(&mut self, location: Box<str>, n: u64) -> usize {
         if self.first.is_none() {
             self.first = Some((location, n));
+            0
         } else {
             self.more.push((location, n));
+            self.more.len()
         }
     }
 
@@ -161,12 +196,13 @@ impl Counts {
 
     fn add(&mut self, click: Click<'_>) {
         match click {
-            Click::Redirect { id, version: location, bot, new_visitor } => {
+            Click::Redirect { id, version: location, bot, new_visitor, seen } => {
                 let link = self.links.entry(id).or_default();
                 link.redirects += 1;
                 link.bot_redirects += u64::from(bot);
                 link.new_visitors += u64::from(new_visitor);
-                link.versions.add(location, 1);
+                let version = link.versions.add(location, 1);
+                link.by.add(seen, bot, version);
             }
             Click::NotFound(id) => self.links.entry(id).or_default().not_found += 1,
             Click::Unknown => self.unknown_not_found += 1,
@@ -182,11 +218,12 @@ impl Counts {
             ours.bot_redirects += theirs.bot_redirects;
             ours.new_visitors += theirs.new_visitors;
             ours.not_found += theirs.not_found;
-            let Versions { first, more, other } = theirs.versions;
-            for (location, n) in first.into_iter().chain(more) {
-                ours.versions.add_owned(location, n);
-            }
+            let Values { first, more, other } = theirs.versions;
+            // Where each of their versions is among ours, for the breakdowns counted by version.
+            let places: Vec<Option<usize>> =
+                first.into_iter().chain(more).map(|(location, n)| ours.versions.add_owned(location, n)).collect();
             ours.versions.other += other;
+            ours.by.merge(&theirs.by, &places);
         }
     }
 }
@@ -250,7 +287,7 @@ mod tests {
     }
 
     fn redirect(link: &str, location: &'static str, bot: bool, new_visitor: bool) -> Click<'static> {
-        Click::Redirect { id: id(link), version: location, bot, new_visitor }
+        Click::Redirect { id: id(link), version: location, bot, new_visitor, seen: &by::Seen::NOTHING }
     }
 
     #[test]
@@ -300,12 +337,12 @@ mod tests {
         let tally = Tally::default();
         let locations: Vec<String> = (0..MAX_VERSIONS + 5).map(|n| format!("https://a.example/{n}")).collect();
         for location in locations.iter().chain(&locations[MAX_VERSIONS..]) {
-            tally.record(Click::Redirect { id: id("H83if"), version: location, bot: false, new_visitor: false });
+            tally.record(Click::Redirect { id: id("H83if"), version: location, bot: false, new_visitor: false, seen: &by::Seen::NOTHING });
         }
         let mut counts = tally.take();
         let mut more = Counts::default();
-        more.add(Click::Redirect { id: id("H83if"), version: "https://z.example/", bot: false, new_visitor: false });
-        more.add(Click::Redirect { id: id("H83if"), version: &locations[0], bot: false, new_visitor: false });
+        more.add(Click::Redirect { id: id("H83if"), version: "https://z.example/", bot: false, new_visitor: false, seen: &by::Seen::NOTHING });
+        more.add(Click::Redirect { id: id("H83if"), version: &locations[0], bot: false, new_visitor: false, seen: &by::Seen::NOTHING });
         counts.merge(more);
         let link = &counts.links[&id("H83if")];
         assert_eq!(link.redirects as usize, MAX_VERSIONS + 12);

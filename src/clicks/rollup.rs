@@ -195,6 +195,9 @@ fn counts_of(doc: &Value) -> Counts {
             link.versions.add(location, n);
             versioned += n;
         }
+        if let Some(by) = c.get("by") {
+            link.by = super::by::By::from_json(by);
+        }
         // Documents from before `(other)` counted nothing past 32 versions: the rest is theirs.
         if link.redirects > versioned {
             link.versions.add(super::OTHER_VERSIONS, link.redirects - versioned);

@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
 use super::CouchArgs;
+use crate::clicks::by::Dimension;
 use crate::clicks::doc::DESIGN_DOC;
 use crate::couch::{CouchClient, CouchError, ViewQuery};
 use crate::domain::LinkId;
@@ -18,9 +19,10 @@ pub struct ClicksArgs {
     /// The links to show (all that were counted, without any).
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
-    /// Counts in all, or per UTC month, day or hour.
-    #[arg(long, value_enum, default_value_t = Period::Total)]
-    pub by: Period,
+    /// Counts in all, or per UTC month, day or hour; or redirects per value of a breakdown
+    /// (`campaign`: `utm_source`, `utm_medium` and `utm_campaign`).
+    #[arg(long, value_enum, default_value_t = Grouping::Total)]
+    pub by: Grouping,
     /// From this UTC day on (YYYY-MM-DD).
     #[arg(long, value_parser = parse_day)]
     pub since: Option<String>,
@@ -48,8 +50,55 @@ pub struct ClicksArgs {
     pub on: super::DomainChoice,
 }
 
-/// How counts are grouped in time.
+/// What `--by` names: a period, or breakdowns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Grouping {
+    /// In all.
+    Total,
+    /// Per UTC month.
+    Month,
+    /// Per UTC day.
+    Day,
+    /// Per UTC hour.
+    Hour,
+    /// Per country (with `COUCHLINK_GEOIP` on the proxies).
+    Country,
+    /// Per kind of device (a bot's redirects under `bot`).
+    Device,
+    /// Per operating system.
+    Os,
+    /// Per browser family.
+    Browser,
+    /// Per referrer host.
+    Referrer,
+    /// Per `utm_source`, `utm_medium` and `utm_campaign`.
+    Campaign,
+    /// Per split variant (`R.V`: rule R's variant V).
+    Variant,
+}
+
+impl Grouping {
+    /// The period it names, or the breakdowns.
+    pub fn split(self) -> Result<Period, &'static [Dimension]> {
+        use Dimension as D;
+        Ok(match self {
+            Grouping::Total => Period::Total,
+            Grouping::Month => Period::Month,
+            Grouping::Day => Period::Day,
+            Grouping::Hour => Period::Hour,
+            Grouping::Country => return Err(&[D::Country]),
+            Grouping::Device => return Err(&[D::Device]),
+            Grouping::Os => return Err(&[D::Os]),
+            Grouping::Browser => return Err(&[D::Browser]),
+            Grouping::Referrer => return Err(&[D::Referrer]),
+            Grouping::Campaign => return Err(&[D::UtmSource, D::UtmMedium, D::UtmCampaign]),
+            Grouping::Variant => return Err(&[D::Variant]),
+        })
+    }
+}
+
+/// How counts are grouped in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Period {
     /// In all.
     Total,
@@ -214,8 +263,17 @@ impl ClicksArgs {
             let rows = runtime.block_on(versions(&couch, &self.ids))?;
             return print_versions(&rows, self.format, out);
         }
-        let rows = runtime.block_on(read(&couch, &self.ids, self.by, self.since.as_deref(), self.until.as_deref()))?;
-        print(&rows, self.by, self.format, out)
+        let (since, until) = (self.since.as_deref(), self.until.as_deref());
+        match self.by.split() {
+            Ok(period) => {
+                let rows = runtime.block_on(read(&couch, &self.ids, period, since, until))?;
+                print(&rows, period, self.format, out)
+            }
+            Err(dimensions) => {
+                let rows = runtime.block_on(read_by(&couch, &self.ids, dimensions, since, until))?;
+                print_by(&rows, self.format, out)
+            }
+        }
     }
 }
 
@@ -251,6 +309,103 @@ pub async fn read(
         }
     }
     Ok(rows)
+}
+
+/// Redirects of one link per value of a breakdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueRow {
+    /// The link.
+    pub id: String,
+    /// The breakdown.
+    pub dimension: Dimension,
+    /// Its value (`(none)`, `(other)` and `other` as documented).
+    pub value: String,
+    /// Redirects.
+    pub redirects: u64,
+}
+
+/// The redirects of `ids` (all links without any) per value of `dimensions`, between `since`
+/// and `until` (days; in all without either), from the `by_dimension` view: days when a range is
+/// asked, else months (a twelfth of the rows), each link's values most counted first.
+pub async fn read_by(
+    couch: &CouchClient,
+    ids: &[String],
+    dimensions: &[Dimension],
+    since: Option<&str>,
+    until: Option<&str>,
+) -> Result<Vec<ValueRow>, ClicksError> {
+    let days = since.is_some() || until.is_some();
+    let (from, to) = match (days, since, until) {
+        (true, since, until) => (format!("d{}", since.unwrap_or("")), format!("d{}", until.unwrap_or("9999"))),
+        (false, ..) => ("m".to_owned(), "m\u{fff0}".to_owned()),
+    };
+    let ranges: Vec<(Value, Value)> = if ids.is_empty() {
+        vec![(Value::Null, Value::Null)]
+    } else {
+        ids.iter().map(|id| (json!([id, from]), json!([id, to, {}]))).collect()
+    };
+    let mut sums: std::collections::BTreeMap<(String, Dimension, String), u64> = Default::default();
+    for (start, end) in ranges {
+        let query = ViewQuery { group_level: Some(4), start_key: start, end_key: end, limit: None };
+        for (key, value) in view_rows(couch, "by_dimension", query, VIEW_PAGE).await? {
+            let shape = || ClicksError::Shape {
+                view: "by_dimension",
+                key: key.to_string(),
+                expected: "[ID, \"d\" day or \"m\" month, breakdown, value] (strings)",
+            };
+            let [Value::String(id), Value::String(period), Value::String(name), Value::String(v)] =
+                key.as_array().map(Vec::as_slice).unwrap_or_default()
+            else {
+                return Err(shape());
+            };
+            let dimension = Dimension::parse(name).ok_or_else(shape)?;
+            LinkId::parse(id).map_err(|_| shape())?;
+            // Without IDs every key is read: those of the other kind of period, or out of
+            // the range, are left.
+            if !dimensions.contains(&dimension) || period.as_str() < from.as_str() || period.as_str() > to.as_str() {
+                continue;
+            }
+            *sums.entry((id.clone(), dimension, v.clone())).or_default() += value.as_u64().unwrap_or(0);
+        }
+    }
+    let mut rows: Vec<ValueRow> =
+        sums.into_iter().map(|((id, dimension, value), redirects)| ValueRow { id, dimension, value, redirects }).collect();
+    rows.sort_by(|a, b| {
+        (&a.id, a.dimension).cmp(&(&b.id, b.dimension)).then(b.redirects.cmp(&a.redirects)).then(a.value.cmp(&b.value))
+    });
+    Ok(rows)
+}
+
+/// Prints `rows` of breakdowns as `format` says.
+pub fn print_by(rows: &[ValueRow], format: Format, out: &mut impl Write) -> Result<(), ClicksError> {
+    match format {
+        Format::Json => {
+            let rows: Vec<Value> = rows
+                .iter()
+                .map(|r| json!({"link": r.id, "dimension": r.dimension.name(), "value": r.value, "redirects": r.redirects}))
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&json!({"clicks": rows})).expect("JSON serialises"))?;
+        }
+        Format::Csv => {
+            writeln!(out, "link,dimension,value,redirects")?;
+            for r in rows {
+                // A value is what a visitor sent (a campaign, a host): quoted (RFC 4180).
+                writeln!(out, "{},{},\"{}\",{}", r.id, r.dimension.name(), r.value.replace('"', "\"\""), r.redirects)?;
+            }
+        }
+        Format::Table => {
+            if rows.is_empty() {
+                writeln!(out, "no counts by these breakdowns yet")?;
+                return Ok(());
+            }
+            let width = rows.iter().map(|r| r.value.chars().count()).max().unwrap_or(0).max(5);
+            writeln!(out, "link   breakdown     {:<width$}  redirects", "value")?;
+            for r in rows {
+                writeln!(out, "{}  {:<12}  {:<width$}  {:>9}", r.id, r.dimension.name(), r.value, r.redirects)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The view's key ranges of `ids`, each `[id]` to `[id, {}]`; without any, the whole view.
@@ -432,5 +587,26 @@ mod tests {
         let mut table = Vec::new();
         print(&rows, Period::Day, Format::Table, &mut table).unwrap();
         assert!(String::from_utf8(table).unwrap().contains("H83if  2026-11-26         12     3             5     1"));
+    }
+
+    #[test]
+    fn breakdowns_print_in_every_format() {
+        let row = |value: &str, redirects| ValueRow { id: "H83if".into(), dimension: Dimension::UtmSource, value: value.into(), redirects };
+        let rows = [row("flyer, A4", 7), row("(none)", 2)];
+        let mut csv = Vec::new();
+        print_by(&rows, Format::Csv, &mut csv).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "link,dimension,value,redirects\nH83if,utm_source,\"flyer, A4\",7\nH83if,utm_source,\"(none)\",2\n"
+        );
+        let mut json = Vec::new();
+        print_by(&rows, Format::Json, &mut json).unwrap();
+        let value: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(value["clicks"][0], json!({"link": "H83if", "dimension": "utm_source", "value": "flyer, A4", "redirects": 7}));
+        let mut table = Vec::new();
+        print_by(&rows, Format::Table, &mut table).unwrap();
+        assert!(String::from_utf8(table).unwrap().contains("H83if  utm_source    flyer, A4          7"));
+        assert_eq!(Grouping::Campaign.split().unwrap_err().len(), 3);
+        assert_eq!(Grouping::Day.split(), Ok(Period::Day));
     }
 }

@@ -197,7 +197,7 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
         }
         (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok(path.into()),
         (_, Some(_), Some(doc), "GET")
-            if ["by_link", "by_version", "by_day_link", "by_month_link"]
+            if ["by_link", "by_version", "by_day_link", "by_month_link", "by_dimension"]
                 .iter()
                 .any(|v| doc == format!("_design/clicks/_view/{v}")) =>
         {

@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use couchlink::cmd::clicks::{read, Period, Row};
+use couchlink::clicks::by::Dimension;
+use couchlink::cmd::clicks::{read, read_by, Period, Row};
 use couchlink::couch::CouchClient;
 use couchlink::startup::ClicksConfig;
 use serde_json::{json, Value};
@@ -191,6 +192,110 @@ async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report
     assert!(docs[0]["_id"].as_str().unwrap().ends_with("/0"));
 }
 
+/// `couchlink report --format json --by campaign,device,country` of the app's access log.
+fn report_by_json(app: &TestApp, geoip: &std::path::Path) -> Value {
+    let geoip = geoip.to_str().unwrap();
+    let args = ["report", "--format", "json", "--by", "campaign", "--by", "device", "--by", "country", "--geoip", geoip];
+    let out = couchlink_command().args(args).env("COUCHLINK_LOG_DIR", app.log_dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn every_breakdown_the_report_shares_agrees_with_it_on_a_mixed_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let geoip = dir.path().join("countries.mmdb");
+    // 203.0.113.0/25 FR, 203.0.113.128/25 DE, 198.51.100.0/24 US, 2001:db8:1::/48 JP.
+    crate::support::report_fixtures::geoip_db(&geoip);
+    let db = counted_db().await;
+    // A split for phones (its variant counted), the campaign's medium in the target itself.
+    let split = json!([{"weight": 1, "url": "https://example.com/a?utm_medium=print"},
+        {"weight": 1, "url": "https://example.com/b?utm_medium=print"}]);
+    db.put_link("Mix01", json!({"url": "https://example.com/?utm_medium=print",
+        "targets": [{"when": {"device": ["mobile"]}, "split": split}]})).await;
+    let mut app = spawn_app_on(db, |c| {
+        c.clicks = Some(counting("proxy-mix", 3600));
+        c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
+        c.geoip = Some(geoip.clone());
+    })
+    .await;
+    app.wait_until_feed_is_live().await;
+    const PHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+    const ANDROID: &str = "Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/25.0 Chrome/121.0.0.0 Mobile Safari/537.36";
+    const EDGE: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36 Edg/126.0.0.0";
+    // (User-Agent, address, Referer, query), each visitor new.
+    let load: [(Option<&str>, &str, Option<&str>, &str); 12] = [
+        (Some(PHONE), "203.0.113.7", None, "?utm_source=flyer&utm_campaign=spring"),
+        (Some(PHONE), "203.0.113.8", None, "?utm_source=flyer&utm_campaign=spring"),
+        (Some(PHONE), "203.0.113.200", Some("https://News.example.com/a"), ""),
+        (Some(ANDROID), "2001:db8:1::5", None, "?utm_source=poster"),
+        (Some(ANDROID), "198.51.100.9", Some("android-app://com.google.android.gm/"), "?utm_campaign=spring+sale"),
+        (Some(EDGE), "198.51.100.10", Some("https://www.example.org/"), ""),
+        (Some(EDGE), "192.0.2.1", None, "?utm_source=mail&utm_medium=email"),
+        (Some(BROWSER), "203.0.113.9", Some("not a url"), ""),
+        (Some(BOT), "198.51.100.11", None, ""),
+        (None, "203.0.113.10", None, "?utm_source=flyer"),
+        (Some("Nokia3310"), "2001:db8:2::1", None, ""),
+        (Some(PHONE), "203.0.113.11", None, "?x=1&utm_source=&utm_source=qr"),
+    ];
+    for (ua, from, referer, query) in load {
+        let mut request = http().get(format!("{}/Mix01{query}", app.base)).header("X-Forwarded-For", from);
+        if let Some(ua) = ua {
+            request = request.header("User-Agent", ua);
+        }
+        if let Some(referer) = referer {
+            request = request.header("Referer", referer);
+        }
+        assert_eq!(request.send().await.unwrap().status(), 302, "{ua:?} {query}");
+    }
+    app.stop().await.unwrap();
+
+    let live = read_by(&clicks_as(&app.db, Some(READER)), &["Mix01".to_owned()], &Dimension::ALL, None, None)
+        .await
+        .unwrap();
+    let live_of = |d: Dimension| -> std::collections::BTreeMap<String, u64> {
+        live.iter().filter(|r| r.dimension == d).map(|r| (r.value.clone(), r.redirects)).collect()
+    };
+    for d in Dimension::ALL {
+        assert_eq!(live_of(d).values().sum::<u64>(), 12, "{d:?} adds up to the redirects: {live:#?}");
+    }
+    let report = report_by_json(&app, &geoip);
+    let by = &report["links"].as_array().unwrap().iter().find(|l| l["id"] == "Mix01").unwrap()["by"];
+    for d in [
+        Dimension::Country,
+        Dimension::Device,
+        Dimension::Os,
+        Dimension::Browser,
+        Dimension::UtmSource,
+        Dimension::UtmMedium,
+        Dimension::UtmCampaign,
+    ] {
+        let reported: std::collections::BTreeMap<String, u64> = by[d.name()]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {} in {by:#}", d.name()))
+            .iter()
+            .map(|v| (v["value"].as_str().unwrap().to_owned(), v["redirects"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(live_of(d), reported, "{d:?}");
+    }
+    // Known answers too, so that the two cannot agree by both being wrong.
+    let map = |pairs: &[(&str, u64)]| pairs.iter().map(|(v, n)| ((*v).to_owned(), *n)).collect();
+    assert_eq!(live_of(Dimension::Country), map(&[("FR", 5), ("DE", 1), ("JP", 1), ("US", 3), ("BR", 1), ("(unknown)", 1)]));
+    assert_eq!(live_of(Dimension::Device), map(&[("mobile", 6), ("desktop", 3), ("bot", 2), ("other", 1)]));
+    assert_eq!(live_of(Dimension::Browser), map(&[("safari", 4), ("samsung", 2), ("edge", 2), ("firefox", 1), ("other", 3)]));
+    assert_eq!(
+        live_of(Dimension::Referrer),
+        map(&[("(none)", 8), ("news.example.com", 1), ("com.google.android.gm", 1), ("www.example.org", 1), ("(other)", 1)])
+    );
+    assert_eq!(live_of(Dimension::UtmSource), map(&[("flyer", 3), ("poster", 1), ("mail", 1), ("qr", 1), ("(none)", 6)]));
+    assert_eq!(live_of(Dimension::UtmMedium), map(&[("print", 11), ("email", 1)]));
+    assert_eq!(live_of(Dimension::UtmCampaign), map(&[("spring", 2), ("spring sale", 1), ("(none)", 9)]));
+    // Phones took the split (iPhone and Android: 6 redirects), on one variant or the other.
+    let variants = live_of(Dimension::Variant);
+    assert_eq!(variants.get("(none)"), Some(&6), "{variants:?} {:#?}", app.log_lines());
+    assert!(variants.keys().all(|v| ["(none)", "1.1", "1.2"].contains(&v.as_str())), "{variants:?}");
+}
+
 #[tokio::test]
 async fn a_version_is_what_the_link_decided_never_the_visitor_s_query_or_path() {
     let db = counted_db().await;
@@ -258,7 +363,8 @@ async fn only_proxies_write_counts_and_the_links_readers_and_editors_read_them()
     let doc = json!({"_id": "2026-11-26T15:31:00Z/test/00ff/0", "type": "clicks", "proxy": "test", "run": "00ff",
         "start": "2026-11-26T15:31:00Z", "seconds": 60, "part": 0, "unknown_not_found": 1,
         "links": {"H83if": {"redirects": 2, "bot_redirects": 0, "new_visitors": 1, "not_found": 0,
-            "versions": {"https://example.com/": 2}}}});
+            "versions": {"https://example.com/": 2},
+            "by": {"device": {"mobile": 2}, "utm_source": {"flyer": 1, "(none)": 1}}}}});
     let id = doc["_id"].as_str().unwrap().to_owned();
     // The proxy's account (reader and proxy roles) writes a document once, never again.
     let proxy = clicks_as(&db, Some(READER));
@@ -277,6 +383,21 @@ async fn only_proxies_write_counts_and_the_links_readers_and_editors_read_them()
     let refused = proxy.create_doc_raw(bad["_id"].as_str().unwrap(), &bad).await.unwrap_err();
     assert_eq!(refused.status(), Some(403));
     assert!(refused.reason().unwrap_or_default().contains("whole number"), "{refused}");
+    // Breakdowns are of the documented names, each value a count.
+    for (by, says) in [
+        (json!({"shoe_size": {"42": 1}}), "no breakdown \"shoe_size\""),
+        (json!({"device": {"mobile": 1.5}}), "whole number"),
+        (json!({"device": [1]}), "object of counts"),
+        (json!([]), "\"by\" is an object"),
+    ] {
+        let mut bad = doc.clone();
+        bad["_id"] = json!("2026-11-26T15:34:00Z/test/00ff/0");
+        bad["start"] = json!("2026-11-26T15:34:00Z");
+        bad["links"]["H83if"]["by"] = by.clone();
+        let refused = proxy.create_doc_raw(bad["_id"].as_str().unwrap(), &bad).await.unwrap_err();
+        assert_eq!(refused.status(), Some(403), "{by}");
+        assert!(refused.reason().unwrap_or_default().contains(says), "{by}: {refused}");
+    }
     // The proxy still cannot write links.
     let link = db.client_as(Some(READER)).create_doc_raw("Prox1", &json!({"url": "https://example.com/"})).await;
     assert_eq!(link.unwrap_err().status(), Some(403), "the proxy role writes counts, not links");
@@ -483,7 +604,8 @@ fn interval(start: &str, proxy: &str, id: &str, redirects: u64) -> Value {
     json!({"_id": format!("{start}/{proxy}/00ff/0"), "type": "clicks", "proxy": proxy, "run": "00ff",
         "start": start, "seconds": 60, "part": 0, "unknown_not_found": 1,
         "links": {id: {"redirects": redirects, "bot_redirects": 1, "new_visitors": redirects, "not_found": 0,
-            "versions": {format!("https://example.com/{id}"): redirects}}}})
+            "versions": {format!("https://example.com/{id}"): redirects},
+            "by": {"device": {"bot": 1, "mobile": redirects - 1}, "utm_source": {"flyer": redirects}}}}})
 }
 
 /// `by_version` of link `id`: each version's redirects.
@@ -597,4 +719,14 @@ async fn old_intervals_roll_up_into_daily_documents_counting_each_once() {
     assert_eq!(totals(&db, "Rol01").await, [30, 5, 30, 0], "the late interval once, the included one not again");
     let versions = read(&clicks_as(&db, Some(EDITOR)), &["Rol02".to_owned()], Period::Day, None, None).await.unwrap();
     assert_eq!(versions, [Row { id: "Rol02".into(), period: "2026-10-01".into(), counts: [5, 1, 5, 0] }]);
+    // The breakdowns are rolled up with the rest, every value kept, a range of days or months.
+    let reader = clicks_as(&db, Some(EDITOR));
+    let by = |rows: Vec<couchlink::cmd::clicks::ValueRow>| -> Vec<(String, u64)> {
+        rows.into_iter().map(|r| (r.value, r.redirects)).collect()
+    };
+    let ids = ["Rol01".to_owned()];
+    let all = read_by(&reader, &ids, &[Dimension::Device], None, None).await.unwrap();
+    assert_eq!(by(all), [("mobile".to_owned(), 25), ("bot".to_owned(), 5)]);
+    let first_day = read_by(&reader, &ids, &[Dimension::UtmSource], Some("2026-10-01"), Some("2026-10-01")).await;
+    assert_eq!(by(first_day.unwrap()), [("flyer".to_owned(), 17)]);
 }

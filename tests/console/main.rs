@@ -399,7 +399,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         let table = browser
             .client
             .execute(
-                "return Array.from(document.querySelectorAll('figure.card tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))",
+                "return Array.from(document.querySelectorAll('section[aria-label=Clicks] > figure.card tbody tr')).map(r => Array.from(r.cells).map(c => c.textContent))",
                 vec![],
             )
             .await
@@ -412,12 +412,13 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert_eq!(table.as_array().unwrap().len(), 30, "a row a day for 30 days");
-    let bars = browser.client.find_all(Locator::Css("section[aria-label=Clicks] svg.chart rect.bar")).await.unwrap();
+    let bars =
+        browser.client.find_all(Locator::Css("section[aria-label=Clicks] > figure.card svg.chart rect.bar")).await.unwrap();
     assert_eq!(bars.len(), 30, "a bar a day");
     let csv = browser
         .client
         .execute(
-            "const href = document.querySelector('figure.card a[download]').href;
+            "const href = document.querySelector('section[aria-label=Clicks] > figure.card a[download]').href;
              return decodeURIComponent(href.slice(href.indexOf(',') + 1));",
             vec![],
         )
@@ -439,7 +440,8 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
     }
     let made = Instant::now();
-    let today_row = "return document.querySelector('figure.card tbody tr:last-child td:nth-child(2)').textContent";
+    let today_row =
+        "return document.querySelector('section[aria-label=Clicks] > figure.card tbody tr:last-child td:nth-child(2)').textContent";
     loop {
         let shown = browser.client.execute(today_row, vec![]).await.unwrap();
         if shown.as_str().and_then(|s| s.parse::<u64>().ok()) == Some(counted + 3) {
@@ -455,7 +457,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     page_says(&browser, "Redirects per month").await;
     let month_total: u64 = browser
         .client
-        .execute("return document.querySelector('figure.card tbody tr:last-child td:nth-child(2)').textContent", vec![])
+        .execute(today_row, vec![])
         .await
         .unwrap()
         .as_str()
@@ -465,6 +467,101 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     assert!(month_total >= counted, "{month_total} this month, {counted} today");
     browser.find("#c-unit").await.select_by_value("day").await.unwrap();
     page_says(&browser, "Redirects per day").await;
+
+    // Breakdowns of the range: phones with a campaign and a referrer through the proxy, then
+    // each card's table equal to CouchDB's by_dimension view over the same 30 days, its CSV the
+    // table's.
+    const PHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+    for source in ["flyer", "flyer", "poster"] {
+        let r = http
+            .get(format!("http://{}/{id}?utm_source={source}", proxy.addr))
+            .header("User-Agent", PHONE)
+            .header("Referer", "https://news.example.com/story")
+            .send()
+            .await
+            .unwrap();
+        proxy.responses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(r.status(), 302);
+    }
+    let counted = counted + 3;
+    let from = (time::OffsetDateTime::now_utc().date() - time::Duration::days(29)).to_string();
+    let by_view = format!(
+        "{}/{}_clicks/_design/clicks/_view/by_dimension?group_level=4&startkey={}&endkey={}",
+        db.couch.url.trim_end_matches('/'),
+        db.name,
+        json!([id, format!("d{from}")]),
+        json!([id, format!("d{today}"), {}]),
+    );
+    let card_rows = |name: &str| {
+        format!("return Array.from(document.querySelectorAll('.breakdowns figure[aria-label^=\"{name},\"] tbody tr')).map(r => [r.cells[0].textContent, Number(r.cells[1].textContent)])")
+    };
+    let started = Instant::now();
+    loop {
+        let rows: Value = http
+            .get(&by_view)
+            .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let mut view: std::collections::BTreeMap<(String, String), u64> = Default::default();
+        for r in rows["rows"].as_array().unwrap() {
+            let key = r["key"].as_array().unwrap();
+            let (d, v) = (key[2].as_str().unwrap().to_owned(), key[3].as_str().unwrap().to_owned());
+            *view.entry((d, v)).or_default() += r["value"].as_u64().unwrap();
+        }
+        let shown = |dimension: &str| -> std::collections::BTreeMap<(String, String), u64> {
+            view.iter().filter(|((d, _), _)| d == dimension).map(|(k, n)| (k.clone(), *n)).collect()
+        };
+        let mut agree = view.get(&("utm_source".into(), "poster".into())) == Some(&1);
+        for (dimension, name) in [("device", "Devices"), ("utm_source", "Campaign sources"), ("referrer", "Referrers")] {
+            let table = browser.client.execute(&card_rows(name), vec![]).await.unwrap();
+            let table: std::collections::BTreeMap<(String, String), u64> = table
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| ((dimension.to_owned(), r[0].as_str().unwrap().to_owned()), r[1].as_u64().unwrap()))
+                .collect();
+            agree &= table == shown(dimension);
+        }
+        if agree {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the breakdowns never matched the view: {view:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let devices = browser.client.execute(&card_rows("Devices"), vec![]).await.unwrap();
+    // The three phones, and any the page's own browser made earlier.
+    let mobile = devices.as_array().unwrap().iter().find(|r| r[0] == "mobile").map(|r| r[1].as_u64().unwrap());
+    assert!(mobile >= Some(3), "{devices}");
+    assert_eq!(
+        browser.client.find_all(Locator::Css(".breakdowns figure[aria-label^='Devices,'] rect.bar")).await.unwrap().len(),
+        devices.as_array().unwrap().len(),
+        "a bar per row"
+    );
+    let csv = browser
+        .client
+        .execute(
+            "const href = document.querySelector(\".breakdowns figure[aria-label^='Campaign sources,'] a[download]\").href;
+             return decodeURIComponent(href.slice(href.indexOf(',') + 1));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let sources = browser.client.execute(&card_rows("Campaign sources"), vec![]).await.unwrap();
+    let expected: Vec<String> = std::iter::once("utm_source,redirects".to_owned())
+        .chain(sources.as_array().unwrap().iter().map(|r| format!("{},{}", r[0].as_str().unwrap(), r[1])))
+        .collect();
+    assert_eq!(csv.as_str().unwrap().trim_end().split("\r\n").collect::<Vec<_>>(), expected, "the CSV is the table");
+    assert!(sources.to_string().contains(r#"["flyer",2]"#), "{sources}");
+    browser
+        .client
+        .execute("document.querySelector('.breakdowns').scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    browser.shot("breakdowns").await;
     browser
         .client
         .execute("document.querySelector('section[aria-label=Clicks]').scrollIntoView()", vec![])
