@@ -3,10 +3,13 @@
 # documents (BENCH_PROXIES proxies, one-minute intervals, BENCH_LINKS links served each minute
 # by each, a fifth of them with a second target version) written through `_bulk_docs`, the
 # database compacted and its views built, then the files' sizes, per day and per year; and the
-# same after `couchlink clicks --roll-up-until` made it one daily document.
+# same after `couchlink clicks --roll-up-until` made it one daily document. Each link's minute
+# carries breakdowns (countries, devices, systems, browsers, referrers, campaign, variant) of
+# the shape a printed tag's traffic gives.
 #
 #   bench/clicks-disk.sh          # 3 proxies, 200 links a minute each: 4320 documents a day
 #   BENCH_LINKS=1000 bench/clicks-disk.sh
+#   BENCH_BY=0 bench/clicks-disk.sh   # without the breakdowns (#66), as documents were before
 #
 # Needs CouchDB 3.5's couchdb.sh: COUCHLINK_COUCHDB_SH, or ../shared/couchdb/couchdb.sh.
 set -euo pipefail
@@ -35,6 +38,31 @@ def call(method, path, body=None):
 rng = random.Random(7)
 alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 pool = ["".join(rng.choice(alphabet) for _ in range(5)) for _ in range(links * 5)]
+def split(total, values):
+    """`total` spread over a few of `values` (the first most), as a document's breakdown."""
+    out, left = {}, total
+    for value in values[:-1]:
+        n = rng.randint(0, left)
+        if n:
+            out[value] = n
+        left -= n
+    if left:
+        out[values[-1]] = left
+    return out
+def breakdowns(total):
+    # What a printed tag's minute looks like: a few countries, phones mostly, one or two
+    # referrers, the campaign its target carries (BENCH_BY=0: none, as before #66).
+    if not with_by:
+        return {}
+    return {"country": split(total, rng.sample(["IE", "GB", "FR", "DE", "US", "(unknown)"], 3)),
+            "device": split(total, ["mobile", "desktop", "tablet", "bot"]),
+            "os": split(total, ["ios", "android", "windows", "other"]),
+            "browser": split(total, ["safari", "chrome", "samsung", "other"]),
+            "referrer": split(total, ["(none)", "l.instagram.com"]),
+            "utm_source": {"qr": total}, "utm_medium": {"print": total}, "utm_campaign": {"(none)": total},
+            "variant": {"(none)": total}}
+import os
+with_by = os.environ.get("BENCH_BY", "1") != "0"
 docs = []
 for minute in range(1440):
     start = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(1795651200 + minute * 60))
@@ -45,8 +73,10 @@ for minute in range(1440):
             versions = {f"https://example.com/landing/{link}?utm_source=qr&utm_medium=print": r}
             if rng.random() < 0.2:
                 versions[f"https://example.com/landing/{link}/v2?utm_source=qr"] = rng.randint(1, 5)
-            counts[link] = {"redirects": sum(versions.values()), "bot_redirects": rng.randint(0, 3),
-                            "new_visitors": rng.randint(0, r), "not_found": 0, "versions": versions}
+            total = sum(versions.values())
+            counts[link] = {"redirects": total, "bot_redirects": rng.randint(0, 3),
+                            "new_visitors": rng.randint(0, r), "not_found": 0, "versions": versions,
+                            "by": breakdowns(total)}
         run = f"{p:016x}"
         docs.append({"_id": f"{start}/proxy-{p}/{run}/0", "type": "clicks", "proxy": f"proxy-{p}", "run": run,
                      "start": start, "seconds": 60, "part": 0, "links": counts, "unknown_not_found": rng.randint(0, 9)})
@@ -55,7 +85,7 @@ for i in range(0, len(docs), 500):
     rows = call("POST", "/links_clicks/_bulk_docs", {"docs": docs[i:i + 500]})
     if any("error" in row for row in rows):
         sys.exit(f"refused: {[row for row in rows if 'error' in row][:2]}")
-for view in ("by_link", "by_version", "by_day"):
+for view in ("by_link", "by_version", "by_day", "by_day_link", "by_month_link", "by_dimension"):
     call("GET", f"/links_clicks/_design/clicks/_view/{view}?limit=1")
 info, views = compact_and_wait(caller, "links_clicks", "clicks")
 db_file, db_active, ix_file = info["sizes"]["file"], info["sizes"]["active"], views["sizes"]["file"]

@@ -61,11 +61,12 @@ couch=http://127.0.0.1:$couchdb_port
 couch_pid=""
 serve_pid=""
 console_pid=""
+rollup_pid=""
 # One Ctrl-C or SIGTERM stops everything started here: couchlink first (it drains in-flight
 # requests and writes its access log), then the local CouchDB.
 stop() {
   trap - EXIT INT TERM
-  for pid in $console_pid $serve_pid $couch_pid; do
+  for pid in $rollup_pid $console_pid $serve_pid $couch_pid; do
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -109,5 +110,10 @@ serve_pid=$!
 COUCHLINK_CONSOLE_LISTEN=127.0.0.1:$console_port COUCHLINK_PUBLIC_URL=http://127.0.0.1:$port \
   "$couchlink" console &
 console_pid=$!
+# The live counts' roll-up, as a default install runs it: days older than 7 into daily
+# documents, once a day (docs/operations.md, "Live counts on disk"); quiet unless it fails.
+COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=admin \
+  "$couchlink" clicks --roll-up-older-than 7 --every 86400 > /dev/null &
+rollup_pid=$!
 # Returns when couchlink exits, or at once when a signal arrives (its trap then stops both).
 wait "$serve_pid"

@@ -23,7 +23,10 @@ done
 # Debian's python3, which has PyYAML since docker-compose needs it.
 /usr/bin/python3 - deploy/kubernetes.yaml <<'PY'
 import sys, yaml
-deployment, service = yaml.safe_load_all(open(sys.argv[1]))
+deployment, service, rollup = yaml.safe_load_all(open(sys.argv[1]))
+job = rollup["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+assert rollup["kind"] == "CronJob" and rollup["spec"]["concurrencyPolicy"] == "Forbid"
+assert job["args"][:2] == ["clicks", "--roll-up-older-than"]
 pod = deployment["spec"]["template"]["spec"]
 container = pod["containers"][0]
 assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
@@ -32,7 +35,7 @@ assert container["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
 assert pod["terminationGracePeriodSeconds"] > 5 + 10
 assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 PY
-echo "deploy/kubernetes.yaml: valid YAML, rolling update with a readiness probe and a preStop pause"
+echo "deploy/kubernetes.yaml: valid YAML, rolling update with a readiness probe and a preStop pause, a daily roll-up"
 # The unit as installed, but starting this checkout's binary (verify checks that it exists).
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cargo build --quiet --locked
@@ -55,6 +58,17 @@ done
 grep -qx 'Service=couchlink-console.service' deploy/couchlink-console.socket ||
   { echo "deploy/couchlink-console.socket names no service" >&2; exit 1; }
 echo "deploy/couchlink-console.service, couchlink-console.socket: valid"
+sed "s|^ExecStart=/usr/local/bin/couchlink|ExecStart=$PWD/target/debug/couchlink|" deploy/couchlink-rollup.service \
+  > "$work/couchlink-rollup.service"
+cp deploy/couchlink-rollup.timer "$work/"
+problems=$(systemd-analyze verify "$work/couchlink-rollup.service" "$work/couchlink-rollup.timer" 2>&1) || true
+if [ -n "$problems" ]; then echo "deploy/couchlink-rollup.service and its timer: $problems" >&2; exit 1; fi
+# The roll-up's command line is one couchlink accepts (its flags parsed, nothing run).
+echo check > "$work/couchdb-admin-password"
+rollup=$(sed -n 's|^ExecStart=/usr/local/bin/couchlink ||p' deploy/couchlink-rollup.service | sed "s|\${CREDENTIALS_DIRECTORY}|$work|")
+# shellcheck disable=SC2086 # the unit's words
+out=$(target/debug/couchlink $rollup --help 2>&1) || { echo "deploy/couchlink-rollup.service: $out" >&2; exit 1; }
+echo "deploy/couchlink-rollup.service, couchlink-rollup.timer: valid"
 promtool check rules deploy/couchlink-alerts.yml > /dev/null || { promtool check rules deploy/couchlink-alerts.yml; exit 1; }
 promtool test rules deploy/couchlink-alerts.test.yml > /dev/null || { promtool test rules deploy/couchlink-alerts.test.yml; exit 1; }
 echo "deploy/couchlink-alerts.yml: valid, and its tests pass"

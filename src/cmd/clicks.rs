@@ -36,6 +36,15 @@ pub struct ClicksArgs {
     /// documents, its one-minute documents deleted (docs/operations.md, "Live counts on disk").
     #[arg(long, value_name = "DAY", value_parser = parse_day, conflicts_with_all = ["ids", "by", "since", "until", "versions"])]
     pub roll_up_until: Option<String>,
+    /// With admin credentials: roll up every UTC day that ended more than DAYS days ago (the
+    /// hours of the last DAYS days are kept), as `--roll-up-until` does.
+    #[arg(long, value_name = "DAYS", conflicts_with_all = ["ids", "by", "since", "until", "versions", "roll_up_until"])]
+    pub roll_up_older_than: Option<u32>,
+    /// With `--roll-up-older-than`: again every SECONDS until SIGTERM or SIGINT, a round's
+    /// failure said on stderr and tried again next round (the one process a default install
+    /// runs: docs/operations.md, "Live counts on disk").
+    #[arg(long, value_name = "SECONDS", requires = "roll_up_older_than", value_parser = clap::value_parser!(u64).range(1..))]
+    pub every: Option<u64>,
     /// How to print them.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -259,6 +268,9 @@ impl ClicksArgs {
             }
             return Ok(());
         }
+        if let Some(days) = self.roll_up_older_than {
+            return runtime.block_on(roll_up_rounds(&couch, days, self.every, out));
+        }
         if self.versions {
             let rows = runtime.block_on(versions(&couch, &self.ids))?;
             return print_versions(&rows, self.format, out);
@@ -309,6 +321,40 @@ pub async fn read(
         }
     }
     Ok(rows)
+}
+
+/// Rolls up the days older than `days`, once, or every `every` seconds until SIGTERM or SIGINT.
+async fn roll_up_rounds(
+    couch: &CouchClient,
+    days: u32,
+    every: Option<u64>,
+    out: &mut impl Write,
+) -> Result<(), ClicksError> {
+    let mut stop = std::pin::pin!(crate::lifecycle::shutdown_signal());
+    loop {
+        let today = time::OffsetDateTime::now_utc().date();
+        let until = today - time::Duration::days(i64::from(days));
+        match crate::clicks::rollup::roll_up(couch, until).await {
+            Ok(rolled) => {
+                for day in &rolled {
+                    writeln!(out, "{}: {} documents rolled into {}", day.day, day.deleted, day.parts)?;
+                }
+                if rolled.is_empty() {
+                    writeln!(out, "nothing to roll up before {until}")?;
+                }
+                out.flush()?;
+            }
+            // Nothing is lost by a round that stops (each day is rolled up whole or taken up
+            // again): said, and tried again next round.
+            Err(e) if every.is_some() => eprintln!("couchlink clicks: {}", crate::errors::Causes(&e)),
+            Err(e) => return Err(e.into()),
+        }
+        let Some(every) = every else { return Ok(()) };
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs(every)) => {}
+            () = &mut stop => return Ok(()),
+        }
+    }
 }
 
 /// Redirects of one link per value of a breakdown.

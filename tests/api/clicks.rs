@@ -730,3 +730,55 @@ async fn old_intervals_roll_up_into_daily_documents_counting_each_once() {
     let first_day = read_by(&reader, &ids, &[Dimension::UtmSource], Some("2026-10-01"), Some("2026-10-01")).await;
     assert_eq!(by(first_day.unwrap()), [("flyer".to_owned(), 17)]);
 }
+
+#[tokio::test]
+async fn one_process_rolls_up_the_days_past_the_age_every_round_and_stops_on_sigterm() {
+    let db = counted_db().await;
+    let proxy = clicks_as(&db, Some(READER));
+    let day = |ago: i64| (time::OffsetDateTime::now_utc().date() - time::Duration::days(ago)).to_string();
+    let old = interval(&format!("{}T10:00:00Z", day(10)), "web-1", "Age01", 4);
+    let recent = interval(&format!("{}T10:00:00Z", day(2)), "web-1", "Age01", 5);
+    for doc in [&old, &recent] {
+        proxy.create_doc_raw(doc["_id"].as_str().unwrap(), doc).await.unwrap();
+    }
+    let mut child = tokio::process::Command::from(couchlink_command())
+        .args(["clicks", "--roll-up-older-than", "7", "--every", "1"])
+        .env("COUCHLINK_COUCHDB_URL", &db.couch.url)
+        .env("COUCHLINK_COUCHDB_USER", &db.couch.admin_user)
+        .env("COUCHLINK_COUCHDB_PASSWORD", &db.couch.admin_password)
+        .env("COUCHLINK_DB", &db.name)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ids = || async { documents(&db).await.iter().map(|d| d["_id"].as_str().unwrap().to_owned()).collect::<Vec<_>>() };
+    let rolled = |d: &str| format!("{d}T00:00:00Z/rollup/0000000000000000/0");
+    let wait_for = |want: Vec<String>| {
+        let ids = &ids;
+        async move {
+            let started = Instant::now();
+            loop {
+                let got = ids().await;
+                if got == want {
+                    return;
+                }
+                assert!(started.elapsed() < Duration::from_secs(20), "{got:?}, never {want:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // The first round rolls the day 10 days ago up; 2 days ago is within the age, kept as it is.
+    wait_for(vec![rolled(&day(10)), recent["_id"].as_str().unwrap().to_owned()]).await;
+    // A proxy's late interval of an old day (its backlog) is rolled up by a later round.
+    let late = interval(&format!("{}T11:00:00Z", day(9)), "web-2", "Age01", 6);
+    proxy.create_doc_raw(late["_id"].as_str().unwrap(), &late).await.unwrap();
+    wait_for(vec![rolled(&day(10)), rolled(&day(9)), recent["_id"].as_str().unwrap().to_owned()]).await;
+    assert_eq!(totals(&db, "Age01").await, [15, 3, 15, 0], "every count kept");
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("stopped on SIGTERM").unwrap();
+    assert!(out.success(), "{out:?}");
+    let mut said = String::new();
+    tokio::io::AsyncReadExt::read_to_string(child.stdout.as_mut().unwrap(), &mut said).await.unwrap();
+    assert!(said.contains(&format!("{}: 1 documents rolled into 1", day(10))), "{said}");
+}

@@ -704,6 +704,8 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     browser.client.set_window_size(390, 844).await.unwrap();
     browser.client.refresh().await.unwrap();
     page_says(&browser, &id).await;
+    // Its breakdowns too, a card to a row.
+    browser.find(".breakdowns figure").await;
     assert!(
         fits(&browser, "document.documentElement", "window.innerWidth").await,
         "the link's page is wider than a phone"
