@@ -157,35 +157,64 @@ const MAX_VARIANTS: usize = 64;
 
 /// Versions whose plain redirects are counted in place (most links send everyone to one or
 /// two targets an interval); more are counted in a list.
-const IN_PLACE: usize = 4;
+const IN_PLACE: usize = 2;
+
+/// A redirect's device, system and browser as one number (the bot's device included):
+/// `(device * SYSTEMS + os) * BROWSERS + browser`, so that a request adds to one counter, not
+/// three.
+type Profile = u16;
+
+/// A profile slot not used yet.
+const UNUSED: Profile = Profile::MAX;
+
+fn profile(device: usize, os: usize, browser: usize) -> Profile {
+    ((device * SYSTEMS + os) * BROWSERS + browser) as Profile
+}
+
+/// A profile's device, system and browser.
+fn parts(profile: Profile) -> (usize, usize, usize) {
+    let p = usize::from(profile);
+    (p / (SYSTEMS * BROWSERS), p / BROWSERS % SYSTEMS, p % BROWSERS)
+}
+
+/// Profiles counted in place per link and interval (a printed tag's minute: a phone or two);
+/// more are counted in a list.
+const PROFILES_IN_PLACE: usize = 2;
 
 /// One link's redirects per value of each breakdown over an interval. What nearly every
-/// redirect of a printed tag is (a User-Agent's three readings, no `Referer`, no `utm_` in the
-/// request, no split) is counted in place, numbers only: the redirect path allocates nothing
-/// for it. The values visitors send (countries, referrers, campaigns) are kept apart,
-/// allocated the first time one is counted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// redirect of a printed tag is (a User-Agent read once, no `Referer`, no `utm_` in the request,
+/// no split) is two counters side by side in the link's counts: its profile's and its
+/// version's; a redirect without a `Referer` or a split adds to no counter at all (those are the
+/// link's redirects less the ones counted by name). The values visitors send (countries,
+/// referrers, campaigns, variants) are kept apart, allocated the first time one is counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct By {
-    /// Per [`Device::NAMES`], then bot, then other.
-    device: [u64; DEVICES],
-    /// Per [`Os::NAMES`], then other.
-    os: [u64; SYSTEMS],
-    /// Per [`Browser::NAMES`], then other.
-    browser: [u64; BROWSERS],
-    /// Redirects without a `Referer`.
-    no_referrer: u64,
-    /// Redirects no split chose.
-    no_variant: u64,
+    /// Redirects per profile, the first ones in place.
+    profiles: [(Profile, u64); PROFILES_IN_PLACE],
     /// Redirects whose request carried no `utm_` parameter, per place of their version among
     /// the link's versions ([`Values::add`]'s answer): their campaign is their version's, read
     /// when the document is written (the report reads the same from the `Location`, which
     /// holds the version's parameters and no other `utm_` one).
     by_version: [u64; IN_PLACE],
+    more_profiles: Vec<(Profile, u64)>,
     by_version_more: Vec<u64>,
     /// Of those, redirects to a version past [`super::MAX_VERSIONS`]: campaign unknown, counted
     /// as other.
     by_version_other: u64,
     named: Option<Box<Named>>,
+}
+
+impl Default for By {
+    fn default() -> Self {
+        By {
+            profiles: [(UNUSED, 0); PROFILES_IN_PLACE],
+            by_version: [0; IN_PLACE],
+            more_profiles: Vec::new(),
+            by_version_more: Vec::new(),
+            by_version_other: 0,
+            named: None,
+        }
+    }
 }
 
 /// What visitors send, counted by name.
@@ -218,6 +247,23 @@ impl By {
         self.named.get_or_insert_default()
     }
 
+    fn add_profile(&mut self, profile: Profile, n: u64) {
+        for slot in &mut self.profiles {
+            if slot.0 == profile {
+                slot.1 += n;
+                return;
+            }
+            if slot.0 == UNUSED {
+                *slot = (profile, n);
+                return;
+            }
+        }
+        match self.more_profiles.iter_mut().find(|(p, _)| *p == profile) {
+            Some((_, count)) => *count += n,
+            None => self.more_profiles.push((profile, n)),
+        }
+    }
+
     fn add_by_version(&mut self, place: Option<usize>, n: u64) {
         match place {
             Some(at) if at < IN_PLACE => self.by_version[at] += n,
@@ -237,15 +283,14 @@ impl By {
     pub(crate) fn add(&mut self, seen: &Seen<'_>, bot: bool, version: Option<usize>) {
         let client = &seen.client;
         let device = if bot { Device::NAMES.len() } else { client.device.map_or(DEVICES - 1, |d| d as usize) };
-        self.device[device] += 1;
-        self.os[client.os.map_or(SYSTEMS - 1, |o| o as usize)] += 1;
-        self.browser[client.browser.map_or(BROWSERS - 1, |b| b as usize)] += 1;
+        let os = client.os.map_or(SYSTEMS - 1, |o| o as usize);
+        let browser = client.browser.map_or(BROWSERS - 1, |b| b as usize);
+        self.add_profile(profile(device, os, browser), 1);
         if let Some(country) = seen.country {
             self.named().country.add(country, 1);
         }
-        match &seen.referrer {
-            None => self.no_referrer += 1,
-            Some(referrer) => add_value(&mut self.named().referrer, referrer),
+        if let Some(referrer) = &seen.referrer {
+            add_value(&mut self.named().referrer, referrer);
         }
         match &seen.campaign {
             Some(values) => {
@@ -256,22 +301,19 @@ impl By {
             }
             None => self.add_by_version(version, 1),
         }
-        match seen.variant {
-            Some(variant) => self.named().add_variant(variant, 1),
-            None => self.no_variant += 1,
+        if let Some(variant) = seen.variant {
+            self.named().add_variant(variant, 1);
         }
     }
 
     /// Adds `other` to these counts; `places[i]` is where `other`'s version `i` is among
     /// these counts' link's versions.
     pub(crate) fn merge(&mut self, other: &By, places: &[Option<usize>]) {
-        for (ours, theirs) in self.device.iter_mut().chain(&mut self.os).chain(&mut self.browser).zip(
-            other.device.iter().chain(&other.os).chain(&other.browser),
-        ) {
-            *ours += theirs;
+        for &(profile, n) in other.profiles.iter().chain(&other.more_profiles) {
+            if profile != UNUSED {
+                self.add_profile(profile, n);
+            }
         }
-        self.no_referrer += other.no_referrer;
-        self.no_variant += other.no_variant;
         for (at, n) in other.by_version.iter().chain(&other.by_version_more).enumerate() {
             if *n > 0 {
                 self.add_by_version(places.get(at).copied().flatten(), *n);
@@ -293,18 +335,31 @@ impl By {
     }
 
     /// Adds `n` redirects under `value` of `dimension` (a document read back: names not
-    /// recognised are counted as other).
+    /// recognised are counted as other; a referrer's and a variant's `(none)` are the
+    /// redirects not counted by name, so they need no counting).
     pub(crate) fn add_named(&mut self, dimension: Dimension, value: &str, n: u64) {
         let index = |names: &[&str]| names.iter().position(|name| *name == value);
+        // Read back one breakdown at a time: the device, system and browser each as a profile
+        // of its own (the others "other"); `values` adds each up alike.
+        let (other_os, other_browser) = (SYSTEMS - 1, BROWSERS - 1);
         match dimension {
-            Dimension::Device if value == BOT => self.device[Device::NAMES.len()] += n,
-            Dimension::Device => self.device[index(&Device::NAMES).unwrap_or(DEVICES - 1)] += n,
-            Dimension::Os => self.os[index(&Os::NAMES).unwrap_or(SYSTEMS - 1)] += n,
-            Dimension::Browser => self.browser[index(&Browser::NAMES).unwrap_or(BROWSERS - 1)] += n,
+            Dimension::Device => {
+                let device =
+                    if value == BOT { Device::NAMES.len() } else { index(&Device::NAMES).unwrap_or(DEVICES - 1) };
+                self.add_profile(profile(device, other_os, other_browser) | READ_BACK, n);
+            }
+            Dimension::Os => {
+                let os = index(&Os::NAMES).unwrap_or(SYSTEMS - 1);
+                self.add_profile(profile(DEVICES - 1, os, other_browser) | READ_BACK | OS_ONLY, n);
+            }
+            Dimension::Browser => {
+                let browser = index(&Browser::NAMES).unwrap_or(BROWSERS - 1);
+                self.add_profile(profile(DEVICES - 1, other_os, browser) | READ_BACK | BROWSER_ONLY, n);
+            }
             Dimension::Country => {
                 self.named().country.add(value, n);
             }
-            Dimension::Referrer if value == NONE => self.no_referrer += n,
+            Dimension::Referrer if value == NONE => {}
             Dimension::Referrer => {
                 self.named().referrer.add(value, n);
             }
@@ -314,18 +369,19 @@ impl By {
             }
             Dimension::Variant => match parse_variant(value) {
                 Some(variant) => self.named().add_variant(variant, n),
-                None if value == NONE => self.no_variant += n,
+                None if value == NONE => {}
                 None => self.named().other_variants += n,
             },
         }
     }
 
     /// Every breakdown as a document holds it: `{"device": {"mobile": 2, ...}, ...}`, each
-    /// [`By::values`] (the country only when counted); `versions` are the link's.
-    pub fn to_json(&self, versions: &Values) -> serde_json::Value {
+    /// [`By::values`] (the country only when counted); `versions` and `redirects` are the
+    /// link's.
+    pub fn to_json(&self, versions: &Values, redirects: u64) -> serde_json::Value {
         Dimension::ALL
             .into_iter()
-            .map(|d| (d, self.values(d, versions)))
+            .map(|d| (d, self.values(d, versions, redirects)))
             .filter(|(_, values)| !values.is_empty())
             .map(|(d, values)| {
                 let values: serde_json::Map<String, serde_json::Value> =
@@ -348,26 +404,51 @@ impl By {
         read
     }
 
+    /// The redirects per device, system and browser.
+    fn clients(&self) -> ([u64; DEVICES], [u64; SYSTEMS], [u64; BROWSERS]) {
+        let (mut device, mut os, mut browser) = ([0; DEVICES], [0; SYSTEMS], [0; BROWSERS]);
+        for &(p, n) in self.profiles.iter().chain(&self.more_profiles) {
+            if p == UNUSED {
+                continue;
+            }
+            // A profile read back from a document stands for one breakdown only.
+            let (d, o, b) = parts(p & !(READ_BACK | OS_ONLY | BROWSER_ONLY));
+            let read_back = p & READ_BACK != 0;
+            if !read_back || p & (OS_ONLY | BROWSER_ONLY) == 0 {
+                device[d] += n;
+            }
+            if !read_back || p & OS_ONLY != 0 {
+                os[o] += n;
+            }
+            if !read_back || p & BROWSER_ONLY != 0 {
+                browser[b] += n;
+            }
+        }
+        (device, os, browser)
+    }
+
     /// Each value of `dimension` and its redirects, most counted first (ties by name), at most
     /// [`TOP_VALUES`] by name and the rest under [`super::OTHER_VERSIONS`]; values counted 0
-    /// left out. Nothing for the country when none was counted. `versions` are the link's
-    /// (the campaign of a request that carried none is its version's).
-    pub fn values(&self, dimension: Dimension, versions: &Values) -> Vec<(String, u64)> {
+    /// left out. Nothing for the country when none was counted. `versions` and `redirects` are
+    /// the link's (the campaign of a request that carried none is its version's; a redirect
+    /// without a referrer or a split is one not counted under a name).
+    pub fn values(&self, dimension: Dimension, versions: &Values, redirects: u64) -> Vec<(String, u64)> {
         let named = |names: &[&'static str], counts: &[u64]| -> Vec<(String, u64)> {
             names.iter().zip(counts).map(|(name, n)| ((*name).to_owned(), *n)).collect()
         };
         let listed = |values: Option<&Values>| -> Vec<(String, u64)> {
             values.into_iter().flat_map(Values::iter).map(|(v, n)| (v.to_owned(), n)).collect()
         };
+        let rest = |all: &[(String, u64)]| redirects.saturating_sub(all.iter().map(|(_, n)| n).sum());
         let these = self.named.as_deref();
         let all: Vec<(String, u64)> = match dimension {
-            Dimension::Device => named(&[&Device::NAMES[..], &[BOT, OTHER]].concat(), &self.device),
-            Dimension::Os => named(&[&Os::NAMES[..], &[OTHER]].concat(), &self.os),
-            Dimension::Browser => named(&[&Browser::NAMES[..], &[OTHER]].concat(), &self.browser),
+            Dimension::Device => named(&[&Device::NAMES[..], &[BOT, OTHER]].concat(), &self.clients().0),
+            Dimension::Os => named(&[&Os::NAMES[..], &[OTHER]].concat(), &self.clients().1),
+            Dimension::Browser => named(&[&Browser::NAMES[..], &[OTHER]].concat(), &self.clients().2),
             Dimension::Country => listed(these.map(|n| &n.country)),
             Dimension::Referrer => {
                 let mut all = listed(these.map(|n| &n.referrer));
-                all.push((NONE.to_owned(), self.no_referrer));
+                all.push((NONE.to_owned(), rest(&all)));
                 all
             }
             Dimension::UtmSource | Dimension::UtmMedium | Dimension::UtmCampaign => {
@@ -391,14 +472,19 @@ impl By {
                     .flat_map(|n| &n.variants)
                     .map(|((r, v), n)| (format!("{}.{}", r + 1, v + 1), *n))
                     .collect();
-                all.push((NONE.to_owned(), self.no_variant));
                 all.push((super::OTHER_VERSIONS.to_owned(), these.map_or(0, |n| n.other_variants)));
+                all.push((NONE.to_owned(), rest(&all)));
                 all
             }
         };
         top(all)
     }
 }
+
+/// A profile read back from a document's one breakdown, and which (none: the device's).
+const READ_BACK: Profile = 1 << 14;
+const OS_ONLY: Profile = 1 << 13;
+const BROWSER_ONLY: Profile = 1 << 12;
 
 /// `R.V` (from 1) as `(rule, variant)` from 0.
 fn parse_variant(value: &str) -> Option<(u16, u16)> {
@@ -452,13 +538,17 @@ mod tests {
         by.add(&seen(PHONE, "news.example", Some(["flyer", "print", "spring"])), false, version);
         let split = Seen { variant: Some((1, 0)), ..seen("curl/8", "(none)", Some(["flyer", "(none)", "spring"])) };
         by.add(&split, true, version);
-        let values = |d: Dimension| by.values(d, &versions);
+        let values = |d: Dimension| by.values(d, &versions, 3);
         assert_eq!(values(Dimension::Device), [("mobile".into(), 2), ("bot".into(), 1)]);
         assert_eq!(values(Dimension::Os), [("ios".into(), 2), ("other".into(), 1)]);
         assert_eq!(values(Dimension::Browser), [("safari".into(), 2), ("other".into(), 1)]);
         assert_eq!(values(Dimension::Referrer), [("(none)".into(), 2), ("news.example".into(), 1)]);
         assert_eq!(values(Dimension::UtmSource), [("flyer".into(), 3)]);
-        assert_eq!(values(Dimension::UtmMedium), [("print".into(), 2), ("(none)".into(), 1)], "the first from its version");
+        assert_eq!(
+            values(Dimension::UtmMedium),
+            [("print".into(), 2), ("(none)".into(), 1)],
+            "the first from its version"
+        );
         assert_eq!(values(Dimension::UtmCampaign), [("spring".into(), 2), ("(none)".into(), 1)]);
         assert_eq!(values(Dimension::Variant), [("(none)".into(), 2), ("2.1".into(), 1)]);
         assert_eq!(values(Dimension::Country), [("IE".into(), 3)]);
@@ -468,11 +558,11 @@ mod tests {
             for (value, n) in values(d) {
                 read.add_named(d, &value, n);
             }
-            assert_eq!(read.values(d, &Values::default()), values(d), "{d:?} read back");
+            assert_eq!(read.values(d, &Values::default(), 3), values(d), "{d:?} read back");
         }
-        assert!(By::default().values(Dimension::Country, &versions).is_empty(), "no country counted without GeoIP");
-        let json = by.to_json(&versions);
-        assert_eq!(By::from_json(&json).to_json(&Values::default()), json, "a document's breakdowns read back");
+        assert!(By::default().values(Dimension::Country, &versions, 3).is_empty(), "no country counted without GeoIP");
+        let json = by.to_json(&versions, 3);
+        assert_eq!(By::from_json(&json).to_json(&Values::default(), 3), json, "a document's breakdowns read back");
         assert_eq!(json["variant"], serde_json::json!({"(none)": 2, "2.1": 1}));
         // Merged into counts whose link has other versions first: each plain redirect keeps its
         // version's campaign.
@@ -482,7 +572,26 @@ mod tests {
         ours.add(&seen(PHONE, "(none)", None), false, other);
         let place = our_versions.add(versions.get(0).unwrap(), 1);
         ours.merge(&by, &[place]);
-        assert_eq!(ours.values(Dimension::UtmSource, &our_versions), [("flyer".into(), 3), ("poster".into(), 1)]);
+        // Profiles past those counted in place, and a document read back merged with live
+        // counts: each breakdown still adds up.
+        let mut many = By::from_json(&json);
+        for ua in ["Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0",
+            "Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+            "Mozilla/5.0 (Linux; Android 13; SM-X710) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36"]
+        {
+            many.add(&seen(ua, "(none)", None), false, None);
+        }
+        let none = Values::default();
+        assert_eq!(
+            many.values(Dimension::Device, &none, 6),
+            [("desktop".into(), 2), ("mobile".into(), 2), ("bot".into(), 1), ("tablet".into(), 1)]
+        );
+        assert_eq!(many.values(Dimension::Os, &none, 6).iter().map(|(_, n)| n).sum::<u64>(), 6);
+        assert_eq!(
+            many.values(Dimension::Browser, &none, 6),
+            [("chrome".into(), 2), ("safari".into(), 2), ("firefox".into(), 1), ("other".into(), 1)]
+        );
+        assert_eq!(ours.values(Dimension::UtmSource, &our_versions, 4), [("flyer".into(), 3), ("poster".into(), 1)]);
     }
 
     #[test]
@@ -495,7 +604,8 @@ mod tests {
             }
         }
         let none = Values::default();
-        let values = by.values(Dimension::Referrer, &none);
+        let all: u64 = (1..=40).sum();
+        let values = by.values(Dimension::Referrer, &none, all);
         assert_eq!(values.len(), TOP_VALUES + 1);
         assert_eq!(values[0], ("site31.example".into(), 32), "the most counted of the 32 kept by name");
         assert_eq!(values.last().unwrap().0, super::super::OTHER_VERSIONS);
@@ -503,11 +613,14 @@ mod tests {
         let mut merged = By::default();
         merged.merge(&by, &[]);
         merged.merge(&by, &[]);
-        assert_eq!(merged.values(Dimension::Referrer, &none).iter().map(|(_, n)| n).sum::<u64>(), 2 * (1..=40).sum::<u64>());
+        assert_eq!(
+            merged.values(Dimension::Referrer, &none, 2 * all).iter().map(|(_, n)| n).sum::<u64>(),
+            2 * (1..=40).sum::<u64>()
+        );
         assert_eq!(parse_variant("2.10"), Some((1, 9)));
         let mut long = By::default();
         long.add(&Seen { referrer: Some("a".repeat(MAX_VALUE_BYTES + 1).into()), ..Seen::default() }, false, None);
-        assert_eq!(long.values(Dimension::Referrer, &none), [(super::super::OTHER_VERSIONS.to_owned(), 1)]);
+        assert_eq!(long.values(Dimension::Referrer, &none, 1), [(super::super::OTHER_VERSIONS.to_owned(), 1)]);
         assert_eq!(parse_variant("0.1"), None);
         assert_eq!(Dimension::parse("utm_campaign"), Some(Dimension::UtmCampaign));
     }

@@ -117,13 +117,13 @@ pub fn documents(
             }
         }
         if c.redirects > 0 {
-            link["by"] = c.by.to_json(&c.versions);
+            link["by"] = c.by.to_json(&c.versions, c.redirects);
             if size(&link) > room {
                 // Each breakdown as one number under `(other)`: totals stay exact.
                 let folded: Map<String, Value> = super::by::Dimension::ALL
                     .into_iter()
                     .filter_map(|d| {
-                        let all: u64 = c.by.values(d, &c.versions).iter().map(|(_, n)| n).sum();
+                        let all: u64 = c.by.values(d, &c.versions, c.redirects).iter().map(|(_, n)| n).sum();
                         (all > 0).then(|| (d.name().to_owned(), json!({ super::OTHER_VERSIONS: all })))
                     })
                     .collect();
@@ -221,7 +221,13 @@ mod tests {
         for n in 0..60 {
             let id = LinkId::parse(&format!("L{n:04}")).unwrap();
             for version in &long {
-                tally.record(Click::Redirect { id, version, bot: n % 2 == 0, new_visitor: true, seen: &crate::clicks::by::Seen::NOTHING });
+                tally.record(Click::Redirect {
+                    id,
+                    version,
+                    bot: n % 2 == 0,
+                    new_visitor: true,
+                    seen: &crate::clicks::by::Seen::NOTHING,
+                });
             }
         }
         let counts = tally.take();
@@ -275,7 +281,13 @@ mod tests {
     fn an_interval_is_one_document_named_by_what_it_counts() {
         let tally = Tally::default();
         let id = LinkId::parse("H83if").unwrap();
-        tally.record(Click::Redirect { id, version: "https://a.example/", bot: false, new_visitor: true, seen: &crate::clicks::by::Seen::NOTHING });
+        tally.record(Click::Redirect {
+            id,
+            version: "https://a.example/",
+            bot: false,
+            new_visitor: true,
+            seen: &crate::clicks::by::Seen::NOTHING,
+        });
         tally.record(Click::Unknown);
         let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
         assert_eq!(

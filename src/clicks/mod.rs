@@ -337,12 +337,30 @@ mod tests {
         let tally = Tally::default();
         let locations: Vec<String> = (0..MAX_VERSIONS + 5).map(|n| format!("https://a.example/{n}")).collect();
         for location in locations.iter().chain(&locations[MAX_VERSIONS..]) {
-            tally.record(Click::Redirect { id: id("H83if"), version: location, bot: false, new_visitor: false, seen: &by::Seen::NOTHING });
+            tally.record(Click::Redirect {
+                id: id("H83if"),
+                version: location,
+                bot: false,
+                new_visitor: false,
+                seen: &by::Seen::NOTHING,
+            });
         }
         let mut counts = tally.take();
         let mut more = Counts::default();
-        more.add(Click::Redirect { id: id("H83if"), version: "https://z.example/", bot: false, new_visitor: false, seen: &by::Seen::NOTHING });
-        more.add(Click::Redirect { id: id("H83if"), version: &locations[0], bot: false, new_visitor: false, seen: &by::Seen::NOTHING });
+        more.add(Click::Redirect {
+            id: id("H83if"),
+            version: "https://z.example/",
+            bot: false,
+            new_visitor: false,
+            seen: &by::Seen::NOTHING,
+        });
+        more.add(Click::Redirect {
+            id: id("H83if"),
+            version: &locations[0],
+            bot: false,
+            new_visitor: false,
+            seen: &by::Seen::NOTHING,
+        });
         counts.merge(more);
         let link = &counts.links[&id("H83if")];
         assert_eq!(link.redirects as usize, MAX_VERSIONS + 12);

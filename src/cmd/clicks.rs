@@ -414,8 +414,10 @@ pub async fn read_by(
             *sums.entry((id.clone(), dimension, v.clone())).or_default() += value.as_u64().unwrap_or(0);
         }
     }
-    let mut rows: Vec<ValueRow> =
-        sums.into_iter().map(|((id, dimension, value), redirects)| ValueRow { id, dimension, value, redirects }).collect();
+    let mut rows: Vec<ValueRow> = sums
+        .into_iter()
+        .map(|((id, dimension, value), redirects)| ValueRow { id, dimension, value, redirects })
+        .collect();
     rows.sort_by(|a, b| {
         (&a.id, a.dimension).cmp(&(&b.id, b.dimension)).then(b.redirects.cmp(&a.redirects)).then(a.value.cmp(&b.value))
     });
@@ -637,7 +639,12 @@ mod tests {
 
     #[test]
     fn breakdowns_print_in_every_format() {
-        let row = |value: &str, redirects| ValueRow { id: "H83if".into(), dimension: Dimension::UtmSource, value: value.into(), redirects };
+        let row = |value: &str, redirects| ValueRow {
+            id: "H83if".into(),
+            dimension: Dimension::UtmSource,
+            value: value.into(),
+            redirects,
+        };
         let rows = [row("flyer, A4", 7), row("(none)", 2)];
         let mut csv = Vec::new();
         print_by(&rows, Format::Csv, &mut csv).unwrap();
@@ -648,7 +655,10 @@ mod tests {
         let mut json = Vec::new();
         print_by(&rows, Format::Json, &mut json).unwrap();
         let value: Value = serde_json::from_slice(&json).unwrap();
-        assert_eq!(value["clicks"][0], json!({"link": "H83if", "dimension": "utm_source", "value": "flyer, A4", "redirects": 7}));
+        assert_eq!(
+            value["clicks"][0],
+            json!({"link": "H83if", "dimension": "utm_source", "value": "flyer, A4", "redirects": 7})
+        );
         let mut table = Vec::new();
         print_by(&rows, Format::Table, &mut table).unwrap();
         assert!(String::from_utf8(table).unwrap().contains("H83if  utm_source    flyer, A4          7"));

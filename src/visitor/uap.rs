@@ -45,8 +45,7 @@ fn extractors() -> &'static Extractors {
                     .expect("uap-core's device expressions compile")
             });
             let os = os_parsers.into_iter().try_fold(ua_parser::os::Builder::new(), |b, p| b.push(p));
-            let browser =
-                browser_parsers.into_iter().try_fold(ua_parser::user_agent::Builder::new(), |b, p| b.push(p));
+            let browser = browser_parsers.into_iter().try_fold(ua_parser::user_agent::Builder::new(), |b, p| b.push(p));
             Extractors {
                 browser: browser
                     .expect("uap-core's browser expressions parse")

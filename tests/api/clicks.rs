@@ -195,7 +195,8 @@ async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report
 /// `couchlink report --format json --by campaign,device,country` of the app's access log.
 fn report_by_json(app: &TestApp, geoip: &std::path::Path) -> Value {
     let geoip = geoip.to_str().unwrap();
-    let args = ["report", "--format", "json", "--by", "campaign", "--by", "device", "--by", "country", "--geoip", geoip];
+    let args =
+        ["report", "--format", "json", "--by", "campaign", "--by", "device", "--by", "country", "--geoip", geoip];
     let out = couchlink_command().args(args).env("COUCHLINK_LOG_DIR", app.log_dir.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -211,8 +212,12 @@ async fn every_breakdown_the_report_shares_agrees_with_it_on_a_mixed_load() {
     // A split for phones (its variant counted), the campaign's medium in the target itself.
     let split = json!([{"weight": 1, "url": "https://example.com/a?utm_medium=print"},
         {"weight": 1, "url": "https://example.com/b?utm_medium=print"}]);
-    db.put_link("Mix01", json!({"url": "https://example.com/?utm_medium=print",
-        "targets": [{"when": {"device": ["mobile"]}, "split": split}]})).await;
+    db.put_link(
+        "Mix01",
+        json!({"url": "https://example.com/?utm_medium=print",
+        "targets": [{"when": {"device": ["mobile"]}, "split": split}]}),
+    )
+    .await;
     let mut app = spawn_app_on(db, |c| {
         c.clicks = Some(counting("proxy-mix", 3600));
         c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
@@ -250,9 +255,8 @@ async fn every_breakdown_the_report_shares_agrees_with_it_on_a_mixed_load() {
     }
     app.stop().await.unwrap();
 
-    let live = read_by(&clicks_as(&app.db, Some(READER)), &["Mix01".to_owned()], &Dimension::ALL, None, None)
-        .await
-        .unwrap();
+    let live =
+        read_by(&clicks_as(&app.db, Some(READER)), &["Mix01".to_owned()], &Dimension::ALL, None, None).await.unwrap();
     let live_of = |d: Dimension| -> std::collections::BTreeMap<String, u64> {
         live.iter().filter(|r| r.dimension == d).map(|r| (r.value.clone(), r.redirects)).collect()
     };
@@ -280,14 +284,29 @@ async fn every_breakdown_the_report_shares_agrees_with_it_on_a_mixed_load() {
     }
     // Known answers too, so that the two cannot agree by both being wrong.
     let map = |pairs: &[(&str, u64)]| pairs.iter().map(|(v, n)| ((*v).to_owned(), *n)).collect();
-    assert_eq!(live_of(Dimension::Country), map(&[("FR", 5), ("DE", 1), ("JP", 1), ("US", 3), ("BR", 1), ("(unknown)", 1)]));
+    assert_eq!(
+        live_of(Dimension::Country),
+        map(&[("FR", 5), ("DE", 1), ("JP", 1), ("US", 3), ("BR", 1), ("(unknown)", 1)])
+    );
     assert_eq!(live_of(Dimension::Device), map(&[("mobile", 6), ("desktop", 3), ("bot", 2), ("other", 1)]));
-    assert_eq!(live_of(Dimension::Browser), map(&[("safari", 4), ("samsung", 2), ("edge", 2), ("firefox", 1), ("other", 3)]));
+    assert_eq!(
+        live_of(Dimension::Browser),
+        map(&[("safari", 4), ("samsung", 2), ("edge", 2), ("firefox", 1), ("other", 3)])
+    );
     assert_eq!(
         live_of(Dimension::Referrer),
-        map(&[("(none)", 8), ("news.example.com", 1), ("com.google.android.gm", 1), ("www.example.org", 1), ("(other)", 1)])
+        map(&[
+            ("(none)", 8),
+            ("news.example.com", 1),
+            ("com.google.android.gm", 1),
+            ("www.example.org", 1),
+            ("(other)", 1)
+        ])
     );
-    assert_eq!(live_of(Dimension::UtmSource), map(&[("flyer", 3), ("poster", 1), ("mail", 1), ("qr", 1), ("(none)", 6)]));
+    assert_eq!(
+        live_of(Dimension::UtmSource),
+        map(&[("flyer", 3), ("poster", 1), ("mail", 1), ("qr", 1), ("(none)", 6)])
+    );
     assert_eq!(live_of(Dimension::UtmMedium), map(&[("print", 11), ("email", 1)]));
     assert_eq!(live_of(Dimension::UtmCampaign), map(&[("spring", 2), ("spring sale", 1), ("(none)", 9)]));
     // Phones took the split (iPhone and Android: 6 redirects), on one variant or the other.
@@ -751,7 +770,8 @@ async fn one_process_rolls_up_the_days_past_the_age_every_round_and_stops_on_sig
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let ids = || async { documents(&db).await.iter().map(|d| d["_id"].as_str().unwrap().to_owned()).collect::<Vec<_>>() };
+    let ids =
+        || async { documents(&db).await.iter().map(|d| d["_id"].as_str().unwrap().to_owned()).collect::<Vec<_>>() };
     let rolled = |d: &str| format!("{d}T00:00:00Z/rollup/0000000000000000/0");
     let wait_for = |want: Vec<String>| {
         let ids = &ids;
