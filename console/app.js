@@ -12,6 +12,7 @@ import { formatRoute, parseRoute } from './router.js';
 import { Failure } from './views/common.js';
 import { Editor } from './views/editor.js';
 import { LinkPage } from './views/link.js';
+import { TagPage } from './views/tag.js';
 import { Links } from './views/list.js';
 
 function Login({ onIn }) {
@@ -109,6 +110,7 @@ function App() {
       : !site ? html`<p class="error" role="alert">This account may not read the database ${route.db}, or the console does not offer it.</p>
           <p><a href=${screens(sites[0].db).href({ page: 'list' })}>Open ${sites[0].db}</a></p>`
       : route.page === 'list' ? html`<${Links} site=${site} route=${route} editor=${editor} go=${go} />`
+      : route.page === 'tag' ? html`<${TagPage} site=${site} tag=${route.tag} go=${go} />`
       : route.page === 'new' ? html`<${Editor} site=${site} doc=${{}} onSaved=${(id) => go.to({ page: 'link', id })} onCancel=${() => go.to({ page: 'list' })} />`
       : html`<${LinkScreen} site=${site} route=${route} editor=${editor} go=${go} />`}`;
 }

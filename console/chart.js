@@ -32,9 +32,16 @@ export function buckets(from, to, unit) {
 }
 
 // The view's rows (`[id, y, m, d, h]` at the unit's group level -> [redirects, bots, new
-// visitors, 404s]) on `labels`: one row per bucket, 0 where nothing was counted.
+// visitors, 404s]) on `labels`: one row per bucket, 0 where nothing was counted; the rows of
+// several links added up.
 export function series(rows, labels) {
-  const counted = new Map(rows.map((r) => [r.key.slice(1).join('-').replace(/^(\d{4}-\d\d-\d\d)-(\d\d)$/, '$1T$2'), r.value]));
+  // Several links' rows (a tag's) add up per bucket.
+  const counted = new Map();
+  for (const r of rows) {
+    const label = r.key.slice(1).join('-').replace(/^(\d{4}-\d\d-\d\d)-(\d\d)$/, '$1T$2');
+    const sum = counted.get(label) || [0, 0, 0, 0];
+    counted.set(label, sum.map((n, i) => n + (r.value[i] || 0)));
+  }
   return labels.map((l) => {
     const [redirects, bots, newVisitors, notFound] = counted.get(l) || [0, 0, 0, 0];
     return { label: l, redirects, bots, newVisitors, notFound };
@@ -111,6 +118,7 @@ export const DIMENSIONS = [
 // The by_dimension view's query for `id` from day `from` to day `to` (YYYY-MM-DD, both in):
 // whole months as months (a twelfth of the rows for a year), else days.
 export function dimensionQuery(id, from, to) {
+  // A calendar month ends the day before the next one's first.
   const lastOfMonth = (d) => new Date(Date.UTC(+d.slice(0, 4), +d.slice(5, 7), 0)).toISOString().slice(0, 10);
   const months = from.endsWith('-01') && to === lastOfMonth(to);
   const [start, end] = months ? [`m${from.slice(0, 7)}`, `m${to.slice(0, 7)}`] : [`d${from}`, `d${to}`];

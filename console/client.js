@@ -79,6 +79,22 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
   };
 }
 
+// `ask(item)` for each of `items`, at most `width` at once (a tag's links: CouchDB answers each
+// link's view in a few milliseconds, and a page should not queue hundreds of requests at once),
+// the answers in the items' order.
+export async function each(items, ask, width = 4) {
+  const out = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await ask(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return out;
+}
+
 // A source of AbortSignals each of which cancels the one before: the newest search wins, an
 // older one answered late is never shown.
 export function latest() {

@@ -7,6 +7,7 @@
 //   #/{db}/link/{id}                           a link
 //   #/{db}/link/{id}/edit                      its edit form
 //   #/{db}/new                                 a new link
+//   #/{db}/tag/{tag}                           a tag's links and their clicks together
 //
 // parseRoute and formatRoute are pure (console/test/router.test.js); app.js's useRoute ties them
 // to the browser's location.
@@ -25,6 +26,7 @@ export function parseRoute(hash, fallbackDb = '') {
   if (screen === 'link' && id && parts.length === 3) return { db, page: 'link', id };
   if (screen === 'link' && id && more === 'edit' && parts.length === 4) return { db, page: 'edit', id };
   if (screen === 'new' && parts.length === 2) return { db, page: 'new' };
+  if (screen === 'tag' && id && parts.length === 3) return { db, page: 'tag', tag: id };
   if ((screen === undefined || screen === 'links') && parts.length <= 2) {
     const params = new URLSearchParams(search);
     let pages = [];
@@ -43,6 +45,7 @@ export function formatRoute(route) {
     case 'link': return `#/${db}/link/${encodeURIComponent(route.id)}`;
     case 'edit': return `#/${db}/link/${encodeURIComponent(route.id)}/edit`;
     case 'new': return `#/${db}/new`;
+    case 'tag': return `#/${db}/tag/${encodeURIComponent(route.tag)}`;
     default: {
       const params = new URLSearchParams();
       if (route.q) params.set('q', route.q);

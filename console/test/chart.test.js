@@ -24,6 +24,8 @@ test('the view\'s rows land on their buckets, and a bucket without counts is 0',
   assert.deepEqual(got[0], { label: '2026-11-27T22', redirects: 5, bots: 0, newVisitors: 1, notFound: 1 });
   const days = series([{ key: ['H83if', '2026', '11', '28'], value: [7, 0, 0, 0] }], ['2026-11-28']);
   assert.equal(days[0].redirects, 7);
+  const tag = series([{ key: ['H83if', '2026', '11', '28'], value: [7, 1, 2, 0] }, { key: ['Zz9aa', '2026', '11', '28'], value: [3, 0, 1, 1] }], ['2026-11-28']);
+  assert.deepEqual(tag[0], { label: '2026-11-28', redirects: 10, bots: 1, newVisitors: 3, notFound: 1 }, 'a tag\'s links add up');
 });
 
 test('bars scale to a round top, the highest reaching it only when it is round', () => {

@@ -11,10 +11,12 @@ test('each screen has an address that opens it again', () => {
     { db: 'acme_links', page: 'link', id: 'H83if' },
     { db: 'acme/links', page: 'edit', id: 'H83if' },
     { db: 'links', page: 'new' },
+    { db: 'links', page: 'tag', tag: 'spring flyer/2026' },
   ];
   for (const route of routes) assert.deepEqual(parseRoute(formatRoute(route)), route, formatRoute(route));
   assert.equal(formatRoute(routes[3]), '#/acme_links/link/H83if');
   assert.equal(formatRoute(routes[4]), '#/acme%2Flinks/link/H83if/edit');
+  assert.equal(formatRoute(routes[6]), '#/links/tag/spring%20flyer%2F2026');
 });
 
 test('an empty or mistyped address opens the first database\'s list', () => {

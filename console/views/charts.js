@@ -18,7 +18,7 @@ export function BarChart({ title, values }) {
 // Named values as horizontal bars, a label left of each (hosts and campaigns are long).
 export function RowChart({ title, values }) {
   const c = rowChart(values);
-  const cut = (s) => (s.length > 17 ? `${s.slice(0, 16)}…` : s);
+  const cut = (s) => (s.length > 15 ? `${s.slice(0, 14)}…` : s);
   return html`<svg class="chart" viewBox=${`0 0 ${c.width} ${c.height}`} role="img" aria-label=${title}>
     ${c.bars.map((b) => html`<g>
       <text class="tick" x=${c.label - 6} y=${b.textY} text-anchor="end">${cut(b.label)}</text>

@@ -1,6 +1,6 @@
 // A link's page: its short URL, status, target, QR tag and clicks; the editor's buttons.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client } from '../client.js';
+import { client, each } from '../client.js';
 import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS } from '../chart.js';
 import { isWeb, linkStatus } from '../model.js';
 import { BarChart, ChartCard, RowChart } from './charts.js';
@@ -9,22 +9,27 @@ import { ColourPicker, Failure, StatusText, useEveryInterval, useLoad } from './
 const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
 
 // Clicks over time (per hour, day or month over the range picked, UTC), as a chart, a table
-// and a CSV; and the redirects per target version, all time.
-function Clicks({ site, id, interval }) {
+// and a CSV, and each breakdown of the range; for one link also its redirects per target
+// version, all time. `ids`: one link's, or a tag's links (their counts added up); `name` names
+// the CSV files.
+export function Clicks({ site, ids, name, interval }) {
   const [unit, setUnit] = useState('day');
   const [range, setRange] = useState({ from: day(29), to: day(0) });
   const labels = buckets(new Date(`${range.from}T00:00:00Z`), new Date(`${range.to}T23:59:59Z`), unit);
+  const one = ids.length === 1 ? ids[0] : null;
   const counts = useLoad(async (signal) => {
     if (!site.clicks_db || !labels || !labels.length) return null;
     const [first, last] = [keyOf(labels[0]), keyOf(labels[labels.length - 1])];
-    const params = { group_level: UNITS[unit].level, startkey: [id, ...first], endkey: [id, ...last, {}] };
-    const [rows, versions, by] = await Promise.all([
-      client.view(site.clicks_db, 'clicks', 'by_link', params, { signal }),
-      client.view(site.clicks_db, 'clicks', 'by_version', { group: true, startkey: [id], endkey: [id, {}] }, { signal }),
-      client.view(site.clicks_db, 'clicks', 'by_dimension', dimensionQuery(id, range.from, range.to), { signal }),
-    ]);
-    return { rows: series(rows, labels), versions, by: breakdowns(by) };
-  }, [site, id, unit, range.from, range.to]);
+    const view = (v, params) => client.view(site.clicks_db, 'clicks', v, params, { signal });
+    const perLink = await each(ids, (id) => Promise.all([
+      view('by_link', { group_level: UNITS[unit].level, startkey: [id, ...first], endkey: [id, ...last, {}] }),
+      view('by_dimension', dimensionQuery(id, range.from, range.to)),
+    ]));
+    const versions = one ? await view('by_version', { group: true, startkey: [one], endkey: [one, {}] }) : [];
+    const rows = perLink.flatMap(([r]) => r);
+    const byLink = ids.map((id, i) => [id, perLink[i][0].reduce((n, r) => n + r.value[0], 0)]);
+    return { rows: series(rows, labels), versions, by: breakdowns(perLink.flatMap(([, b]) => b)), byLink };
+  }, [site, ids.join(' '), unit, range.from, range.to]);
   // Live: asked again once each interval the proxies write, what is shown kept meanwhile.
   useEveryInterval(site.clicks_db && interval, counts.refresh);
   if (!site.clicks_db) return html`<p>Live counts are off for this database.</p>`;
@@ -43,32 +48,34 @@ function Clicks({ site, id, interval }) {
   else if (counts.error) body = html`<p>The clicks could not be read.</p><${Failure} error=${counts.error} retry=${counts.retry} />`;
   else if (!counts.value) body = html`<p>Loading clicks…</p>`;
   else {
-    const { rows, versions, by } = counts.value;
+    const { rows, versions, by, byLink } = counts.value;
     const title = `Redirects per ${unit} (UTC), ${range.from} to ${range.to}`;
     const chart = html`<${BarChart} title=${title} values=${rows.map((r) => ({ label: r.label, value: r.redirects }))} />`;
     const table = rows.map((r) => [r.label, r.redirects, r.bots, r.newVisitors, r.notFound]);
     body = html`<${ChartCard} title=${title} chart=${chart} header=${[unit, 'redirects', 'bots', 'new visitors', '404s']}
-        rows=${table} file=${`${id}-clicks-per-${unit}.csv`} />
-      <${Breakdowns} id=${id} by=${by} range=${range} />
-      <h3>Per target version (all time)</h3>
+        rows=${table} file=${`${name}-clicks-per-${unit}.csv`} />
+      <${Breakdowns} name=${name} by=${by} range=${range} />
+      ${one ? html`<h3>Per target version (all time)</h3>
       ${versions.length === 0 ? html`<p>None yet.</p>` : html`<div class="scroll"><table>
         <thead><tr><th>Location</th><th>Redirects</th></tr></thead>
         <tbody>${versions.map((r) => html`<tr><td>${r.key[1]}</td><td>${r.value}</td></tr>`)}</tbody>
-      </table></div>`}`;
+      </table></div>`}` : html`<${ChartCard} title=${`Redirects per link, ${range.from} to ${range.to}`}
+        chart=${html`<${RowChart} title="Redirects per link" values=${byLink.map(([id, n]) => ({ label: id, value: n }))} />`}
+        header=${['link', 'redirects']} rows=${byLink} file=${`${name}-per-link-${range.from}-${range.to}.csv`} />`}`;
   }
   return html`<section aria-label="Clicks"><h3>Clicks</h3>${pick}${body}</section>`;
 }
 
 // Each breakdown of the range's redirects as a card: bars, table, CSV. One the proxies did not
 // count (countries without a GeoIP database) is not shown.
-function Breakdowns({ id, by, range }) {
+function Breakdowns({ name, by, range }) {
   const shown = DIMENSIONS.filter(([d]) => by[d] && by[d].length);
   if (!shown.length) return html`<p>No breakdowns counted in this range.</p>`;
   return html`<div class="breakdowns">${shown.map(([d, name]) => {
     const title = `${name}, ${range.from} to ${range.to}`;
     const chart = html`<${RowChart} title=${title} values=${by[d]} />`;
     return html`<${ChartCard} title=${title} chart=${chart} header=${[d, 'redirects']}
-      rows=${by[d].map((v) => [v.label, v.value])} file=${`${id}-${d}-${range.from}-${range.to}.csv`} />`;
+      rows=${by[d].map((v) => [v.label, v.value])} file=${`${name}-${d}-${range.from}-${range.to}.csv`} />`;
   })}</div>`;
 }
 
@@ -110,12 +117,12 @@ export function LinkPage({ site, id, editor, go }) {
       ${copied && html`<span class="notice"> copied</span>`}</p>
     <p>Status: <${StatusText} of=${linkStatus(doc)} /></p>
     <p>Points to: ${isWeb(doc.url) ? html`<a href=${doc.url} rel="noopener noreferrer">${doc.url}</a>` : html`<code>${String(doc.url)}</code>`}</p>
-    ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).join(', ')}</p>`}
+    ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).map((t, i) => html`${i ? ', ' : ''}<a href=${go.href({ page: 'tag', tag: t })}>${t}</a>`)}</p>`}
     <${Tag} site=${site} id=${id} short=${short} />
     ${editor && html`<p><button onClick=${() => go.to({ page: 'edit', id })}>Edit</button>
       ${doc.inactive ? html` <button onClick=${() => setInactive(false)}>Reactivate</button>` : html` <button onClick=${() => setInactive(true)}>Deactivate</button>`}</p>`}
     <${Failure} error=${failed} />
-    <${Clicks} site=${site} id=${id} interval=${site.clicks_interval_secs} />
+    <${Clicks} site=${site} ids=${[id]} name=${id} interval=${site.clicks_interval_secs} />
   </article>`;
 }
 

@@ -79,6 +79,7 @@ pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ("views/link.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/link.js")),
     ("views/overview.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/overview.js")),
     ("views/list.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/list.js")),
+    ("views/tag.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/tag.js")),
     ("app.css", "text/css; charset=utf-8", include_bytes!("../../console/app.css")),
     (
         "vendor/htm-preact-standalone.mjs",

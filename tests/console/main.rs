@@ -412,8 +412,11 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert_eq!(table.as_array().unwrap().len(), 30, "a row a day for 30 days");
-    let bars =
-        browser.client.find_all(Locator::Css("section[aria-label=Clicks] > figure.card svg.chart rect.bar")).await.unwrap();
+    let bars = browser
+        .client
+        .find_all(Locator::Css("section[aria-label=Clicks] > figure.card svg.chart rect.bar"))
+        .await
+        .unwrap();
     assert_eq!(bars.len(), 30, "a bar a day");
     let csv = browser
         .client
@@ -455,15 +458,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     // Per month: this month's one bar holds at least today's.
     browser.find("#c-unit").await.select_by_value("month").await.unwrap();
     page_says(&browser, "Redirects per month").await;
-    let month_total: u64 = browser
-        .client
-        .execute(today_row, vec![])
-        .await
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let month_total: u64 = browser.client.execute(today_row, vec![]).await.unwrap().as_str().unwrap().parse().unwrap();
     assert!(month_total >= counted, "{month_total} this month, {counted} today");
     browser.find("#c-unit").await.select_by_value("day").await.unwrap();
     page_says(&browser, "Redirects per day").await;
@@ -516,7 +511,8 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
             view.iter().filter(|((d, _), _)| d == dimension).map(|(k, n)| (k.clone(), *n)).collect()
         };
         let mut agree = view.get(&("utm_source".into(), "poster".into())) == Some(&1);
-        for (dimension, name) in [("device", "Devices"), ("utm_source", "Campaign sources"), ("referrer", "Referrers")] {
+        for (dimension, name) in [("device", "Devices"), ("utm_source", "Campaign sources"), ("referrer", "Referrers")]
+        {
             let table = browser.client.execute(&card_rows(name), vec![]).await.unwrap();
             let table: std::collections::BTreeMap<(String, String), u64> = table
                 .as_array()
@@ -537,7 +533,12 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let mobile = devices.as_array().unwrap().iter().find(|r| r[0] == "mobile").map(|r| r[1].as_u64().unwrap());
     assert!(mobile >= Some(3), "{devices}");
     assert_eq!(
-        browser.client.find_all(Locator::Css(".breakdowns figure[aria-label^='Devices,'] rect.bar")).await.unwrap().len(),
+        browser
+            .client
+            .find_all(Locator::Css(".breakdowns figure[aria-label^='Devices,'] rect.bar"))
+            .await
+            .unwrap()
+            .len(),
         devices.as_array().unwrap().len(),
         "a bar per row"
     );
@@ -556,12 +557,67 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .collect();
     assert_eq!(csv.as_str().unwrap().trim_end().split("\r\n").collect::<Vec<_>>(), expected, "the CSV is the table");
     assert!(sources.to_string().contains(r#"["flyer",2]"#), "{sources}");
+    browser.client.execute("document.querySelector('.breakdowns').scrollIntoView()", vec![]).await.unwrap();
+    browser.shot("breakdowns").await;
+
+    // A tag's page: the flyer and a second link of the print run, their clicks added up (today
+    // equal to the sum of both links' rows of the view), a row per link.
+    let second = "Fly02";
+    db.put_link(second, json!({"url": "https://example.com/poster", "tags": ["flyer"]})).await;
+    for _ in 0..2 {
+        let r = http.get(format!("http://{}/{second}", proxy.addr)).header("User-Agent", PHONE).send().await.unwrap();
+        proxy.responses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(r.status(), 302);
+    }
     browser
         .client
-        .execute("document.querySelector('.breakdowns').scrollIntoView()", vec![])
+        .execute("location.hash = arguments[0]", vec![json!(format!("#/{}/tag/flyer", db.name))])
         .await
         .unwrap();
-    browser.shot("breakdowns").await;
+    page_says(&browser, "Tag: flyer").await;
+    let today_of = |id: &str| {
+        let view = format!(
+            "{}/{}_clicks/_design/clicks/_view/by_link?group_level=4&startkey={}&endkey={}",
+            db.couch.url.trim_end_matches('/'),
+            db.name,
+            json!([id, &today[..4], &today[5..7], &today[8..]]),
+            json!([id, &today[..4], &today[5..7], &today[8..], {}]),
+        );
+        let http = http.clone();
+        let (user, password) = (db.couch.admin_user.clone(), db.couch.admin_password.clone());
+        async move {
+            let rows: Value =
+                http.get(view).basic_auth(user, Some(password)).send().await.unwrap().json().await.unwrap();
+            rows["rows"].as_array().unwrap().iter().map(|r| r["value"][0].as_u64().unwrap()).sum::<u64>()
+        }
+    };
+    let started = Instant::now();
+    loop {
+        let (a, b) = (today_of(&id).await, today_of(second).await);
+        let shown = browser.client.execute(today_row, vec![]).await.unwrap();
+        let per_link = browser
+            .client
+            .execute(
+                "return Array.from(document.querySelectorAll('figure[aria-label^=\"Redirects per link\"] tbody tr')).map(r => [r.cells[0].textContent, Number(r.cells[1].textContent)])",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if b == 2
+            && shown.as_str() == Some(&(a + b).to_string())
+            && per_link.to_string().contains(&format!("[\"{second}\",2]"))
+        {
+            assert!(per_link.to_string().contains(&format!("[\"{id}\",{a}]")), "{per_link}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "today shows {shown}, not {a} + {b}; per link {per_link}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    browser.shot("tag").await;
+    // Back: the link's page again.
+    browser.client.back().await.unwrap();
+    browser.find(&format!("article[aria-label='Link {id}']")).await;
+    page_says(&browser, "Redirects per day").await;
     browser
         .client
         .execute("document.querySelector('section[aria-label=Clicks]').scrollIntoView()", vec![])
