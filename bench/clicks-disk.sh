@@ -25,9 +25,9 @@ cargo build --release --locked -q
 COUCHLINK_COUCHDB_URL=http://127.0.0.1:$port COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=password \
   target/release/couchlink setup >/dev/null
 python3 - "$port" "${BENCH_PROXIES:-3}" "${BENCH_LINKS:-200}" <<'PY'
-import json, random, sys, time
+import json, os, random, sys, time
 sys.path.insert(0, "bench")
-from helpers import compact_and_wait, couch_caller
+from helpers import breakdowns, compact_and_wait, couch_caller
 port, proxies, links = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 caller = couch_caller(port, "admin", "password")
 def call(method, path, body=None):
@@ -38,30 +38,9 @@ def call(method, path, body=None):
 rng = random.Random(7)
 alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 pool = ["".join(rng.choice(alphabet) for _ in range(5)) for _ in range(links * 5)]
-def split(total, values):
-    """`total` spread over a few of `values` (the first most), as a document's breakdown."""
-    out, left = {}, total
-    for value in values[:-1]:
-        n = rng.randint(0, left)
-        if n:
-            out[value] = n
-        left -= n
-    if left:
-        out[values[-1]] = left
-    return out
-def breakdowns(total):
-    # What a printed tag's minute looks like: a few countries, phones mostly, one or two
-    # referrers, the campaign its target carries (BENCH_BY=0: none, as before #66).
-    if not with_by:
-        return {}
-    return {"country": split(total, rng.sample(["IE", "GB", "FR", "DE", "US", "(unknown)"], 3)),
-            "device": split(total, ["mobile", "desktop", "tablet", "bot"]),
-            "os": split(total, ["ios", "android", "windows", "other"]),
-            "browser": split(total, ["safari", "chrome", "samsung", "other"]),
-            "referrer": split(total, ["(none)", "l.instagram.com"]),
-            "utm_source": {"qr": total}, "utm_medium": {"print": total}, "utm_campaign": {"(none)": total},
-            "variant": {"(none)": total}}
-import os
+def by(total):
+    # BENCH_BY=0: none, as before #66.
+    return breakdowns(rng, total) if with_by else {}
 with_by = os.environ.get("BENCH_BY", "1") != "0"
 docs = []
 for minute in range(1440):
@@ -76,7 +55,7 @@ for minute in range(1440):
             total = sum(versions.values())
             counts[link] = {"redirects": total, "bot_redirects": rng.randint(0, 3),
                             "new_visitors": rng.randint(0, r), "not_found": 0, "versions": versions,
-                            "by": breakdowns(total)}
+                            "by": by(total)}
         run = f"{p:016x}"
         docs.append({"_id": f"{start}/proxy-{p}/{run}/0", "type": "clicks", "proxy": f"proxy-{p}", "run": run,
                      "start": start, "seconds": 60, "part": 0, "links": counts, "unknown_not_found": rng.randint(0, 9)})

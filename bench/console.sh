@@ -59,22 +59,14 @@ COUCHLINK_COUCHDB_URL=$couch COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASS
 echo "== $(date -u +%H:%M:%S) a year of rolled-up counts, $active links a day"
 python3 - "$couch_port" "$active" "$work/busy-id" <<'PY'
 import base64, datetime, http.client, json, random, sys
+sys.path.insert(0, "bench")
+from helpers import breakdowns
 port, active = int(sys.argv[1]), int(sys.argv[2])
 auth = {"Authorization": "Basic " + base64.b64encode(b"admin:password").decode(), "Content-Type": "application/json"}
 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 conn.request("GET", "/links/_all_docs?limit=%d" % (active * 3), headers=auth)
 ids = [row["id"] for row in json.loads(conn.getresponse().read())["rows"] if not row["id"].startswith("_")]
 rng = random.Random(5)
-def split(total, values):
-    out, left = {}, total
-    for v in values[:-1]:
-        n = rng.randint(0, left)
-        if n:
-            out[v] = n
-        left -= n
-    if left:
-        out[values[-1]] = left
-    return out
 today = datetime.datetime.now(datetime.timezone.utc).date()
 docs = []
 for back in range(365):
@@ -86,13 +78,7 @@ for back in range(365):
             r = rng.randint(1, 400)
             links[link] = {"redirects": r, "bot_redirects": r // 10, "new_visitors": r // 2, "not_found": 0,
                            "versions": {f"https://example.com/{link}?utm_source=qr": r},
-                           "by": {"country": split(r, rng.sample(["IE", "GB", "FR", "DE", "US", "(unknown)"], 3)),
-                                  "device": split(r, ["mobile", "desktop", "tablet", "bot"]),
-                                  "os": split(r, ["ios", "android", "windows", "other"]),
-                                  "browser": split(r, ["safari", "chrome", "samsung", "other"]),
-                                  "referrer": split(r, ["(none)", "l.instagram.com"]),
-                                  "utm_source": {"qr": r}, "utm_medium": {"(none)": r}, "utm_campaign": {"(none)": r},
-                                  "variant": {"(none)": r}}}
+                           "by": breakdowns(rng, r)}
         n = part // 200
         docs.append({"_id": f"{day}T00:00:00Z/rollup/0000000000000000/{n}", "type": "clicks", "proxy": "rollup",
                      "run": "0000000000000000", "start": f"{day}T00:00:00Z", "seconds": 86400, "part": n,

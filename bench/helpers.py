@@ -322,3 +322,29 @@ if __name__ == "__main__":
         print(rss_kib(int(sys.argv[2])))
     elif command == "auth":
         print(auth_header(sys.argv[2], sys.argv[3]))
+
+
+def spread(rng, total, values):
+    """`total` spread over a few of `values` (the first most), as a breakdown of live counts."""
+    out, left = {}, total
+    for value in values[:-1]:
+        n = rng.randint(0, left)
+        if n:
+            out[value] = n
+        left -= n
+    if left:
+        out[values[-1]] = left
+    return out
+
+
+def breakdowns(rng, total):
+    """A link's live-count breakdowns (`by`) for `total` redirects, of the shape a printed tag's
+    traffic gives: a few countries, phones mostly, one or two referrers, the campaign its target
+    carries, no split."""
+    return {"country": spread(rng, total, rng.sample(["IE", "GB", "FR", "DE", "US", "(unknown)"], 3)),
+            "device": spread(rng, total, ["mobile", "desktop", "tablet", "bot"]),
+            "os": spread(rng, total, ["ios", "android", "windows", "other"]),
+            "browser": spread(rng, total, ["safari", "chrome", "samsung", "other"]),
+            "referrer": spread(rng, total, ["(none)", "l.instagram.com"]),
+            "utm_source": {"qr": total}, "utm_medium": {"print": total}, "utm_campaign": {"(none)": total},
+            "variant": {"(none)": total}}

@@ -374,15 +374,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let today = time::OffsetDateTime::now_utc().date().to_string();
     let started = Instant::now();
     let (table, counted) = loop {
-        let rows: Value = http
-            .get(&view)
-            .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let rows = admin_json(&http, &db, &view).await;
         // Today's row of the view: its key past the link's ID spells the day.
         let day_of = |r: &Value| {
             r["key"].as_array().unwrap()[1..].iter().map(|p| p.as_str().unwrap()).collect::<Vec<_>>().join("-")
@@ -492,15 +484,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     };
     let started = Instant::now();
     loop {
-        let rows: Value = http
-            .get(&by_view)
-            .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let rows = admin_json(&http, &db, &by_view).await;
         let mut view: std::collections::BTreeMap<(String, String), u64> = Default::default();
         for r in rows["rows"].as_array().unwrap() {
             let key = r["key"].as_array().unwrap();
@@ -583,11 +567,9 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
             json!([id, &today[..4], &today[5..7], &today[8..]]),
             json!([id, &today[..4], &today[5..7], &today[8..], {}]),
         );
-        let http = http.clone();
-        let (user, password) = (db.couch.admin_user.clone(), db.couch.admin_password.clone());
+        let (http, db) = (&http, &db);
         async move {
-            let rows: Value =
-                http.get(view).basic_auth(user, Some(password)).send().await.unwrap().json().await.unwrap();
+            let rows = admin_json(http, db, &view).await;
             rows["rows"].as_array().unwrap().iter().map(|r| r["value"][0].as_u64().unwrap()).sum::<u64>()
         }
     };
@@ -864,6 +846,12 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
 
 /// Loads the console afresh at its first screen (chromedriver's `goto` from an address with
 /// a hash to the same one without leaves the page as it is).
+/// `GET url` as CouchDB's admin: its JSON.
+async fn admin_json(http: &reqwest::Client, db: &TestDb, url: &str) -> Value {
+    let answer = http.get(url).basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password)).send().await.unwrap();
+    answer.json().await.unwrap()
+}
+
 async fn open_console(browser: &Browser, console: &str) {
     browser.client.goto(console).await.unwrap();
     browser.client.execute("location.hash = '#/'", vec![]).await.unwrap();
