@@ -759,10 +759,11 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let stored = browser.client.execute("return localStorage.length + sessionStorage.length", vec![]).await.unwrap();
     assert_eq!(stored, json!(0));
 
-    // A stranger (no session) asking for the top links through the console: CouchDB refuses,
-    // no rows; an 8 KB query is refused before CouchDB or by it, never answered with rows.
+    // A stranger (no session) asking for the top links or the breakdowns through the console:
+    // CouchDB refuses, no rows; an 8 KB query is refused before CouchDB or by it, never answered
+    // with rows.
     for query in ["?group_level=4".to_owned(), format!("?group_level=4&startkey={}", "%22a".repeat(2800))] {
-        for view in ["by_day_link", "by_month_link"] {
+        for view in ["by_day_link", "by_month_link", "by_dimension"] {
             let r = http
                 .get(format!("{console}couch/{}_clicks/_design/clicks/_view/{view}{query}", db.name))
                 .send()
