@@ -321,4 +321,35 @@ function (newDoc, oldDoc, userCtx, secObj) {
   if (expires !== null && validFrom !== null && validFrom >= expires) {
     refuse('valid_from', '"valid_from" must come before "expires": as written, the link would never work.');
   }
+  // Section 5c: who made the change, as the client states it for the history (the console and
+  // the CLI do; Fauxton and curl need not). A stated writer must be the account writing; an
+  // "edit" carried over unchanged from the revision before states nothing about this one.
+  if (newDoc.hasOwnProperty('edit')) {
+    var edit = newDoc.edit;
+    if (typeof edit !== 'object' || edit === null || Array.isArray(edit)) {
+      refuse('edit', '"edit" says who made this change, like {"by": "' + (userCtx.name || 'maria') +
+        '", "at": "2026-11-28T09:00:00Z"}; leave it out, or as it was, to state nothing.');
+    }
+    var carried = oldDoc && JSON.stringify(oldDoc.edit) === JSON.stringify(edit);
+    if (!carried) {
+      for (var ek in edit) {
+        if (['by', 'at', 'batch', 'restores'].indexOf(ek) === -1) {
+          refuse('edit', '"edit" holds "by", "at", "batch" and "restores", not "' + ek + '".');
+        }
+      }
+      if (edit.by !== userCtx.name) {
+        refuse('edit', '"edit" names ' + JSON.stringify(edit.by) + ' as the writer, but this change is made by "' +
+          userCtx.name + '": state your own account, or leave "edit" as it was.');
+      }
+      if (edit.hasOwnProperty('at') && (typeof edit.at !== 'string' || !rfc3339.test(edit.at))) {
+        refuse('edit', '"edit" "at" must be a date and time with its time zone, like "2026-11-28T09:00:00Z".');
+      }
+      if (edit.hasOwnProperty('batch') && (typeof edit.batch !== 'string' || !/^[A-Za-z0-9._:-]{1,64}$/.test(edit.batch))) {
+        refuse('edit', '"edit" "batch" names a bulk change: 1 to 64 letters, digits, ".", "_", ":" or "-".');
+      }
+      if (edit.hasOwnProperty('restores') && (typeof edit.restores !== 'string' || !/^[1-9][0-9]*-[0-9a-z]+$/.test(edit.restores))) {
+        refuse('edit', '"edit" "restores" names the revision restored, like "3-a1b2".');
+      }
+    }
+  }
 }

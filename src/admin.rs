@@ -17,6 +17,7 @@ use crate::clicks::writer::ClicksStatus;
 use crate::couch::CouchClient;
 use crate::errors::Causes;
 use crate::follower::FeedStatus;
+use crate::history::recorder::RecorderStatus;
 use crate::metrics::{render, Gauges, Labelled, Metrics};
 use crate::snapshot::SnapshotStatus;
 use crate::store::LinkStore;
@@ -56,6 +57,8 @@ pub struct AdminSite {
     pub snapshots: Arc<SnapshotStatus>,
     /// Its live counts' state, when counting is on.
     pub clicks: Option<Arc<ClicksStatus>>,
+    /// Its history recorder's state, when it records.
+    pub history: Option<Arc<RecorderStatus>>,
 }
 
 impl AdminSite {
@@ -80,6 +83,10 @@ impl AdminSite {
                     set_aside: c.set_aside(),
                     failing: c.failing().is_some(),
                 }
+            }),
+            history: self.history.as_ref().map_or_else(Default::default, |h| {
+                let (gaps, missing) = h.gaps();
+                crate::metrics::HistoryGauges { entries: h.entries(), gaps, missing, failing: h.failing().is_some() }
             }),
         }
     }
@@ -114,6 +121,16 @@ impl AdminSite {
                 "lost": clicks.lost(),
                 "documents_refused": clicks.set_aside(),
                 "error": clicks.failing(),
+            });
+        }
+        if let Some(history) = &self.history {
+            let (gaps, missing) = history.gaps();
+            body["history"] = json!({
+                "status": if history.failing().is_some() { "waiting" } else if history.is_live() { "ok" } else { "catching up" },
+                "entries_recorded": history.entries(),
+                "gaps": gaps,
+                "missing_revisions": missing,
+                "error": history.failing(),
             });
         }
         (body, serving)

@@ -388,6 +388,52 @@ pub struct ChangeOfDoc {
     pub doc: Option<Value>,
 }
 
+/// A page of `_changes` without content: each document's ID and latest revision.
+#[derive(Debug)]
+pub struct RevsPage {
+    /// `(ID, revision)`, each document once.
+    pub results: Vec<(String, String)>,
+    /// Where to ask for the next page.
+    pub last_seq: Value,
+}
+
+#[derive(Deserialize)]
+struct RawRevsPage {
+    results: Vec<RawRevsRow>,
+    last_seq: Value,
+}
+
+#[derive(Deserialize)]
+struct RawRevsRow {
+    id: String,
+    changes: Vec<RevOnly>,
+}
+
+#[derive(Deserialize)]
+struct RevOnly {
+    rev: String,
+}
+
+#[derive(Deserialize)]
+struct BulkGet {
+    results: Vec<BulkGetResult>,
+}
+
+#[derive(Deserialize)]
+struct BulkGetResult {
+    docs: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+struct AllDocsIds {
+    rows: Vec<IdRow>,
+}
+
+#[derive(Deserialize)]
+struct IdRow {
+    id: String,
+}
+
 #[derive(Deserialize)]
 struct KeyRows {
     rows: Vec<KeyRow>,
@@ -884,6 +930,102 @@ impl CouchClient {
             return Err(self.refused(response).await);
         }
         Self::json(response, &url).await
+    }
+
+    /// Up to `limit` changes after `since` (from the start when `None`): each document's ID and
+    /// latest revision, without its content. With `wait`, a long poll: CouchDB answers as soon
+    /// as there is one, or after `wait` with none.
+    pub async fn change_revs(
+        &self,
+        since: Option<&Value>,
+        limit: usize,
+        wait: Option<Duration>,
+    ) -> Result<RevsPage, CouchError> {
+        let mut url = format!("{}?style=main_only&limit={limit}", self.in_db("_changes"));
+        if let Some(wait) = wait {
+            url.push_str(&format!("&feed=longpoll&timeout={}", wait.as_millis()));
+        }
+        if let Some(since) = since {
+            let since = match since {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            url.push_str("&since=");
+            url.push_str(&utf8_percent_encode(&since, NON_ALPHANUMERIC).to_string());
+        }
+        let timeout = BULK_TIMEOUT + wait.unwrap_or_default();
+        let req = self.request(&self.feed_http, Method::GET, &url).timeout(timeout);
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(self.refused(response).await);
+        }
+        let page: RawRevsPage = Self::json(response, &url).await?;
+        let results =
+            page.results.into_iter().filter_map(|row| Some((row.id, row.changes.into_iter().next()?.rev))).collect();
+        Ok(RevsPage { results, last_seq: page.last_seq })
+    }
+
+    /// The documents at the given `(ID, revision)` pairs, in their order, each with its
+    /// ancestry (`_revisions`, newest first): one `_bulk_get` request. `None` where CouchDB no
+    /// longer holds that revision (compaction keeps only the latest ones' content).
+    pub async fn revisions(&self, wanted: &[(String, String)]) -> Result<Vec<Option<Value>>, CouchError> {
+        let url = format!("{}?revs=true", self.in_db("_bulk_get"));
+        let docs: Vec<Value> = wanted.iter().map(|(id, rev)| json!({"id": id, "rev": rev})).collect();
+        let req = self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"docs": docs}));
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(self.refused(response).await);
+        }
+        let answer: BulkGet = Self::json(response, &url).await?;
+        if answer.results.len() != wanted.len() {
+            return Err(CouchError::Refused {
+                status: 200,
+                error: "bad_answer".into(),
+                reason: format!("asked for {} revisions, got {}", wanted.len(), answer.results.len()),
+            });
+        }
+        Ok(answer
+            .results
+            .into_iter()
+            .map(|result| result.docs.into_iter().find_map(|d| d.get("ok").filter(|ok| ok.is_object()).cloned()))
+            .collect())
+    }
+
+    /// The IDs of the documents whose IDs start with `prefix`, in order (`_all_docs` over the
+    /// range, without content).
+    pub async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, CouchError> {
+        let key = |k: String| utf8_percent_encode(&Value::String(k).to_string(), NON_ALPHANUMERIC).to_string();
+        let url = format!(
+            "{}?startkey={}&endkey={}",
+            self.in_db("_all_docs"),
+            key(prefix.to_owned()),
+            key(format!("{prefix}\u{fff0}"))
+        );
+        let page: AllDocsIds = self.get(&url).await?;
+        Ok(page.rows.into_iter().map(|row| row.id).collect())
+    }
+
+    /// The documents whose IDs start with `prefix`, in order, with their content.
+    pub async fn docs_with_prefix(&self, prefix: &str) -> Result<Vec<Value>, CouchError> {
+        let key = |k: String| utf8_percent_encode(&Value::String(k).to_string(), NON_ALPHANUMERIC).to_string();
+        let url = format!(
+            "{}?include_docs=true&startkey={}&endkey={}",
+            self.in_db("_all_docs"),
+            key(prefix.to_owned()),
+            key(format!("{prefix}\u{fff0}"))
+        );
+        let page: AllDocsWithDocs = self.get(&url).await?;
+        Ok(page.rows.into_iter().filter_map(|row| row.doc).collect())
+    }
+
+    /// Local (never replicated) document `_local/{name}`, `None` when there is none.
+    pub async fn local_doc(&self, name: &str) -> Result<Option<Value>, CouchError> {
+        self.get_optional(&self.in_db(&format!("_local/{}", segment(name)))).await
+    }
+
+    /// Writes local document `_local/{name}` (with the `_rev` of the one it replaces).
+    pub async fn put_local_doc(&self, name: &str, doc: &Value) -> Result<String, CouchError> {
+        self.put(&self.in_db(&format!("_local/{}", segment(name))), doc).await
     }
 
     /// Every design document's `validate_doc_update` source, by document ID (CouchDB runs

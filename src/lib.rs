@@ -35,6 +35,8 @@
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
 //! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
 //!   database once per interval, where a view sums every proxy.
+//! - [`history`]: every revision of every link recorded in the history database by the
+//!   proxies (who, when, before and after), for `history`, `restore` and undo.
 //! - [`log_retention`]: finished days of the access log gzipped, old ones deleted.
 //! - [`client_ip`]: the client address, believing only trusted proxies.
 //! - [`metrics`]: counters in Prometheus text format.
@@ -84,6 +86,7 @@ pub mod errors;
 pub mod follower;
 pub mod handler;
 pub mod handover;
+pub mod history;
 pub mod http;
 pub mod lifecycle;
 pub mod links;

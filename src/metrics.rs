@@ -53,6 +53,8 @@ pub struct Gauges {
     /// Live counts: documents written, documents and bytes waiting, responses whose counts were
     /// lost, whether writes fail (all 0 with counting off).
     pub clicks: ClicksGauges,
+    /// The history recorder's.
+    pub history: HistoryGauges,
 }
 
 /// The live counts' state, for `/metrics`.
@@ -72,11 +74,24 @@ pub struct ClicksGauges {
     pub failing: bool,
 }
 
+/// The history recorder's state, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HistoryGauges {
+    /// Entries this proxy's recorder wrote.
+    pub entries: u64,
+    /// Gap entries it wrote: revisions compacted away before any recorder saw them.
+    pub gaps: u64,
+    /// The revisions those gaps stand for.
+    pub missing: u64,
+    /// Whether recording fails now.
+    pub failing: bool,
+}
+
 /// One plain (unlabelled) sample: name, type, help, and where its value comes from.
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 26] = [
+const PLAIN: [Plain; 30] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -166,6 +181,21 @@ const PLAIN: [Plain; 26] = [
     ),
     ("couchlink_clicks_failing", "gauge", "1 while CouchDB does not take the live counts.", |_, g| {
         g.clicks.failing.into()
+    }),
+    ("couchlink_history_entries_total", "counter", "History entries this proxy recorded (others' not counted).", |_, g| {
+        g.history.entries
+    }),
+    (
+        "couchlink_history_gaps_total",
+        "counter",
+        "Gaps this proxy recorded in a link's history: revisions written while no recorder ran and compacted away before one started.",
+        |_, g| g.history.gaps,
+    ),
+    ("couchlink_history_missing_revisions_total", "counter", "Revisions the recorded gaps stand for.", |_, g| {
+        g.history.missing
+    }),
+    ("couchlink_history_failing", "gauge", "1 while the history cannot be recorded (CouchDB away, no history database, no recorder role).", |_, g| {
+        g.history.failing.into()
     }),
     (
         "couchlink_access_log_lines_lost_total",
@@ -342,6 +372,7 @@ mod tests {
             snapshot_failures: 1,
             snapshot_written_at: Some(1_795_000_000),
             clicks: ClicksGauges { written: 5, pending: 2, pending_bytes: 900, lost: 3, set_aside: 1, failing: true },
+            history: HistoryGauges { entries: 7, gaps: 1, missing: 2, failing: false },
         });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
@@ -368,6 +399,9 @@ mod tests {
         assert!(text.contains("couchlink_clicks_lost_total 3\n"));
         assert!(text.contains("couchlink_clicks_refused_documents_total 1\n"));
         assert!(text.contains("couchlink_clicks_failing 1\n"));
+        assert!(text.contains("couchlink_history_entries_total 7\n"));
+        assert!(text.contains("couchlink_history_gaps_total 1\n"));
+        assert!(text.contains("couchlink_history_missing_revisions_total 2\n"));
     }
 
     #[test]
@@ -383,6 +417,7 @@ mod tests {
             snapshot_failures: 0,
             snapshot_written_at: None,
             clicks: ClicksGauges::default(),
+            history: HistoryGauges::default(),
         });
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let family = line.split(['{', ' ']).next().unwrap();

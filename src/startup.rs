@@ -108,6 +108,9 @@ pub struct ServerConfig {
     pub default_domain: Option<Host>,
     /// Live counts (`None`: off).
     pub clicks: Option<ClicksConfig>,
+    /// Record every link's history into each links database's `<db>_history`
+    /// (docs/reference.md, "History").
+    pub history: bool,
     /// What SIGUSR2 starts in this process's place (`None`: SIGUSR2 is refused with a
     /// warning; tests serving in their own process leave it so).
     pub upgrade: Option<Upgrade>,
@@ -206,6 +209,7 @@ impl ServerConfig {
             domains: Vec::new(),
             default_domain: None,
             clicks: Some(ClicksConfig::new()),
+            history: true,
             upgrade: None,
             pid_file: None,
             geoip: None,
@@ -330,6 +334,8 @@ struct RunningSite {
     store: Arc<LinkStore>,
     /// Its live counts, and their state, when counting is on.
     clicks: Option<(Arc<Tally>, Arc<ClicksStatus>)>,
+    /// Its history recorder's state, when it records.
+    history: Option<Arc<crate::history::recorder::RecorderStatus>>,
     metrics: Arc<Metrics>,
     feed: Arc<FeedStatus>,
     snapshot_status: Arc<SnapshotStatus>,
@@ -613,6 +619,7 @@ impl RunningSite {
             log: self.log.clone(),
             snapshots: self.snapshot_status.clone(),
             clicks: self.clicks.as_ref().map(|(_, status)| status.clone()),
+            history: self.history.clone(),
         }
     }
 
@@ -789,6 +796,16 @@ async fn start_site(
     if config.warm_start {
         tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
     }
+    let history = config.history.then(|| {
+        let recorder = crate::history::recorder::Recorder {
+            links: couch.clone(),
+            history: couch.for_database(&crate::history::database_of(couch.database())),
+            status: Arc::default(),
+        };
+        let status = recorder.status.clone();
+        tasks.push(tokio::spawn(recorder.run(stopped.clone())));
+        status
+    });
     let clicks = match clicks {
         Some((settings, writer)) => {
             let db = settings.db.clone().unwrap_or_else(|| crate::clicks::database_of(couch.database()));
@@ -812,6 +829,7 @@ async fn start_site(
         couch,
         store,
         clicks,
+        history,
         metrics,
         feed,
         snapshot_status,

@@ -14,6 +14,7 @@ pub mod console;
 pub mod create;
 pub mod env_file;
 pub mod export;
+pub mod history;
 pub mod import;
 pub mod qr;
 pub mod report;
@@ -53,6 +54,11 @@ pub enum Command {
     /// Live counts per link, as every proxy wrote them to the clicks database (with any account
     /// that may read links).
     Clicks(clicks::ClicksArgs),
+    /// Every recorded change to a link: who, when, what changed, and any gap (with any account
+    /// that may read links).
+    History(history::HistoryArgs),
+    /// Put a link back as a recorded version was (with editor credentials), as a new revision.
+    Restore(history::RestoreArgs),
     /// The console for links, targets, QR tags and clicks in the browser, each user with their
     /// own CouchDB account (no account of its own).
     Console(console::ConsoleArgs),
@@ -98,6 +104,14 @@ impl Command {
             }
             Command::Report(args) => Ok(args.execute()?),
             Command::Clicks(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
+            Command::History(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
+            Command::Restore(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
                 Ok(args.execute()?)
             }

@@ -108,6 +108,10 @@ pub struct ServeArgs {
     /// previous response (the idle keep-alive timeout and the slow-header timeout at once).
     #[arg(long, env = "COUCHLINK_HEADER_TIMEOUT_SECS", default_value_t = NonZeroU32::new(10).expect("non-zero"))]
     pub header_timeout_secs: NonZeroU32,
+    /// Record every change to a link in the links database's history database (<db>_history,
+    /// made by `couchlink setup`); false: this proxy records nothing (others may).
+    #[arg(long, env = "COUCHLINK_HISTORY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub history: bool,
     /// The clicks database, where live counts are written [default: <db>_clicks, each domain
     /// its own]; `off`: no counting.
     #[arg(long, env = "COUCHLINK_CLICKS_DB")]
@@ -226,6 +230,7 @@ impl ServeArgs {
             domains,
             default_domain,
             clicks,
+            history: self.history,
             // Set by `execute`: only the process `couchlink serve` runs in can start itself anew.
             upgrade: None,
             pid_file: self.pid_file,

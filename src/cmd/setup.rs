@@ -47,6 +47,10 @@ pub struct SetupArgs {
     /// The clicks database, where proxies write live counts [default: <db>_clicks]; `off`: none.
     #[arg(long, env = "COUCHLINK_CLICKS_DB")]
     pub clicks_db: Option<String>,
+    /// The history database, where proxies record every change to a link [default:
+    /// <db>_history]; `off`: none.
+    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
+    pub history_db: Option<String>,
 }
 
 impl SetupArgs {
@@ -62,9 +66,15 @@ impl SetupArgs {
             Some(name) => Some(name.to_owned()),
             None => Some(crate::clicks::database_of(&db)),
         };
+        let history_db = match self.history_db.as_deref() {
+            Some("off") => None,
+            Some(name) => Some(name.to_owned()),
+            None => Some(crate::history::database_of(&db)),
+        };
         let options = SetupOptions {
             roles,
             clicks_db,
+            history_db,
             drop_shared_roles: self.drop_shared_roles,
             replace_security: self.replace_security,
         };
@@ -92,6 +102,8 @@ pub struct SetupOptions {
     pub roles: Roles,
     /// The clicks database that goes with it (`None`: counting is off, none is made).
     pub clicks_db: Option<String>,
+    /// The history database that goes with it (`None`: none is made, nothing is recorded).
+    pub history_db: Option<String>,
     /// Remove the shared `reader`/`editor` roles from `_security` and the validation.
     pub drop_shared_roles: bool,
     /// Write `_security` as couchlink wants it, dropping everything else.
@@ -105,6 +117,7 @@ impl SetupOptions {
         SetupOptions {
             roles,
             clicks_db: Some(crate::clicks::database_of(db)),
+            history_db: Some(crate::history::database_of(db)),
             drop_shared_roles: false,
             replace_security: false,
         }
@@ -155,6 +168,8 @@ pub struct Report {
     /// The clicks database, its `_security` and its design document (validation and views),
     /// by name; `None` when counting is off.
     pub clicks: Option<(String, Step, Step, Step)>,
+    /// The history database, its `_security` and its design document, when asked for.
+    pub history: Option<(String, Step, Step, Step)>,
     /// The proxy's read-only account.
     pub reader: Step,
 }
@@ -184,6 +199,9 @@ impl fmt::Display for Report {
         )?;
         if let Some((name, database, security, design)) = &self.clicks {
             write!(f, "\nclicks database {name}: {database}, _security: {security}, design document: {design}")?;
+        }
+        if let Some((name, database, security, design)) = &self.history {
+            write!(f, "\nhistory database {name}: {database}, _security: {security}, design document: {design}")?;
         }
         write!(f, "\nreader account: {}", self.reader)
     }
@@ -319,9 +337,17 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
         None => None,
     };
 
-    let proxy = options.clicks_db.as_ref().map(|_| options.roles.proxy.as_str());
+    let history = match &options.history_db {
+        Some(name) => Some(ensure_history(&admin.for_database(name), options, &plan.shared_roles).await?),
+        None => None,
+    };
+
+    // The proxy's account writes counts and records history where those databases exist.
+    let mut extra: Vec<&str> = Vec::new();
+    extra.extend(options.clicks_db.as_ref().map(|_| options.roles.proxy.as_str()));
+    extra.extend(options.history_db.as_ref().map(|_| options.roles.recorder.as_str()));
     let reader = match reader {
-        Some(reader) => ensure_reader(admin, reader, &options.roles, proxy).await?,
+        Some(reader) => ensure_reader(admin, reader, &options.roles, &extra).await?,
         None => Step::Skipped,
     };
     Ok(Report {
@@ -333,8 +359,39 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
         console,
         import,
         clicks,
+        history,
         reader,
     })
+}
+
+/// The history database (docs/reference.md, "History"): made if missing; its `_security`
+/// admits the links database's readers and editors (and the shared roles while the links
+/// database does) and the recorders, keeping what admins added; its design document holds the
+/// validation (only the recorder role writes, each entry once) and the views.
+async fn ensure_history(
+    history: &CouchClient,
+    options: &SetupOptions,
+    shared_roles: &[String],
+) -> Result<(String, Step, Step, Step), SetupError> {
+    let created = history.ensure_database(history.database()).await?;
+    let database = if created { Step::Created } else { Step::Unchanged };
+    let current = history.security().await?;
+    let roles = &options.roles;
+    let mut members: Vec<&str> = vec![&roles.reader, &roles.editor, &roles.recorder];
+    members.extend(shared_roles.iter().map(String::as_str));
+    let wanted = merge_member_roles(&current, &members, options.replace_security);
+    let security = if wanted == current {
+        Step::Unchanged
+    } else {
+        history.put_security(&wanted).await?;
+        if created {
+            Step::Created
+        } else {
+            Step::Updated
+        }
+    };
+    let design = ensure_design(history, crate::history::DESIGN_DOC, crate::history::design(&[&roles.recorder])).await?;
+    Ok((history.database().to_owned(), database, security, design))
 }
 
 /// The clicks database (docs/reference.md, "Live counts"): made if missing; its `_security`
@@ -445,21 +502,21 @@ async fn ensure_reader(
     admin: &CouchClient,
     reader: &Reader,
     roles: &Roles,
-    proxy: Option<&str>,
+    extra: &[&str],
 ) -> Result<Step, SetupError> {
-    match write_reader(admin, reader, roles, proxy).await {
+    match write_reader(admin, reader, roles, extra).await {
         Err(SetupError::Couch(CouchError::Refused { status: 409, .. })) => {
-            write_reader(admin, reader, roles, proxy).await
+            write_reader(admin, reader, roles, extra).await
         }
         other => other,
     }
 }
 
 /// The roles the reader account should hold, given those it holds: this database's reader role
-/// (and `proxy`) added, its editor role taken away, the rest kept.
-fn reader_roles(held: &[String], roles: &Roles, proxy: Option<&str>) -> Vec<String> {
+/// (and `extra`: the proxy's and recorder's) added, its editor role taken away, the rest kept.
+fn reader_roles(held: &[String], roles: &Roles, extra: &[&str]) -> Vec<String> {
     let mut wanted: Vec<String> = held.iter().filter(|r| **r != roles.editor).cloned().collect();
-    for role in std::iter::once(roles.reader.as_str()).chain(proxy) {
+    for role in std::iter::once(roles.reader.as_str()).chain(extra.iter().copied()) {
         if !wanted.iter().any(|r| r == role) {
             wanted.push(role.to_owned());
         }
@@ -467,16 +524,11 @@ fn reader_roles(held: &[String], roles: &Roles, proxy: Option<&str>) -> Vec<Stri
     wanted
 }
 
-async fn write_reader(
-    admin: &CouchClient,
-    reader: &Reader,
-    roles: &Roles,
-    proxy: Option<&str>,
-) -> Result<Step, SetupError> {
+async fn write_reader(admin: &CouchClient, reader: &Reader, roles: &Roles, extra: &[&str]) -> Result<Step, SetupError> {
     let existing = admin.user_doc(&reader.name).await?;
     let held: Vec<String> =
         existing.as_ref().and_then(|d| serde_json::from_value(d["roles"].clone()).ok()).unwrap_or_default();
-    let wanted = reader_roles(&held, roles, proxy);
+    let wanted = reader_roles(&held, roles, extra);
     if existing.is_some() && wanted == held {
         // The roles are right; the password too, if the account can log in with it.
         let as_reader = admin.with_credentials(&reader.name, &reader.password);
@@ -541,9 +593,9 @@ mod tests {
     fn the_reader_keeps_other_databases_roles_but_never_this_ones_editor_role() {
         let roles = Roles::of_database("links", None, None).unwrap();
         let held = ["acme:reader".to_owned(), "links:editor".to_owned()];
-        assert_eq!(reader_roles(&held, &roles, None), ["acme:reader", "links:reader"]);
-        assert_eq!(reader_roles(&["links:reader".to_owned()], &roles, None), ["links:reader"]);
-        assert_eq!(reader_roles(&held, &roles, Some("links:proxy")), ["acme:reader", "links:reader", "links:proxy"]);
+        assert_eq!(reader_roles(&held, &roles, &[]), ["acme:reader", "links:reader"]);
+        assert_eq!(reader_roles(&["links:reader".to_owned()], &roles, &[]), ["links:reader"]);
+        assert_eq!(reader_roles(&held, &roles, &["links:proxy"]), ["acme:reader", "links:reader", "links:proxy"]);
     }
 
     #[test]

@@ -7,8 +7,8 @@ pub const SHARED_READER: &str = "reader";
 /// See [`SHARED_READER`].
 pub const SHARED_EDITOR: &str = "editor";
 
-/// The roles of one links database: its reader (the proxy), its editors (people), and the
-/// proxies' own role in its clicks database.
+/// The roles of one links database: its reader (the proxy), its editors (people), the
+/// proxies' own role in its clicks database, and the recorder's in its history database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Roles {
     /// May read links and `_changes`, never write.
@@ -18,6 +18,9 @@ pub struct Roles {
     /// May write counts to the clicks database (the proxy's account holds it besides the
     /// reader role); nothing else: a reader who is not a proxy cannot write counts.
     pub proxy: String,
+    /// May write history entries to the history database (the proxy's account holds it: every
+    /// proxy records); nothing else, so an editor can neither forge nor erase history.
+    pub recorder: String,
 }
 
 /// A role name CouchDB would not take.
@@ -43,8 +46,12 @@ impl Roles {
             }
             Ok(name)
         };
-        let roles =
-            Roles { reader: role(reader, "reader")?, editor: role(editor, "editor")?, proxy: role(None, "proxy")? };
+        let roles = Roles {
+            reader: role(reader, "reader")?,
+            editor: role(editor, "editor")?,
+            proxy: role(None, "proxy")?,
+            recorder: role(None, "recorder")?,
+        };
         roles.distinct()
     }
 
@@ -63,6 +70,9 @@ impl Roles {
         if self.reader == self.editor || self.proxy == self.reader || self.proxy == self.editor {
             return Err(InvalidRole(if self.reader == self.editor { self.reader } else { self.proxy }));
         }
+        if [&self.reader, &self.editor, &self.proxy].contains(&&self.recorder) {
+            return Err(InvalidRole(self.recorder));
+        }
         Ok(self)
     }
 }
@@ -79,12 +89,21 @@ mod tests {
             Roles {
                 reader: "acme_links:reader".into(),
                 editor: "acme_links:editor".into(),
-                proxy: "acme_links:proxy".into()
+                proxy: "acme_links:proxy".into(),
+                recorder: "acme_links:recorder".into(),
             }
         );
         assert_ne!(acme, Roles::of_database("links", None, None).unwrap());
         let named = Roles::of_database("links", Some("proxy"), Some("marketing")).unwrap();
-        assert_eq!(named, Roles { reader: "proxy".into(), editor: "marketing".into(), proxy: "links:proxy".into() });
+        assert_eq!(
+            named,
+            Roles {
+                reader: "proxy".into(),
+                editor: "marketing".into(),
+                proxy: "links:proxy".into(),
+                recorder: "links:recorder".into()
+            }
+        );
         assert_eq!(named.clone().with_proxy(Some("counter")).unwrap().proxy, "counter");
         assert!(named.clone().with_proxy(Some("marketing")).is_err(), "a proxy role of its own");
         assert!(named.with_proxy(Some("_admin")).is_err());

@@ -155,6 +155,7 @@ async fn setup_is_idempotent_and_repairs_what_changed() {
             console: Step::Unchanged,
             import: Step::Unchanged,
             clicks: None,
+            history: None,
             reader: Step::Unchanged
         }
     );

@@ -15,6 +15,7 @@ mod edges;
 mod fallback;
 mod feed;
 mod freshness;
+mod history;
 mod hostile_documents;
 mod http1;
 mod import;

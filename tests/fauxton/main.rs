@@ -243,6 +243,7 @@ async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_ot
         let options = couchlink::cmd::setup::SetupOptions {
             roles: roles.clone(),
             clicks_db: None,
+            history_db: None,
             drop_shared_roles: true,
             replace_security: false,
         };

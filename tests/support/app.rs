@@ -34,6 +34,8 @@ pub fn test_config(db: &TestDb, log_dir: &Path) -> ServerConfig {
     config.state_dir = None;
     // Off, as the test databases have no clicks database: the tests of live counts turn it on.
     config.clicks = None;
+    // Off likewise: the tests of history turn it on.
+    config.history = false;
     config
 }
 

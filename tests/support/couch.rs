@@ -117,10 +117,17 @@ pub const READER_ROLE: &str = "couchlink-test:reader";
 pub const EDITOR_ROLE: &str = "couchlink-test:editor";
 /// The proxies' role of every test database (its clicks database's writers).
 pub const PROXY_ROLE: &str = "couchlink-test:proxy";
+/// The recorders' role of every test database (its history database's writers).
+pub const RECORDER_ROLE: &str = "couchlink-test:recorder";
 
 /// The roles of every test database.
 pub fn test_roles() -> couchlink::domain::Roles {
-    couchlink::domain::Roles { reader: READER_ROLE.into(), editor: EDITOR_ROLE.into(), proxy: PROXY_ROLE.into() }
+    couchlink::domain::Roles {
+        reader: READER_ROLE.into(),
+        editor: EDITOR_ROLE.into(),
+        proxy: PROXY_ROLE.into(),
+        recorder: RECORDER_ROLE.into(),
+    }
 }
 
 /// `couchlink setup`'s options for a test database.
@@ -131,6 +138,7 @@ pub fn test_setup() -> couchlink::cmd::setup::SetupOptions {
         drop_shared_roles: false,
         replace_security: false,
         clicks_db: None,
+        history_db: None,
     }
 }
 
@@ -158,7 +166,7 @@ impl TestDb {
         // The shared reader holds the proxy role from the start (the tests of live counts set up
         // databases that give it): setup then never rewrites the account while other tests'
         // proxies use it (CouchDB 3 can answer such a request 401 while the account changes).
-        ensure_user_roles(couch, READER, &[READER_ROLE, PROXY_ROLE]).await;
+        ensure_user_roles(couch, READER, &[READER_ROLE, PROXY_ROLE, RECORDER_ROLE]).await;
         let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
         couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &test_setup())
             .await
@@ -176,7 +184,7 @@ impl TestDb {
         let security = couchlink::cmd::setup::security_object(&test_roles());
         let r = db.admin(reqwest::Method::PUT, "_security", Some(&security)).await;
         assert!(r.status().is_success(), "cannot set _security: {}", r.text().await.unwrap());
-        ensure_user_roles(couch(), READER, &[READER_ROLE, PROXY_ROLE]).await;
+        ensure_user_roles(couch(), READER, &[READER_ROLE, PROXY_ROLE, RECORDER_ROLE]).await;
         db
     }
 

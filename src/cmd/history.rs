@@ -1,0 +1,279 @@
+//! `couchlink history ID`: every recorded change to a link (who, when, what changed, gaps), as
+//! the proxies recorded it in the history database; `couchlink restore ID --rev REV|--at TIME`
+//! writes a recorded version back as a new revision.
+
+use std::io::Write;
+
+use clap::Args;
+use serde_json::{json, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::CouchArgs;
+use crate::couch::{CouchClient, CouchError, Created};
+use crate::domain::LinkId;
+use crate::history::read::{changed_fields, link_entries};
+
+/// Flags of `couchlink history`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account that may read links (a reader will do)")))]
+pub struct HistoryArgs {
+    /// The link's ID.
+    #[arg(value_parser = parse_id)]
+    pub id: LinkId,
+    /// Print the entries as JSON lines, as stored.
+    #[arg(long)]
+    pub json: bool,
+    /// The history database [default: <db>_history].
+    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
+    pub history_db: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
+}
+
+/// Flags of `couchlink restore`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("couchdb_user", |a| a.help("A CouchDB account that may edit links (an editor)")))]
+pub struct RestoreArgs {
+    /// The link's ID.
+    #[arg(value_parser = parse_id)]
+    pub id: LinkId,
+    /// The recorded revision to put back, as `couchlink history` lists it (`3-a1b2...`).
+    #[arg(long, conflicts_with = "at", required_unless_present = "at")]
+    pub rev: Option<String>,
+    /// Put back the link as it was at this time (RFC 3339): the last version recorded before it.
+    #[arg(long, value_parser = parse_time)]
+    pub at: Option<OffsetDateTime>,
+    /// Say what would change, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The history database [default: <db>_history].
+    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
+    pub history_db: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub couch: CouchArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub on: super::DomainChoice,
+}
+
+fn parse_id(s: &str) -> Result<LinkId, String> {
+    LinkId::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|_| format!("{s:?} is not a time like 2026-11-28T09:00:00Z"))
+}
+
+/// Why `history` or `restore` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryCommandError {
+    /// CouchDB refused or could not be reached.
+    #[error("cannot read or write the link's history")]
+    Couch(#[from] CouchError),
+    /// Nothing recorded for the link.
+    #[error("no history recorded for {0} (is `couchlink setup` run, and a proxy running to record it?)")]
+    Nothing(String),
+    /// The version asked for is not recorded.
+    #[error("{0}")]
+    NoSuchVersion(String),
+    /// Someone changed the link while it was being restored.
+    #[error("{0} changed while it was restored; nothing written: run it again")]
+    Conflict(String),
+    /// Writing stdout failed.
+    #[error("cannot write the output")]
+    Output(#[from] std::io::Error),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+fn history_client(couch: &CouchArgs, history_db: Option<&str>) -> Result<CouchClient, CouchError> {
+    let links = CouchClient::new(&couch.clone().into())?;
+    let name = history_db.map_or_else(|| crate::history::database_of(links.database()), str::to_owned);
+    Ok(links.for_database(&name))
+}
+
+impl HistoryArgs {
+    /// Prints the link's history, oldest first.
+    pub fn execute(self) -> Result<(), HistoryCommandError> {
+        let history = history_client(&self.couch, self.history_db.as_deref())?;
+        let runtime = super::current_thread_runtime().map_err(HistoryCommandError::Runtime)?;
+        let entries = runtime.block_on(link_entries(&history, &self.id))?;
+        if entries.is_empty() {
+            return Err(HistoryCommandError::Nothing(self.id.to_string()));
+        }
+        let mut out = std::io::stdout().lock();
+        for entry in &entries {
+            if self.json {
+                writeln!(out, "{entry}")?;
+            } else {
+                out.write_all(describe(entry).as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An entry as `couchlink history` prints it: a heading line, then one line per field changed.
+pub fn describe(entry: &Value) -> String {
+    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    if entry["type"] == "gap" {
+        return format!(
+            "{}  gap: {} revision(s) not recorded ({} to {}), written between {} and {} while no recorder ran, \
+             and compacted away before one started\n",
+            text(&entry["to"]),
+            entry["missing"],
+            text(&entry["first"]),
+            text(&entry["last"]),
+            text(&entry["from"]),
+            text(&entry["to"]),
+        );
+    }
+    let by = entry["by"].as_str().map_or_else(|| "writer not stated".to_owned(), |b| format!("by {b}"));
+    let when = entry["at"].as_str().map_or_else(|| text(&entry["recorded_at"]), str::to_owned);
+    let late = if entry["late"] == true { " (recorded late)" } else { "" };
+    let batch = entry["batch"].as_str().map(|b| format!(", batch {b}")).unwrap_or_default();
+    let mut s = format!("{when}  {}  {}  {by}{batch}{late}\n", text(&entry["rev"]), text(&entry["kind"]));
+    if entry["kind"] == "baseline" || entry["before"].is_null() && entry["kind"] == "changed" {
+        // Nothing to compare with: the version as it was.
+        if let Some(after) = entry["after"].as_object() {
+            for (k, v) in after.iter().filter(|(k, _)| *k != "edit") {
+                s.push_str(&format!("    {k}: {v}\n"));
+            }
+        }
+        return s;
+    }
+    for (field, before, after) in changed_fields(entry) {
+        let show = |v: Option<Value>| v.map_or_else(|| "(none)".to_owned(), |v| v.to_string());
+        s.push_str(&format!("    {field}: {} -> {}\n", show(before), show(after)));
+    }
+    s
+}
+
+impl RestoreArgs {
+    /// Writes the chosen version back as a new revision, stating the writer.
+    pub fn execute(self) -> Result<(), HistoryCommandError> {
+        let history = history_client(&self.couch, self.history_db.as_deref())?;
+        let links = CouchClient::new(&self.couch.clone().into())?;
+        let runtime = super::current_thread_runtime().map_err(HistoryCommandError::Runtime)?;
+        runtime.block_on(async {
+            let entries = link_entries(&history, &self.id).await?;
+            let version = pick(&entries, self.rev.as_deref(), self.at)?;
+            let Some(mut doc) = links.link_doc(&self.id).await? else {
+                return Err(HistoryCommandError::NoSuchVersion(format!("{} does not exist any more", self.id)));
+            };
+            let fields = version["after"].as_object().cloned().unwrap_or_default();
+            let rev = version["rev"].as_str().unwrap_or("").to_owned();
+            let name = links.session().await?.name.unwrap_or_default();
+            let mut restored = json!({"_id": self.id.as_str(), "_rev": doc["_rev"].clone()});
+            for (k, v) in fields.iter().filter(|(k, _)| *k != "edit") {
+                restored[k] = v.clone();
+            }
+            let now = OffsetDateTime::now_utc().format(&Rfc3339).expect("a UTC time formats");
+            restored["edit"] = json!({"by": name, "at": now, "restores": rev});
+            let preview = json!({"before": strip(&doc), "after": strip(&restored)});
+            let changes = changed_fields(&preview);
+            let mut out = std::io::stdout().lock();
+            if changes.is_empty() {
+                writeln!(out, "{} is already as at {rev}: nothing to write", self.id)?;
+                return Ok(());
+            }
+            for (field, before, after) in &changes {
+                let show = |v: &Option<Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), Value::to_string);
+                writeln!(out, "    {field}: {} -> {}", show(before), show(after))?;
+            }
+            if self.dry_run {
+                writeln!(out, "{}: would restore {rev} (dry run: nothing written)", self.id)?;
+                return Ok(());
+            }
+            doc = restored;
+            match links.create_doc(&self.id, &doc).await? {
+                Created::Stored(new) => writeln!(out, "{}: restored {rev} as {new}", self.id)?,
+                Created::Conflict => return Err(HistoryCommandError::Conflict(self.id.to_string())),
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A document's fields without CouchDB's own.
+fn strip(doc: &Value) -> Value {
+    let kept: serde_json::Map<String, Value> = doc
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !k.starts_with('_'))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept)
+}
+
+/// The recorded version `rev` names, or the last one recorded at or before `at`.
+fn pick<'a>(
+    entries: &'a [Value],
+    rev: Option<&str>,
+    at: Option<OffsetDateTime>,
+) -> Result<&'a Value, HistoryCommandError> {
+    let mut versions = entries.iter().rev().filter(|e| e["type"] == "change" && e["after"].is_object());
+    let found = match (rev, at) {
+        (Some(rev), _) => versions.find(|e| e["rev"] == rev),
+        // Newest first: the first at or before `at`.
+        (None, Some(at)) => versions.find(|e| {
+            let when = e["at"].as_str().or(e["recorded_at"].as_str()).unwrap_or("");
+            OffsetDateTime::parse(when, &Rfc3339).is_ok_and(|t| t <= at)
+        }),
+        (None, None) => None,
+    };
+    found.ok_or_else(|| {
+        HistoryCommandError::NoSuchVersion(match rev {
+            Some(rev) => format!("no recorded version {rev} (see `couchlink history`)"),
+            None => "no version recorded at or before that time (see `couchlink history`)".into(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(rev: &str, recorded_at: &str, url: &str) -> Value {
+        json!({"type": "change", "rev": rev, "kind": "changed", "at": null, "recorded_at": recorded_at,
+            "before": null, "after": {"url": url}, "by": null, "batch": null, "late": false})
+    }
+
+    #[test]
+    fn a_version_is_picked_by_revision_or_by_time() {
+        let entries = [
+            change("1-a", "2026-11-01T00:00:00Z", "https://a.example/"),
+            json!({"type": "gap", "first": "2-b", "last": "2-b", "missing": 1}),
+            change("3-c", "2026-11-20T00:00:00Z", "https://c.example/"),
+        ];
+        assert_eq!(pick(&entries, Some("1-a"), None).unwrap()["after"]["url"], "https://a.example/");
+        let at = OffsetDateTime::parse("2026-11-10T00:00:00Z", &Rfc3339).unwrap();
+        assert_eq!(pick(&entries, None, Some(at)).unwrap()["rev"], "1-a");
+        let later = OffsetDateTime::parse("2026-11-25T00:00:00Z", &Rfc3339).unwrap();
+        assert_eq!(pick(&entries, None, Some(later)).unwrap()["rev"], "3-c");
+        assert!(pick(&entries, Some("2-b"), None).is_err(), "a gap has no version to restore");
+        let before = OffsetDateTime::parse("2026-10-01T00:00:00Z", &Rfc3339).unwrap();
+        assert!(pick(&entries, None, Some(before)).is_err());
+    }
+
+    #[test]
+    fn a_gap_and_a_change_read_as_sentences() {
+        let gap = json!({"type": "gap", "first": "2-b", "last": "3-c", "missing": 2,
+            "from": "2026-11-01T00:00:00Z", "to": "2026-11-02T00:00:00Z"});
+        assert!(describe(&gap).contains("2 revision(s) not recorded"), "{}", describe(&gap));
+        let edit = json!({"type": "change", "rev": "2-b", "kind": "changed", "by": "maria", "at": null,
+            "recorded_at": "2026-11-02T00:00:00Z", "late": false, "batch": null,
+            "before": {"url": "https://a.example/"}, "after": {"url": "https://b.example/"}});
+        let text = describe(&edit);
+        assert!(text.contains("by maria"), "{text}");
+        assert!(text.contains(r#"url: "https://a.example/" -> "https://b.example/""#), "{text}");
+    }
+}

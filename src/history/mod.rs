@@ -1,0 +1,45 @@
+//! A link's history (docs/reference.md, "History"; docs/architecture.md, "History"): every
+//! revision of every link, whoever wrote it, recorded in the history database
+//! (`{db}_history`) by every running proxy, exactly once however many run.
+//!
+//! - [`entry`]: the plain rules: a chain of revisions and what came before it in, entries out.
+//! - [`recorder`]: the task that follows the links database's `_changes`, fetches what the
+//!   rules need, and writes the entries.
+//! - [`read`]: a link's entries and a batch's, for the CLI's `history`, `restore` and `undo`.
+
+pub mod entry;
+pub mod read;
+pub mod recorder;
+
+use serde_json::{json, Value};
+
+use crate::design::function;
+
+/// The history database of links database `db`.
+pub fn database_of(db: &str) -> String {
+    format!("{db}_history")
+}
+
+/// The history database's design document.
+pub const DESIGN_DOC: &str = "history";
+
+const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/history/validate_doc_update.js");
+const BY_BATCH: &str = include_str!("../../couchdb/history/by_batch.js");
+const GAPS: &str = include_str!("../../couchdb/history/gaps.js");
+
+/// `_design/history` for recorders holding one of `writer_roles`: the validation (only they
+/// write, each entry once) and the views (a bulk change's entries, the gaps).
+pub fn design(writer_roles: &[&str]) -> Value {
+    let validate = function(VALIDATE_DOC_UPDATE);
+    let template = r#"var WRITER_ROLES = ["links:recorder"];"#;
+    assert!(validate.contains(template), "couchdb/history/validate_doc_update.js declares WRITER_ROLES");
+    let roles = format!("var WRITER_ROLES = {};", serde_json::to_string(writer_roles).expect("strings serialise"));
+    json!({
+        "language": "javascript",
+        "validate_doc_update": validate.replacen(template, &roles, 1),
+        "views": {
+            "by_batch": {"map": function(BY_BATCH)},
+            "gaps": {"map": function(GAPS), "reduce": "_sum"},
+        },
+    })
+}

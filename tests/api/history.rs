@@ -1,0 +1,227 @@
+//! History (docs/reference.md, "History"): every change to a link recorded by the running
+//! proxies, whoever made it, exactly once however many record; the writer as stated, never
+//! guessed; what was written while none ran recorded at the next start, and what compaction
+//! took first recorded as a gap; read by the database's readers, written by the recorder only.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// A test database set up with its history database (`<db>_history`).
+async fn recorded_db() -> TestDb {
+    let db = TestDb::new().await;
+    let options = couchlink::cmd::setup::SetupOptions { history_db: Some(history_name(&db)), ..test_setup() };
+    let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
+    let report = couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &options).await.unwrap();
+    let (_, database, _, design) = report.history.expect("a history database");
+    assert_eq!((database, design), (couchlink::cmd::setup::Step::Created, couchlink::cmd::setup::Step::Created));
+    db
+}
+
+fn history_name(db: &TestDb) -> String {
+    format!("{}_history", db.name)
+}
+
+fn same_db(db: &TestDb) -> TestDb {
+    TestDb { name: db.name.clone(), couch: db.couch.clone() }
+}
+
+async fn recording(db: &TestDb) -> TestApp {
+    spawn_app_on(same_db(db), |c| c.history = true).await
+}
+
+/// `method` on the history database as `who` (the admin when `None`).
+async fn on_history(
+    db: &TestDb,
+    who: Option<(&str, &str)>,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let (user, password) = who.unwrap_or((&db.couch.admin_user, &db.couch.admin_password));
+    let mut req = http()
+        .request(method, format!("{}/{}/{path}", db.couch.url, history_name(db)))
+        .basic_auth(user, Some(password))
+        .header("Accept", "application/json");
+    if let Some(body) = body {
+        req = req.json(body);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Link `id`'s entries (as a reader), oldest first.
+async fn entries(db: &TestDb, id: &str) -> Vec<Value> {
+    let path = format!("_all_docs?include_docs=true&startkey=%22{id}%2F%22&endkey=%22{id}%2F%EF%BF%B0%22");
+    let (status, body) = on_history(db, Some(READER), reqwest::Method::GET, &path, None).await;
+    assert_eq!(status, 200, "a reader reads history: {body}");
+    body["rows"].as_array().unwrap().iter().map(|r| r["doc"].clone()).collect()
+}
+
+/// Waits until link `id` has `n` entries; how long it took.
+async fn wait_for_entries(db: &TestDb, id: &str, n: usize) -> (Vec<Value>, Duration) {
+    let began = Instant::now();
+    loop {
+        let found = entries(db, id).await;
+        if found.len() >= n || began.elapsed() > Duration::from_secs(15) {
+            return (found, began.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes link `id` as the editor: `doc` over its current revision; CouchDB's answer.
+async fn edit(db: &TestDb, id: &str, mut doc: Value) -> (u16, Value) {
+    if let Some(rev) = db.rev(id).await {
+        doc["_rev"] = json!(rev);
+    }
+    let r = db.request_as(Some(EDITOR), reqwest::Method::PUT, id, Some(&doc)).await;
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn every_change_is_recorded_once_with_its_writer_as_stated_by_two_recorders() {
+    let db = recorded_db().await;
+    let mut first = recording(&db).await;
+    let mut second = recording(&db).await;
+    first.wait_until_feed_is_live().await;
+    // The console and the CLI state the writer; CouchDB refuses a stated writer who is not the
+    // one writing.
+    let (status, body) = edit(&db, "Hist1", json!({"url": "https://a.example/", "edit": {"by": EDITOR.0}})).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = edit(&db, "Hist1", json!({"url": "https://x.example/", "edit": {"by": "someone-else"}})).await;
+    assert_eq!(status, 403, "a forged writer is refused: {body}");
+    assert!(body["reason"].as_str().unwrap().starts_with("[edit]"), "{body}");
+    // Fauxton saves the document as it is, `edit` carried over: recorded as not stated.
+    let (status, body) = edit(&db, "Hist1", json!({"url": "https://b.example/", "edit": {"by": EDITOR.0}})).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = edit(
+        &db,
+        "Hist1",
+        json!({"url": "https://c.example/", "tags": ["flyer"],
+        "edit": {"by": EDITOR.0, "at": "2026-11-28T09:00:00Z", "batch": "b-1"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (found, _) = wait_for_entries(&db, "Hist1", 3).await;
+    // Both recorders saw every change: each revision once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let found_again = entries(&db, "Hist1").await;
+    assert_eq!(found_again.len(), 3, "exactly once with two recorders: {found_again:#?}");
+    let kinds: Vec<(&str, Option<&str>)> =
+        found.iter().map(|e| (e["kind"].as_str().unwrap(), e["by"].as_str())).collect();
+    assert_eq!(kinds, [("created", Some(EDITOR.0)), ("changed", None), ("changed", Some(EDITOR.0))]);
+    assert_eq!(found[1]["before"]["url"], "https://a.example/");
+    assert_eq!(found[1]["after"]["url"], "https://b.example/");
+    assert_eq!(found[2]["batch"], "b-1");
+    assert_eq!(found[2]["at"], "2026-11-28T09:00:00Z");
+    assert_eq!(found[2]["after"]["tags"], json!(["flyer"]));
+    assert!(found.iter().all(|e| e["late"] == false));
+    let recorded =
+        first.metric("couchlink_history_entries_total").await + second.metric("couchlink_history_entries_total").await;
+    assert_eq!(recorded, 3.0, "the two recorders wrote 3 entries between them");
+
+    // Nobody but the recorder writes history: not an editor, not a reader.
+    let forged = json!({"type": "change", "link": "Hist1"});
+    for who in [EDITOR, READER] {
+        let path = "Hist1%2F0000000009-zz";
+        let (status, body) = on_history(&db, Some(who), reqwest::Method::PUT, path, Some(&forged)).await;
+        assert_eq!(status, 403, "{who:?}: {body}");
+    }
+    first.stop().await.unwrap();
+    second.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn writes_while_none_recorded_are_recorded_at_start_and_what_compaction_took_is_a_gap() {
+    let db = recorded_db().await;
+    let mut app = recording(&db).await;
+    let (status, _) = edit(&db, "Gaps1", json!({"url": "https://a.example/"})).await;
+    assert_eq!(status, 201);
+    let (status, _) = edit(&db, "Kept1", json!({"url": "https://a.example/"})).await;
+    assert_eq!(status, 201);
+    let (found, _) = wait_for_entries(&db, "Gaps1", 1).await;
+    assert_eq!(found.len(), 1);
+    wait_for_entries(&db, "Kept1", 1).await;
+    app.stop().await.unwrap();
+
+    // Two edits while nothing records: recorded at the next start, each with what came before.
+    for url in ["https://b.example/", "https://c.example/"] {
+        assert_eq!(edit(&db, "Kept1", json!({"url": url})).await.0, 201);
+    }
+    let mut app = recording(&db).await;
+    let (kept, _) = wait_for_entries(&db, "Kept1", 3).await;
+    assert_eq!(kept.len(), 3, "{kept:#?}");
+    assert_eq!(kept[1]["before"]["url"], "https://a.example/");
+    assert_eq!(kept[2]["before"]["url"], "https://b.example/");
+    assert!(kept[1]["late"] == true && kept[2]["late"] == true, "recorded late, and said so");
+    app.stop().await.unwrap();
+
+    // Two more while nothing records, then compaction: the first one's content is gone.
+    for url in ["https://b.example/", "https://c.example/"] {
+        assert_eq!(edit(&db, "Gaps1", json!({"url": url})).await.0, 201);
+    }
+    let before = db.rev("Gaps1").await.unwrap();
+    let middle = middle_rev(&db, "Gaps1").await;
+    compact(&db).await;
+    // CouchDB 3 (and pouchdb-server) drop the content of revisions that are not leaves when
+    // they compact.
+    let mut compacted = false;
+    for _ in 0..50 {
+        let r = db.admin(reqwest::Method::GET, &format!("Gaps1?rev={middle}"), None).await;
+        if r.status() == 404 {
+            compacted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(compacted, "compaction dropped {middle}");
+    let mut app = recording(&db).await;
+    let (gapped, _) = wait_for_entries(&db, "Gaps1", 3).await;
+    assert_eq!(gapped.len(), 3, "{gapped:#?}");
+    assert_eq!(gapped[1]["type"], "gap");
+    assert_eq!(gapped[1]["missing"], 1);
+    assert_eq!(gapped[1]["first"], middle);
+    assert_eq!(gapped[1]["from"], found[0]["recorded_at"]);
+    assert_eq!(gapped[2]["rev"], before);
+    assert_eq!(gapped[2]["before"], Value::Null, "what came before the gap is not guessed");
+    assert_eq!(gapped[2]["after"]["url"], "https://c.example/");
+    app.wait_for_metric("couchlink_history_gaps_total", 1.0).await;
+    assert_eq!(app.metric("couchlink_history_missing_revisions_total").await, 1.0);
+    let path = "_design/history/_view/gaps?reduce=true";
+    let (_, sum) = on_history(&db, Some(READER), reqwest::Method::GET, path, None).await;
+    assert_eq!(sum["rows"][0]["value"], 1, "the gaps are counted: {sum}");
+    let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
+    assert_eq!(health["history"]["gaps"], 1, "{health}");
+    // Recorded once: a restart records nothing again.
+    app.stop().await.unwrap();
+    let mut app = recording(&db).await;
+    app.wait_until_feed_is_live().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(entries(&db, "Kept1").await.len(), 3);
+    assert_eq!(app.metric("couchlink_history_entries_total").await, 0.0);
+    app.stop().await.unwrap();
+}
+
+/// The second revision of `id`.
+async fn middle_rev(db: &TestDb, id: &str) -> String {
+    let doc: Value = db.admin(reqwest::Method::GET, &format!("{id}?revs=true"), None).await.json().await.unwrap();
+    let ids = doc["_revisions"]["ids"].as_array().unwrap();
+    format!("2-{}", ids[ids.len() - 2].as_str().unwrap())
+}
+
+/// Compacts the links database and waits for it to finish.
+async fn compact(db: &TestDb) {
+    let r = db.admin(reqwest::Method::POST, "_compact", Some(&json!({}))).await;
+    assert!(r.status().is_success(), "compaction starts: {}", r.text().await.unwrap());
+    for _ in 0..200 {
+        let info: Value = db.admin(reqwest::Method::GET, "", None).await.json().await.unwrap();
+        if info["compact_running"] != true {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("compaction did not finish");
+}
