@@ -82,6 +82,7 @@ function App() {
       if (!user || !user.name) { setSession(null); return; }
       // The databases this account may read (the console asks CouchDB as this visitor).
       setSites(await client.sites());
+      client.setWriter(user.name);
       setSession(user);
     } catch (e) {
       if (e.status === 401) setSession(null); else setFailure(e);

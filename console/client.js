@@ -4,7 +4,7 @@
 // the HTTP status (0: no answer), CouchDB's `error` and `reason`, and the field a refusal of the
 // validation function names. A request superseded by a newer one is cancelled (`latest`).
 
-import { refusalOf } from './model.js';
+import { refusalOf, stating } from './model.js';
 
 export class CouchError extends Error {
   constructor(status, error, reason) {
@@ -55,7 +55,11 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
   }
   const couch = (path, options) => call('couch' + path, options);
   const db = (name) => `/${enc(name)}`;
+  // The account every write states as its writer (the history records it; CouchDB refuses
+  // another name): the session's, set once it is known.
+  let writer = null;
   return {
+    setWriter: (name) => { writer = name || null; },
     // The session: its userCtx (name null when nobody is logged in).
     session: async (options) => (await couch('/_session', options)).userCtx,
     logIn: (name, password) => couch('/_session', { method: 'POST', body: { name, password } }),
@@ -64,7 +68,15 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
     sites: async (options) => (await call('console.json', options)).sites,
     doc: (site, id, options) => couch(`${db(site.db)}/${enc(id)}`, options),
     // Writes `doc` as `id`: CouchDB's `{ok, id, rev}`; a 409 is a CouchError like any refusal.
-    put: (site, id, doc, options) => couch(`${db(site.db)}/${enc(id)}`, { method: 'PUT', body: doc, ...options }),
+    // The writer is stated unless `extra` is null (a write that keeps the document's `edit`).
+    put: (site, id, doc, options, extra = {}) =>
+      couch(`${db(site.db)}/${enc(id)}`, { method: 'PUT', body: extra ? stating(doc, writer, new Date(), extra) : doc, ...options }),
+    // A link's history entries (changes and gaps), newest first.
+    history: async (site, id, options) => {
+      const rows = (await couch(`${db(site.history_db)}/_all_docs?include_docs=true&descending=true`
+        + `&startkey=${key(`${id}/\ufff0`)}&endkey=${key(`${id}/`)}`, options)).rows;
+      return rows.map((r) => r.doc).filter(Boolean);
+    },
     // A view's rows: `params` as CouchDB takes them, keys JSON-encoded here.
     view: async (dbName, design, view, params = {}, options) => {
       const query = Object.entries(params).map(([k, v]) => `${k}=${/key$/.test(k) ? key(v) : enc(String(v))}`).join('&');

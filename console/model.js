@@ -227,3 +227,34 @@ export function uniqueRows(rows) {
   const seen = new Set();
   return rows.filter((r) => r.doc && !seen.has(r.id) && seen.add(r.id));
 }
+
+// A document as written by `name`: its `edit` states the writer (and the time, and any of
+// `extra`: a bulk change's `batch`, the revision a restore `restores`), as the history records
+// it; CouchDB refuses a stated writer who is not the account writing.
+export function stating(doc, name, now = new Date(), extra = {}) {
+  if (!name) return doc;
+  // To the millisecond: an `edit` equal to the revision before's states nothing (it reads as
+  // carried over), so two quick writes by one person must differ.
+  return { ...doc, edit: { by: name, at: now.toISOString(), ...extra } };
+}
+
+// What a history entry says changed: [field, before, after] in name order (null: absent),
+// `edit` left out (it says who, not what). tests/history_cases.json holds the cases the CLI
+// agrees on.
+export function changes(entry) {
+  const before = (entry.before && typeof entry.before === 'object') ? entry.before : {};
+  const after = (entry.after && typeof entry.after === 'object') ? entry.after : {};
+  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) => k !== 'edit').sort();
+  const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+  return names
+    .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]) || has(before, k) !== has(after, k))
+    .map((k) => [k, has(before, k) ? before[k] : null, has(after, k) ? after[k] : null]);
+}
+
+// A recorded version as a new revision over `current`: the version's fields (without its
+// `edit`: the write states its own, with what it `restores`), `current`'s `_id` and `_rev`.
+export function restoring(entry, current) {
+  const fields = { ...entry.after };
+  delete fields.edit;
+  return { ...fields, _id: current._id, _rev: current._rev };
+}

@@ -4,6 +4,7 @@ import { client, each } from '../client.js';
 import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS } from '../chart.js';
 import { isWeb, linkStatus } from '../model.js';
 import { BarChart, ChartCard, RowChart } from './charts.js';
+import { History } from './history.js';
 import { ColourPicker, Failure, StatusText, useEveryInterval, useLoad } from './common.js';
 
 const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
@@ -123,6 +124,7 @@ export function LinkPage({ site, id, editor, go }) {
       ${doc.inactive ? html` <button onClick=${() => setInactive(false)}>Reactivate</button>` : html` <button onClick=${() => setInactive(true)}>Deactivate</button>`}</p>`}
     <${Failure} error=${failed} />
     <${Clicks} site=${site} ids=${[id]} name=${id} interval=${site.clicks_interval_secs} />
+    <${History} site=${site} current=${doc} editor=${editor} onRestored=${() => setChanged((n) => n + 1)} />
   </article>`;
 }
 

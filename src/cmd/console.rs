@@ -33,6 +33,9 @@ pub struct ConsoleArgs {
     /// The clicks database [default: <db>_clicks]; `off`: no clicks shown.
     #[arg(long, env = "COUCHLINK_CLICKS_DB")]
     pub clicks_db: Option<String>,
+    /// The history database [default: <db>_history]; `off`: no history shown.
+    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
+    pub history_db: Option<String>,
     /// Behind TLS: CouchDB's session cookie is passed on marked `Secure`.
     #[arg(long, env = "COUCHLINK_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub secure_cookies: bool,
@@ -85,10 +88,12 @@ impl ConsoleArgs {
         let pairs: Vec<(String, PublicUrl)> = if domains.is_empty() {
             vec![(self.db.clone(), self.public_url.clone())]
         } else {
-            if self.clicks_db.as_deref().is_some_and(|c| c != "off") {
+            if self.clicks_db.as_deref().is_some_and(|c| c != "off")
+                || self.history_db.as_deref().is_some_and(|c| c != "off")
+            {
                 return Err(ConsoleError::Config(
-                    "COUCHLINK_CLICKS_DB names one clicks database; with several domains each has its own <db>_clicks \
-                     (or set it to off)"
+                    "COUCHLINK_CLICKS_DB and COUCHLINK_HISTORY_DB name one database; with several domains each has \
+                     its own <db>_clicks and <db>_history (or set them to off)"
                         .into(),
                 ));
             }
@@ -103,7 +108,12 @@ impl ConsoleArgs {
                     Some(named) => Some(named.to_owned()),
                     None => Some(crate::clicks::database_of(&db)),
                 };
-                Ok(ConsoleSite { db, public_url, clicks_db, editor_role: roles.editor })
+                let history_db = match self.history_db.as_deref() {
+                    Some("off") => None,
+                    Some(named) => Some(named.to_owned()),
+                    None => Some(crate::history::database_of(&db)),
+                };
+                Ok(ConsoleSite { db, public_url, clicks_db, history_db, editor_role: roles.editor })
             })
             .collect()
     }

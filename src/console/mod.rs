@@ -143,7 +143,7 @@ impl Console {
                 for s in &self.sites {
                     match self.may_read(&parts, &s.db).await {
                         Ok(()) => sites.push(json!({"db": s.db, "public_url": s.public_url.as_str(),
-                            "clicks_db": s.clicks_db, "editor_role": s.editor_role,
+                            "clicks_db": s.clicks_db, "history_db": s.history_db, "editor_role": s.editor_role,
                             "clicks_interval_secs": self.clicks_interval_secs})),
                         Err(refused) => refusal = refusal.or(Some(refused)),
                     }
@@ -506,6 +506,7 @@ mod tests {
                 db: "links".into(),
                 public_url: crate::domain::PublicUrl::parse("http://0x1f.ie").unwrap(),
                 clicks_db: Some("links_clicks".into()),
+                history_db: None,
                 editor_role: "links:editor".into(),
             }];
             let said = source(&parts);

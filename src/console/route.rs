@@ -15,6 +15,8 @@ pub struct ConsoleSite {
     pub public_url: crate::domain::PublicUrl,
     /// Its live counts, when counting is on.
     pub clicks_db: Option<String>,
+    /// Its links' history, when recorded.
+    pub history_db: Option<String>,
     /// The role that edits it (the page shows edit controls to its holders and to admins;
     /// CouchDB decides every write all the same).
     pub editor_role: String,
@@ -76,6 +78,7 @@ pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ("views/charts.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/charts.js")),
     ("views/common.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/common.js")),
     ("views/editor.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/editor.js")),
+    ("views/history.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/history.js")),
     ("views/link.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/link.js")),
     ("views/overview.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/overview.js")),
     ("views/list.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/list.js")),
@@ -167,7 +170,8 @@ fn qr_route(rest: &str, query: &str, sites: &[ConsoleSite]) -> Result<Route, Ref
 }
 
 /// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
-/// `_all_docs`, its console views, a link read or written, and the clicks views.
+/// `_all_docs`, its console views, a link read or written, the clicks views, and the history's
+/// `_all_docs` (a link's entries, a range of IDs).
 fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String, Refusal> {
     let not_used = || refuse(404, format!("{method} {path} is not a CouchDB request the console makes"));
     // Escapes and dot segments would name, once CouchDB (or the URL parser) decodes them,
@@ -188,6 +192,12 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
     };
     let links = sites.iter().find(|s| s.db == db);
     let clicks = sites.iter().find(|s| s.clicks_db.as_deref() == Some(db));
+    if sites.iter().any(|s| s.history_db.as_deref() == Some(db)) {
+        return match (doc, method) {
+            (Some("_all_docs"), "GET") => Ok(path.into()),
+            _ => Err(not_used()),
+        };
+    }
     match (links, clicks, doc, method) {
         (Some(_), _, None, "GET") => Ok(path.into()),
         (Some(_), _, Some("_all_docs"), "GET") => Ok(path.into()),
@@ -218,6 +228,7 @@ mod tests {
             db: "links".into(),
             public_url: PublicUrl::parse("http://0x1f.ie").unwrap(),
             clicks_db: Some("links_clicks".into()),
+            history_db: Some("links_history".into()),
             editor_role: "links:editor".into(),
         }]
     }
@@ -244,6 +255,7 @@ mod tests {
             ("GET", "/couch/links/H83if"),
             ("PUT", "/couch/links/H83if"),
             ("GET", "/couch/links_clicks/_design/clicks/_view/by_link"),
+            ("GET", "/couch/links_history/_all_docs"),
         ] {
             assert_eq!(
                 route(method, path, Source::OwnPage, &s),
@@ -261,6 +273,8 @@ mod tests {
             ("GET", "/couch/other/H83if"),
             ("PUT", "/couch/links_clicks/x"),
             ("GET", "/couch/links_clicks/_all_docs"),
+            ("PUT", "/couch/links_history/x"),
+            ("GET", "/couch/links_history/_design/history/_view/gaps"),
             ("GET", "/couch/links/H83if/attachment"),
             ("PUT", "/couch/links/%5Fdesign%2Flinks"),
             ("GET", "/couch/links/.."),

@@ -31,17 +31,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The cases the console's model is held to as well (console/test/model.test.js).
     #[test]
-    fn only_what_changed_is_listed_and_edit_is_not() {
-        let entry = json!({"before": {"url": "https://a.example/", "tags": ["x"], "edit": {"by": "a"}},
-            "after": {"url": "https://b.example/", "tags": ["x"], "inactive": true, "edit": {"by": "b"}}});
-        let changed = changed_fields(&entry);
-        assert_eq!(
-            changed,
-            vec![
-                ("inactive".into(), None, Some(json!(true))),
-                ("url".into(), Some(json!("https://a.example/")), Some(json!("https://b.example/"))),
-            ]
-        );
+    fn what_changed_is_as_the_shared_table_says() {
+        let table: Value = serde_json::from_str(include_str!("../../tests/history_cases.json")).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() >= 5);
+        for case in cases {
+            let entry = json!({"before": case["before"], "after": case["after"]});
+            let listed: Vec<Value> = changed_fields(&entry)
+                .into_iter()
+                .map(|(k, b, a)| json!([k, b.unwrap_or(Value::Null), a.unwrap_or(Value::Null)]))
+                .collect();
+            assert_eq!(Value::Array(listed), case["changed"], "{case}");
+        }
     }
 }

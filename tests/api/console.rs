@@ -26,6 +26,7 @@ async fn start_console(db: &TestDb) -> String {
         db: db.name.clone(),
         public_url: couchlink::domain::PublicUrl::parse("http://0x1f.ie").unwrap(),
         clicks_db: None,
+        history_db: None,
         editor_role: EDITOR_ROLE.into(),
     };
     let console = Console::new(vec![site], bare_url(db), false).unwrap();

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::support::process::couchlink_command;
 use crate::support::*;
 
 /// A test database set up with its history database (`<db>_history`).
@@ -130,8 +131,52 @@ async fn every_change_is_recorded_once_with_its_writer_as_stated_by_two_recorder
         let (status, body) = on_history(&db, Some(who), reqwest::Method::PUT, path, Some(&forged)).await;
         assert_eq!(status, 403, "{who:?}: {body}");
     }
+
+    // The CLI reads it, and puts a recorded version back as a new revision, itself recorded.
+    let text = cli(&db, READER, &["history", "Hist1"]);
+    assert!(text.contains(&format!("created  by {}", EDITOR.0)), "{text}");
+    assert!(text.contains(r#"url: "https://a.example/" -> "https://b.example/""#), "{text}");
+    assert!(text.contains("writer not stated"), "{text}");
+    let first_rev = found[0]["rev"].as_str().unwrap();
+    let dry = cli(&db, EDITOR, &["restore", "Hist1", "--rev", first_rev, "--dry-run"]);
+    assert!(dry.contains("dry run: nothing written"), "{dry}");
+    assert!(dry.contains(r#"tags: ["flyer"] -> (none)"#), "{dry}");
+    let out = couchlink_at(&db, READER).args(["restore", "Hist1", "--rev", first_rev]).output().unwrap();
+    assert!(!out.status.success(), "a reader cannot restore");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("may not change links"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = cli(&db, EDITOR, &["restore", "Hist1", "--rev", first_rev]);
+    assert!(done.contains(&format!("restored {first_rev}")), "{done}");
+    let (found, _) = wait_for_entries(&db, "Hist1", 4).await;
+    assert_eq!(found[3]["after"]["url"], "https://a.example/");
+    assert_eq!(found[3]["after"].get("tags"), None);
+    assert_eq!(found[3]["by"], EDITOR.0, "a restore states its writer");
+    assert_eq!(found[3]["after"]["edit"]["restores"], first_rev);
+    let bad = couchlink_at(&db, EDITOR).args(["restore", "Hist1", "--rev", "2-nope"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no recorded version 2-nope"));
     first.stop().await.unwrap();
     second.stop().await.unwrap();
+}
+
+fn couchlink_at(db: &TestDb, who: (&str, &str)) -> std::process::Command {
+    let mut command = couchlink_command();
+    command
+        .env("COUCHLINK_COUCHDB_URL", &db.couch.url)
+        .env("COUCHLINK_COUCHDB_USER", who.0)
+        .env("COUCHLINK_COUCHDB_PASSWORD", who.1)
+        .env("COUCHLINK_DB", &db.name);
+    command
+}
+
+/// `couchlink ARGS` as `who`, which must succeed; its stdout.
+fn cli(db: &TestDb, who: (&str, &str), args: &[&str]) -> String {
+    let out = couchlink_at(db, who).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[tokio::test]

@@ -87,7 +87,12 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     };
     let clicks_db = format!("{}_clicks", db.name);
     let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
-    let options = couchlink::cmd::setup::SetupOptions { clicks_db: Some(clicks_db.clone()), ..test_setup() };
+    let history_db = format!("{}_history", db.name);
+    let options = couchlink::cmd::setup::SetupOptions {
+        clicks_db: Some(clicks_db.clone()),
+        history_db: Some(history_db.clone()),
+        ..test_setup()
+    };
     couchlink::cmd::setup::run(&db.client_as(None), Some(&reader), &options).await.unwrap();
 
     // A second database the test accounts may not read.
@@ -124,15 +129,23 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
             db: db.name.clone(),
             public_url: public_url.clone(),
             clicks_db: Some(clicks_db),
+            history_db: Some(history_db.clone()),
             editor_role: EDITOR_ROLE.into(),
         },
         ConsoleSite {
             db: other.clone(),
             public_url: public_url.clone(),
             clicks_db: None,
+            history_db: None,
             editor_role: "someone-else:editor".into(),
         },
-        ConsoleSite { db: second.name.clone(), public_url, clicks_db: None, editor_role: EDITOR_ROLE.into() },
+        ConsoleSite {
+            db: second.name.clone(),
+            public_url,
+            clicks_db: None,
+            history_db: None,
+            editor_role: EDITOR_ROLE.into(),
+        },
     ];
     let couch_url = url::Url::parse(&db.couch.url).unwrap();
     let couch_url = {
@@ -342,6 +355,51 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         json!({"when": {"country": ["IE", "GB"], "query": {"utm_source": ["flyer", "poster"]}},
                "split": [{"weight": 70, "url": "https://example.com/a"}, {"weight": 30, "url": "https://example.com/b"}]})
     );
+
+    // The link's history: each change with its writer (the console states the editor; the
+    // admin's write from elsewhere stated nothing), and any version back in one click.
+    let said = page_says(&browser, "writer not stated").await;
+    assert!(said.contains(&format!("by {}", EDITOR.0)), "{said}");
+    let entries = admin_json(
+        &http,
+        &db,
+        &format!(
+            "{}/{history_db}/_all_docs?include_docs=true&startkey=%22{id}%2F%22&endkey=%22{id}%2F%EF%BF%B0%22",
+            db.couch.url
+        ),
+    )
+    .await;
+    let summer = entries["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["doc"])
+        .find(|e| e["after"]["url"] == "https://example.com/summer" && e["kind"] == "changed")
+        .unwrap_or_else(|| panic!("the summer edit is recorded: {entries}"))
+        .clone();
+    assert_eq!(summer["by"], EDITOR.0);
+    // Deactivated and reactivated within a second: each write states its writer.
+    let rows = entries["rows"].as_array().unwrap();
+    let deactivated = rows.iter().map(|r| &r["doc"]).find(|e| e["after"]["inactive"] == true).expect("recorded");
+    assert_eq!(deactivated["by"], EDITOR.0, "{deactivated}");
+    let reactivated = rows.iter().map(|r| &r["doc"]).find(|e| e["before"]["inactive"] == true).expect("recorded");
+    assert_eq!(reactivated["by"], EDITOR.0, "{reactivated}");
+    let revision = format!("li[aria-label='Revision {}']", summer["rev"].as_str().unwrap());
+    let row = browser.find(&revision).await.text().await.unwrap();
+    assert!(row.contains("https://example.com/summer") && row.contains("https://example.com/spring"), "{row}");
+    browser
+        .client
+        .execute("document.querySelector(\"section[aria-label='History']\").scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    browser.shot("history").await;
+    browser.click(&format!("{revision} button")).await;
+    page_says(&browser, "Points to: https://example.com/summer").await;
+    let restored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(restored["edit"]["restores"], summer["rev"], "{restored}");
+    assert_eq!(restored["edit"]["by"], EDITOR.0);
+    assert_eq!(restored["targets"], Value::Null, "the version as it was, without the rules added since");
+    page_says(&browser, &format!("restores {}", summer["rev"].as_str().unwrap())).await;
 
     db.put_link(
         &id,
@@ -823,7 +881,11 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     open_link(&browser, &id).await;
     page_says(&browser, "summer").await;
     let names = buttons(&browser).await;
-    assert!(!names.iter().any(|n| ["Edit", "Deactivate", "Save"].contains(&n.as_str())), "{names:?}");
+    assert!(
+        !names.iter().any(|n| ["Edit", "Deactivate", "Save", "Restore this version"].contains(&n.as_str())),
+        "{names:?}"
+    );
+    page_says(&browser, "History").await;
     browser.shot("reader").await;
     let status = browser
         .client

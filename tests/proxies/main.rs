@@ -105,6 +105,7 @@ async fn behind_nginx_the_console_logs_in_and_refuses_writes_from_other_sites() 
         db: db.name.clone(),
         public_url: couchlink::domain::PublicUrl::parse("https://0x1f.ie").unwrap(),
         clicks_db: None,
+        history_db: None,
         editor_role: EDITOR_ROLE.into(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
