@@ -585,6 +585,11 @@ impl CouchClient {
         self.account.user.as_deref().unwrap_or("anonymous")
     }
 
+    /// The account's name, as CouchDB knows the writer (`userCtx.name`); `None` when anonymous.
+    pub fn account_name(&self) -> Option<&str> {
+        self.account.user.as_deref().filter(|u| !u.is_empty())
+    }
+
     // URLs: the only place they are built.
 
     fn server(&self, path: &str) -> String {

@@ -46,6 +46,12 @@ pub async fn store_new(
     doc: &Value,
     ids: impl IntoIterator<Item = LinkId>,
 ) -> Result<LinkId, NewLinkError> {
+    // The writer stated for the history; CouchDB refuses another name than the account's.
+    let mut doc = doc.clone();
+    if let Some(edit) = crate::history::edit(editor.account_name().unwrap_or(""), None) {
+        doc["edit"] = edit;
+    }
+    let doc = &doc;
     for id in ids.into_iter().take(MAX_ATTEMPTS) {
         if editor.ever_used(&id).await? {
             continue;

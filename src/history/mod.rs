@@ -15,6 +15,37 @@ use serde_json::{json, Value};
 
 use crate::design::function;
 
+/// The `edit` a write by account `by` states (docs/reference.md, "History"): the writer, the
+/// time to the nanosecond (an `edit` equal to the revision before's states nothing, so two
+/// quick writes must differ), and the bulk change it belongs to; `None` without an account.
+pub fn edit(by: &str, batch: Option<&str>) -> Option<Value> {
+    if by.is_empty() {
+        return None;
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let at = now.format(&time::format_description::well_known::Rfc3339).expect("a UTC time formats");
+    let mut edit = json!({"by": by, "at": at});
+    if let Some(batch) = batch {
+        edit["batch"] = json!(batch);
+    }
+    Some(edit)
+}
+
+/// A fresh bulk change's name: `{kind}-20261128T090000-a1b2c3d4`.
+pub fn batch_name(kind: &str) -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    format!("{kind}-{stamp}-{:08x}", rand::random::<u32>())
+}
+
 /// The history database of links database `db`.
 pub fn database_of(db: &str) -> String {
     format!("{db}_history")

@@ -319,13 +319,19 @@ async fn check(
     progress: &dyn Fn(Progress),
 ) -> Result<Vec<Checked>, ImportError> {
     let validator = validator(editor).await?;
+    // Every document of this run states its writer and the run, so that the history shows the
+    // import as one bulk change.
+    let edit = crate::history::edit(editor.account_name().unwrap_or(""), Some(&crate::history::batch_name("import")));
     let mut valid = Vec::with_capacity(to_write.len());
     let total = to_write.len() as u64;
     for (done, (entry, id, kept, n)) in to_write.into_iter().enumerate() {
         if done % BATCH == 0 {
             progress(Progress::Checking { done: done as u64, total });
         }
-        let doc = plan::document(system, &entry, &id);
+        let mut doc = plan::document(system, &entry, &id);
+        if let Some(edit) = &edit {
+            doc["edit"] = edit.clone();
+        }
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, n, doc)),
             // Said with the field it names: `"targets.2.url": ...`.

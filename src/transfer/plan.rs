@@ -75,10 +75,14 @@ pub fn fate(system: System, entry: &Entry, state: Option<&IdState>) -> Result<Fa
 fn is_stored(system: System, entry: &Entry, doc: &Value) -> bool {
     if system == System::Jsonl {
         let Value::Object(stored) = doc else { return false };
+        // Who wrote it (`edit`) is not what the link is: each restore states its own writer.
         let mut stored = stored.clone();
-        stored.remove("_id");
-        stored.remove("_rev");
-        return stored == entry.fields;
+        let mut fields = entry.fields.clone();
+        for meta in ["_id", "_rev", "edit"] {
+            stored.remove(meta);
+            fields.remove(meta);
+        }
+        return stored == fields;
     }
     stored_key(system, doc) == Some(entry.key())
 }
