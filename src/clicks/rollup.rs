@@ -22,8 +22,11 @@ use crate::domain::LinkId;
 /// The roll-ups' `proxy` and `run`.
 const ROLLUP: &str = "rollup";
 const ROLLUP_RUN: &str = "0000000000000000";
-/// Documents read per request (a busy interval's is a few tens of kilobytes).
+/// Documents read per request (a busy interval's is a few tens of kilobytes), and deleted per
+/// page at most.
 const PAGE: usize = 100;
+/// Links' counts deleted per page at most (see [`delete_paced`]).
+const LINKS_PER_PAGE: usize = 2_000;
 
 /// Why a roll-up stopped.
 #[derive(Debug, thiserror::Error)]
@@ -123,25 +126,43 @@ pub async fn roll_up_day(clicks: &CouchClient, day: &str) -> Result<RolledDay, R
         let writes: Vec<Value> = wanted.iter().cloned().chain(gone).collect();
         check(day, clicks.bulk_create(&writes).await?)?;
         let parts = wanted.len();
-        let deletions: Vec<Value> = originals.iter().map(deletion).collect();
+        let deletions: Vec<&Value> = originals.iter().collect();
         delete_paced(clicks, day, &deletions).await?;
         return Ok(RolledDay { day: day.into(), deleted: deletions.len(), parts });
     }
     // Every original is in the roll-up already (an earlier run stopped before deleting them).
-    let deletions: Vec<Value> = counted.iter().map(|d| deletion(d)).collect();
-    delete_paced(clicks, day, &deletions).await?;
-    Ok(RolledDay { day: day.into(), deleted: deletions.len(), parts: rollups.len() })
+    delete_paced(clicks, day, &counted).await?;
+    Ok(RolledDay { day: day.into(), deleted: counted.len(), parts: rollups.len() })
 }
 
-/// Deletes `deletions` a page at a time, each page's removal from the views waited for before
+/// Deletes `originals` a page at a time, each page's removal from the views waited for before
 /// the next: CouchDB 3.5's indexer took 72 s to remove a busy day's 4320 interval documents
-/// (200 links each) deleted 100 at a time this way, and more than 15 minutes of both cores
-/// and 1.7 GiB of memory when they arrived at once (`bench/clicks-disk.sh`).
-async fn delete_paced(clicks: &CouchClient, day: &str, deletions: &[Value]) -> Result<(), RollupError> {
+/// (200 links each, without breakdowns) deleted 100 at a time this way, and more than 15
+/// minutes of both cores and 1.7 GiB of memory when they arrived at once
+/// (`bench/clicks-disk.sh`). A page holds at most [`LINKS_PER_PAGE`] links' counts, since
+/// removing a document's rows costs CouchDB in proportion to them (with every breakdown, about
+/// 40 rows a link); the wait is as long as the indexer takes, CouchDB's own request timeout
+/// (`timeout`, after 60 s) asked through.
+async fn delete_paced(clicks: &CouchClient, day: &str, originals: &[&Value]) -> Result<(), RollupError> {
     let settled = ViewQuery { group_level: Some(0), ..ViewQuery::default() };
-    for page in deletions.chunks(PAGE) {
-        check(day, clicks.bulk_create(page).await?)?;
-        clicks.view(DESIGN_DOC, "by_day", &settled).await?;
+    let mut page: Vec<Value> = Vec::new();
+    let mut links = 0;
+    for (i, doc) in originals.iter().enumerate() {
+        page.push(deletion(doc));
+        links += doc["links"].as_object().map_or(0, |l| l.len());
+        if links < LINKS_PER_PAGE && page.len() < PAGE && i + 1 < originals.len() {
+            continue;
+        }
+        check(day, clicks.bulk_create(&page).await?)?;
+        page.clear();
+        links = 0;
+        loop {
+            match clicks.view(DESIGN_DOC, "by_day", &settled).await {
+                Ok(_) => break,
+                Err(CouchError::Refused { error, .. }) if error == "timeout" => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
     Ok(())
 }
