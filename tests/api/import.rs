@@ -518,7 +518,7 @@ async fn an_export_restores_exactly_and_a_second_restore_adds_nothing() {
             .collect()
     };
     let again = std::fs::read_to_string(&second).unwrap();
-    assert!(again.contains(&format!(r#""edit":{{"at":"#)), "{again}");
+    assert!(again.contains(r#""edit":{"at":"#), "{again}");
     assert_eq!(without_edit(&again), without_edit(&exported));
 
     let out = couchlink(&target, EDITOR, &["import", first.to_str().unwrap(), "--from", "jsonl"]);
