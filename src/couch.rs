@@ -895,7 +895,25 @@ impl CouchClient {
         if !response.status().is_success() {
             return Err(self.refused(response).await);
         }
-        let rows: Vec<BulkRow> = Self::json(response, &url).await?;
+        let mut rows: Vec<BulkRow> = Self::json(response, &url).await?;
+        // CouchDB answers in the documents' order; pouchdb-server answers a refused document
+        // first. Put back in the documents' order by ID, where every ID is named once.
+        let ids: Vec<&str> = docs.iter().map(|d| d["_id"].as_str().unwrap_or("")).collect();
+        let unique: std::collections::HashSet<&str> = ids.iter().copied().collect();
+        if unique.len() == ids.len() && rows.len() == ids.len() && !unique.contains("") {
+            let mut by_id: std::collections::HashMap<String, BulkRow> =
+                rows.drain(..).map(|row| (row.id.clone(), row)).collect();
+            if by_id.len() == ids.len() && ids.iter().all(|id| by_id.contains_key(*id)) {
+                rows = ids.iter().map(|id| by_id.remove(*id).expect("checked above")).collect();
+            } else {
+                rows = by_id.into_values().collect();
+                return Err(CouchError::Refused {
+                    status: 201,
+                    error: "bad_answer".into(),
+                    reason: format!("sent {} documents, got results for other IDs ({})", docs.len(), rows.len()),
+                });
+            }
+        }
         if rows.len() != docs.len() {
             return Err(CouchError::Refused {
                 status: 201,
@@ -1102,6 +1120,26 @@ impl CouchClient {
                 refused => return Err(refused),
             }
         }
+    }
+
+    /// The documents of map view `design/view`'s rows from `start_key` to `end_key`, in key
+    /// order (`include_docs`, not reduced).
+    pub async fn view_docs(
+        &self,
+        design: &str,
+        view: &str,
+        start_key: &Value,
+        end_key: &Value,
+    ) -> Result<Vec<Value>, CouchError> {
+        let url = format!(
+            "{}/_view/{}?include_docs=true&startkey={}&endkey={}",
+            self.design_doc_url(design),
+            segment(view),
+            utf8_percent_encode(&start_key.to_string(), NON_ALPHANUMERIC),
+            utf8_percent_encode(&end_key.to_string(), NON_ALPHANUMERIC)
+        );
+        let page: AllDocsWithDocs = self.get(&url).await?;
+        Ok(page.rows.into_iter().filter_map(|row| row.doc).collect())
     }
 
     /// The rows map view `design/view` has under each of `keys` (`POST` with `keys`, one

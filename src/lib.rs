@@ -32,6 +32,8 @@
 //! - [`design`]: the design documents couchlink installs (validation function, the console's
 //!   views, the import's index), from the plain files under `couchdb/`.
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
+//! - [`bulk`]: one change to many links: previewed, written through `_bulk_docs` (CouchDB
+//!   checks each), reported per link, undone as one from the history.
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
 //! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
 //!   database once per interval, where a view sums every proxy.
@@ -75,6 +77,7 @@ pub mod access_log;
 pub mod admin;
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod bulk;
 pub mod clicks;
 pub mod client_ip;
 pub mod cmd;

@@ -9,6 +9,7 @@ use crate::couch::{CouchClient, CouchConfig};
 
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod bulk;
 pub mod clicks;
 pub mod console;
 pub mod create;
@@ -59,6 +60,11 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Put a link back as a recorded version was (with editor credentials), as a new revision.
     Restore(history::RestoreArgs),
+    /// One change to many links (by ID, tag or search word), previewed, then written link by
+    /// link (with editor credentials); exits 0 only when every link was applied.
+    Bulk(bulk::BulkArgs),
+    /// Put every link of a bulk change back as it was, sparing links edited since.
+    Undo(bulk::UndoArgs),
     /// The console for links, targets, QR tags and clicks in the browser, each user with their
     /// own CouchDB account (no account of its own).
     Console(console::ConsoleArgs),
@@ -112,6 +118,14 @@ impl Command {
                 Ok(args.execute()?)
             }
             Command::Restore(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
+            Command::Bulk(mut args) => {
+                args.on.apply(&mut args.couch, &mut unused)?;
+                Ok(args.execute()?)
+            }
+            Command::Undo(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
                 Ok(args.execute()?)
             }

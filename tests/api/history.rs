@@ -270,3 +270,74 @@ async fn compact(db: &TestDb) {
     }
     panic!("compaction did not finish");
 }
+
+#[tokio::test]
+async fn a_bulk_change_is_previewed_applied_link_by_link_and_undone_sparing_links_edited_since() {
+    let db = recorded_db().await;
+    let mut app = recording(&db).await;
+    for (id, extra) in
+        [("Blk01", json!({})), ("Blk02", json!({})), ("Blk03", json!({"expires": "2026-12-15T00:00:00Z"}))]
+    {
+        let mut doc = json!({"url": format!("https://example.com/{id}"), "tags": ["spring"]});
+        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        assert_eq!(edit(&db, id, doc).await.0, 201);
+    }
+    assert_eq!(edit(&db, "Blk04", json!({"url": "https://example.com/other", "tags": ["autumn"]})).await.0, 201);
+    let revs = [db.rev("Blk01").await, db.rev("Blk04").await];
+
+    // The preview: every link picked and what changes; nothing written.
+    let args =
+        ["bulk", "--tag", "spring", "--set-url", "https://example.com/summer", "--valid-from", "2026-12-20T00:00:00Z"];
+    let dry = cli(&db, EDITOR, &[&args[..], &["--dry-run"]].concat());
+    assert!(dry.contains(r#"url: "https://example.com/Blk01" -> "https://example.com/summer""#), "{dry}");
+    assert!(dry.contains(r#"valid_from: (none) -> "2026-12-20T00:00:00Z""#), "{dry}");
+    assert!(dry.contains("dry run: 3 of 3 link(s) would change"), "{dry}");
+    assert!(!dry.contains("Blk04"), "only the tag's links: {dry}");
+    assert_eq!([db.rev("Blk01").await, db.rev("Blk04").await], revs, "a dry run writes nothing");
+
+    // Written through _bulk_docs: CouchDB refuses the one link the change makes invalid (it
+    // would start after it expires), and the rest are applied.
+    let out = couchlink_at(&db, EDITOR).args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "not every link applied: {text}");
+    assert!(text.contains("Blk03: refused by CouchDB: [valid_from]"), "{text}");
+    assert!(text.contains("Blk01: applied") && text.contains("Blk02: applied"), "{text}");
+    let batch =
+        text.lines().find_map(|l| l.strip_prefix("bulk change ")).unwrap().split(':').next().unwrap().to_owned();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 3 link(s) not applied"));
+    let stored: Value = db.admin(reqwest::Method::GET, "Blk02", None).await.json().await.unwrap();
+    assert_eq!(
+        (stored["url"].as_str(), stored["edit"]["batch"].as_str()),
+        (Some("https://example.com/summer"), Some(batch.as_str()))
+    );
+    assert_eq!(stored["edit"]["by"], EDITOR.0);
+
+    // Recorded as one batch; then someone edits one of its links.
+    let (found, _) = wait_for_entries(&db, "Blk02", 2).await;
+    assert_eq!(found[1]["batch"], batch.as_str());
+    wait_for_entries(&db, "Blk01", 2).await;
+    assert_eq!(edit(&db, "Blk01", json!({"url": "https://example.com/by-hand", "tags": ["spring"]})).await.0, 201);
+
+    // A reader may preview nothing into CouchDB: every write refused, each said.
+    let out = couchlink_at(&db, READER).args(["bulk", "--ids", "Blk04", "--deactivate"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Blk04: refused by CouchDB"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Undo: the batch's links back as they were, but the one edited since, which is said.
+    let out = couchlink_at(&db, EDITOR).args(["undo", &batch]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "a link was spared: {text}");
+    assert!(text.contains("Blk01: edited since the bulk change; left as it is"), "{text}");
+    assert!(text.contains("Blk02: applied"), "{text}");
+    let stored: Value = db.admin(reqwest::Method::GET, "Blk02", None).await.json().await.unwrap();
+    assert_eq!(stored["url"], "https://example.com/Blk02");
+    assert_eq!(stored.get("valid_from"), None);
+    assert_eq!(stored["edit"]["batch"], format!("undo-{batch}"));
+    let by_hand: Value = db.admin(reqwest::Method::GET, "Blk01", None).await.json().await.unwrap();
+    assert_eq!(by_hand["url"], "https://example.com/by-hand", "never written over");
+    app.stop().await.unwrap();
+}
