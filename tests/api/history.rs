@@ -341,3 +341,56 @@ async fn a_bulk_change_is_previewed_applied_link_by_link_and_undone_sparing_link
     assert_eq!(by_hand["url"], "https://example.com/by-hand", "never written over");
     app.stop().await.unwrap();
 }
+
+/// Two databases, each with its own roles and an editor of its own: neither editor reads the
+/// other's history or changes the other's links in bulk; each reads their own.
+#[tokio::test]
+async fn an_editor_of_one_database_reads_no_other_history_and_changes_no_other_links_in_bulk() {
+    let couch = couch();
+    let suffix = random_lowercase(8);
+    let mut dbs = Vec::new();
+    for (name, editor) in [("acme", ("acme-hist-editor", "acme-pw")), ("beta", ("beta-hist-editor", "beta-pw"))] {
+        let db = TestDb { name: format!("test_{name}_{suffix}"), couch: couch.clone() };
+        let roles = couchlink::domain::Roles::of_database(&db.name, None, None).unwrap();
+        let options = couchlink::cmd::setup::SetupOptions {
+            roles: roles.clone(),
+            clicks_db: None,
+            history_db: Some(history_name(&db)),
+            drop_shared_roles: true,
+            replace_security: false,
+        };
+        couchlink::cmd::setup::run(&db.client_as(None), None, &options).await.expect("setup works");
+        crate::support::couch::ensure_user(couch, editor, &roles.editor).await;
+        db.put_link("Same1", json!({"url": format!("https://{name}.example/")})).await;
+        // An entry, as a recorder would write it (the admin may).
+        let entry = json!({"type": "change", "link": "Same1", "rev": "1-a", "parent": null, "kind": "created",
+            "before": null, "after": {"url": format!("https://{name}.example/")}, "by": null, "batch": null,
+            "at": null, "recorded_at": "2026-11-28T09:00:00Z", "late": false});
+        let (status, body) = on_history(&db, None, reqwest::Method::PUT, "Same1%2F0000000001-a", Some(&entry)).await;
+        assert_eq!(status, 201, "{body}");
+        dbs.push((db, editor));
+    }
+    let [(acme, acme_editor), (beta, beta_editor)] = [&dbs[0], &dbs[1]];
+    for (own, other, editor) in [(acme, beta, *acme_editor), (beta, acme, *beta_editor)] {
+        let path = "_all_docs?include_docs=true";
+        let (status, body) = on_history(own, Some(editor), reqwest::Method::GET, path, None).await;
+        assert_eq!(status, 200, "{body}");
+        let ids: Vec<&str> = body["rows"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert!(ids.contains(&"Same1/0000000001-a"), "{ids:?}");
+        let (status, body) = on_history(other, Some(editor), reqwest::Method::GET, path, None).await;
+        // CouchDB 3 answers a logged-in stranger 403; pouchdb-server answers 401.
+        assert!(status == 403 || status == 401, "another database's history: {status} {body}");
+        assert!(body.get("rows").is_none(), "{body}");
+        let out = couchlink_at(other, editor).args(["history", "Same1"]).output().unwrap();
+        assert!(!out.status.success());
+        let out = couchlink_at(other, editor)
+            .args(["bulk", "--ids", "Same1", "--set-url", "https://evil.example/"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        let unchanged: Value = other.admin(reqwest::Method::GET, "Same1", None).await.json().await.unwrap();
+        assert_ne!(unchanged["url"], "https://evil.example/");
+        let mine = cli(own, editor, &["bulk", "--ids", "Same1", "--add-tag", "mine"]);
+        assert!(mine.contains("Same1: applied"), "{mine}");
+    }
+}
