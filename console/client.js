@@ -71,6 +71,25 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
     // The writer is stated unless `extra` is null (a write that keeps the document's `edit`).
     put: (site, id, doc, options, extra = {}) =>
       couch(`${db(site.db)}/${enc(id)}`, { method: 'PUT', body: extra ? stating(doc, writer, new Date(), extra) : doc, ...options }),
+    // The links `ids` as stored (null for one that is not there), in their order.
+    docs: async (site, ids, options) => {
+      const rows = (await couch(`${db(site.db)}/_all_docs?include_docs=true&keys=${key(ids)}`, options)).rows;
+      return rows.map((r) => (r.doc && !r.value?.deleted ? r.doc : null));
+    },
+    // Writes `docs` at once through `_bulk_docs`, each stating the writer and `batch`: CouchDB
+    // checks each. Each link's outcome by ID: {ok} or {error, reason} (a stale revision is a
+    // `conflict`, never written over).
+    bulk: async (site, docs, batch, options) => {
+      const body = { docs: docs.map((d) => stating(d, writer, new Date(), { batch })) };
+      const rows = await couch(`${db(site.db)}/_bulk_docs`, { method: 'POST', body, ...options });
+      return new Map(rows.map((r) => [r.id, r]));
+    },
+    // A bulk change's history entries, one per link (newest revision it wrote).
+    batch: async (site, name, options) => {
+      const rows = (await couch(`${db(site.history_db)}/_design/history/_view/by_batch?include_docs=true`
+        + `&startkey=${key([name])}&endkey=${key([name, {}])}`, options)).rows;
+      return rows.map((r) => r.doc).filter(Boolean);
+    },
     // A link's history entries (changes and gaps), newest first.
     history: async (site, id, options) => {
       const rows = (await couch(`${db(site.history_db)}/_all_docs?include_docs=true&descending=true`

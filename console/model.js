@@ -258,3 +258,53 @@ export function restoring(entry, current) {
   delete fields.edit;
   return { ...fields, _id: current._id, _rev: current._rev };
 }
+
+// A bulk change applied to one link (src/bulk.rs, Change::apply; tests/bulk_cases.json holds
+// the cases both agree on): the document it becomes, or null when it stays as it is. `change`:
+// url, add_tags, remove_tags, inactive, expires and valid_from (a time, or null to remove;
+// absent: untouched), add_rule, replace_rules.
+export function bulkChange(doc, change) {
+  const out = { ...doc };
+  if (typeof change.url === 'string') out.url = change.url;
+  const adds = change.add_tags || [];
+  const removes = change.remove_tags || [];
+  if (adds.length || removes.length) {
+    const tags = Array.isArray(out.tags) ? [...out.tags] : [];
+    for (const t of adds) if (!tags.includes(t)) tags.push(t);
+    const kept = tags.filter((t) => !removes.includes(t));
+    if (kept.length) out.tags = kept; else delete out.tags;
+  }
+  if (typeof change.inactive === 'boolean') out.inactive = change.inactive;
+  for (const name of ['expires', 'valid_from']) {
+    if (!Object.prototype.hasOwnProperty.call(change, name)) continue;
+    if (change[name] === null) delete out[name]; else out[name] = change[name];
+  }
+  if (Array.isArray(change.replace_rules)) {
+    if (change.replace_rules.length) out.targets = change.replace_rules; else delete out.targets;
+  }
+  if (change.add_rule) out.targets = [...(Array.isArray(out.targets) ? out.targets : []), change.add_rule];
+  const same = (a, b) => JSON.stringify(Object.entries(a).filter(([k]) => k !== 'edit').sort())
+    === JSON.stringify(Object.entries(b).filter(([k]) => k !== 'edit').sort());
+  return same(out, doc) ? null : out;
+}
+
+// Undoing a bulk change (src/bulk.rs, plan_undo): for each of the batch's history entries and
+// the link as it is now, the document to write back (what the link was before the batch), or,
+// for a link edited since the batch, `edited: true` and nothing written.
+export function undoPlan(entries, current) {
+  return entries.map((entry, i) => {
+    const doc = current[i];
+    if (!doc) return { id: entry.link, missing: true };
+    if (doc._rev !== entry.rev) return { id: entry.link, edited: true };
+    if (!entry.before) return { id: entry.link, unknown: true };
+    const back = { ...entry.before, _id: entry.link, _rev: doc._rev };
+    delete back.edit;
+    return { id: entry.link, doc: back };
+  });
+}
+
+// A fresh bulk change's name, as `couchlink bulk` names its own: `bulk-20261128T090000-a1b2c3d4`.
+export function batchName(now = new Date(), bytes = (n) => crypto.getRandomValues(new Uint8Array(n))) {
+  const stamp = now.toISOString().slice(0, 19).replace(/[-:]/g, '');
+  return `bulk-${stamp}-${[...bytes(4)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}

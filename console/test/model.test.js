@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  changes, fromForm, linkStatus, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, uniqueRows,
+  bulkChange, changes, fromForm, linkStatus, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, undoPlan, uniqueRows,
 } from '../model.js';
 
 const shared = (name) => JSON.parse(readFileSync(new URL(`../../tests/${name}`, import.meta.url), 'utf8'));
@@ -110,4 +110,22 @@ test('a write states its writer, and a restore what it restores, never the old e
     _id: 'H83if', _rev: '5-e', url: 'https://a.example/', tags: ['x'],
     edit: { by: 'maria', at: '2026-11-28T09:00:00.123Z', restores: '2-b' },
   });
+});
+
+test('a bulk change makes each link what the shared table says', () => {
+  const table = shared('bulk_cases.json');
+  assert.ok(table.cases.length >= 6);
+  for (const c of table.cases) assert.deepEqual(bulkChange(c.doc, c.change), c.after, JSON.stringify(c));
+});
+
+test('an undo puts back what the batch found and spares links edited since', () => {
+  const entries = [
+    { link: 'Aaaaa', rev: '2-b', before: { url: 'https://old.example/', edit: { by: 'x' } } },
+    { link: 'Bbbbb', rev: '2-b', before: { url: 'https://old.example/' } },
+  ];
+  const current = [{ _id: 'Aaaaa', _rev: '2-b', url: 'https://new.example/' }, { _id: 'Bbbbb', _rev: '3-c' }];
+  assert.deepEqual(undoPlan(entries, current), [
+    { id: 'Aaaaa', doc: { _id: 'Aaaaa', _rev: '2-b', url: 'https://old.example/' } },
+    { id: 'Bbbbb', edited: true },
+  ]);
 });

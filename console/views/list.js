@@ -1,9 +1,11 @@
 // The list of links: newest first, or those a word begins in (ID, URL, title or tag), a page
-// at a time; each with its clicks today, in 7 days and in all; ticks for a print sheet.
+// at a time; each with its clicks today, in 7 days and in all; ticks for a print sheet and, for
+// editors, a bulk change.
 import { html, useEffect, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client, isCancelled } from '../client.js';
 import { linkStatus, PAGE, sumClicks, uniqueRows } from '../model.js';
 import { ColourPicker, Failure, StatusText, useLoad } from './common.js';
+import { BulkForm } from './bulk.js';
 import { TopLinks } from './overview.js';
 
 // One page of rows (PAGE, and one more to know whether there is a next page), from `after`
@@ -97,7 +99,7 @@ export function Links({ site, route, editor, go }) {
     ${rows.loading ? html`<p>Loading links…</p>` : !rows.error && html`<div class="scroll"><table aria-label="Links of ${site.db}">
       <thead><tr><th><span class="hidden">Print</span></th><th>ID</th><th>Status</th><th>Points to</th><th class="wide">Title</th><th class="wide">Today</th><th class="wide">7 days</th><th>Total</th></tr></thead>
       <tbody>${shown.slice(0, PAGE).map((r) => html`<tr>
-        <td><input type="checkbox" aria-label=${`Print ${r.id}`} checked=${selected.has(r.id)} onChange=${tick(r)} /></td>
+        <td><input type="checkbox" aria-label=${`Tick ${r.id}`} checked=${selected.has(r.id)} onChange=${tick(r)} /></td>
         <td class="id"><a href=${go.href({ page: 'link', id: r.id })}>${r.id}</a></td>
         <td class="words"><${StatusText} of=${linkStatus(r.doc)} /></td>
         <td>${String(r.doc.url)}</td><td class="wide">${typeof r.doc.title === 'string' ? r.doc.title : ''}</td>
@@ -105,7 +107,9 @@ export function Links({ site, route, editor, go }) {
       ${shown.length === 0 && html`<p>No links${q ? ' match' : ' yet'}.</p>`}`}
     <p>${pages.length > 0 && html`<button onClick=${() => go.to({ page: 'list', q, pages: pages.slice(0, -1) })}>Previous page</button>`}
       ${shown.length > PAGE && html` <button onClick=${() => go.to({ page: 'list', q, pages: [...pages, [shown[PAGE].key, shown[PAGE].id]] })}>Next page</button>`}</p>
+    ${shown.length > 0 && html`<p><button onClick=${() => { const next = new Map(selected); for (const r of shown.slice(0, PAGE)) next.set(r.id, typeof r.doc.title === 'string' ? r.doc.title : ''); setSelected(next); }}>Tick every link shown</button></p>`}
     ${selected.size > 0 && html`<${SheetForm} site=${site} selected=${selected} onClear=${() => setSelected(new Map())} />`}
+    ${selected.size > 0 && editor && html`<${BulkForm} site=${site} selected=${selected} />`}
     ${site.clicks_db && !q && pages.length === 0 && html`<${TopLinks} site=${site} />`}
   </section>`;
 }

@@ -75,6 +75,7 @@ pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ("model.js", "text/javascript; charset=utf-8", include_bytes!("../../console/model.js")),
     ("chart.js", "text/javascript; charset=utf-8", include_bytes!("../../console/chart.js")),
     ("router.js", "text/javascript; charset=utf-8", include_bytes!("../../console/router.js")),
+    ("views/bulk.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/bulk.js")),
     ("views/charts.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/charts.js")),
     ("views/common.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/common.js")),
     ("views/editor.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/editor.js")),
@@ -170,8 +171,8 @@ fn qr_route(rest: &str, query: &str, sites: &[ConsoleSite]) -> Result<Route, Ref
 }
 
 /// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
-/// `_all_docs`, its console views, a link read or written, the clicks views, and the history's
-/// `_all_docs` (a link's entries, a range of IDs).
+/// `_all_docs`, its console views, a link read or written, a bulk change (`_bulk_docs`), the
+/// clicks views, and the history's `_all_docs` (a link's entries) and `by_batch` (an undo).
 fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String, Refusal> {
     let not_used = || refuse(404, format!("{method} {path} is not a CouchDB request the console makes"));
     // Escapes and dot segments would name, once CouchDB (or the URL parser) decodes them,
@@ -194,13 +195,16 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
     let clicks = sites.iter().find(|s| s.clicks_db.as_deref() == Some(db));
     if sites.iter().any(|s| s.history_db.as_deref() == Some(db)) {
         return match (doc, method) {
-            (Some("_all_docs"), "GET") => Ok(path.into()),
+            (Some("_all_docs" | "_design/history/_view/by_batch"), "GET") => Ok(path.into()),
             _ => Err(not_used()),
         };
     }
     match (links, clicks, doc, method) {
         (Some(_), _, None, "GET") => Ok(path.into()),
         (Some(_), _, Some("_all_docs"), "GET") => Ok(path.into()),
+        // A bulk change: CouchDB's validation checks each document, and a stale revision is a
+        // conflict, as for one link.
+        (Some(_), _, Some("_bulk_docs"), "POST") => Ok(path.into()),
         (Some(_), _, Some(doc), "GET")
             if ["recent", "search"].iter().any(|v| doc == format!("_design/console/_view/{v}")) =>
         {
@@ -256,6 +260,8 @@ mod tests {
             ("PUT", "/couch/links/H83if"),
             ("GET", "/couch/links_clicks/_design/clicks/_view/by_link"),
             ("GET", "/couch/links_history/_all_docs"),
+            ("GET", "/couch/links_history/_design/history/_view/by_batch"),
+            ("POST", "/couch/links/_bulk_docs"),
         ] {
             assert_eq!(
                 route(method, path, Source::OwnPage, &s),
@@ -269,7 +275,8 @@ mod tests {
             ("PUT", "/couch/links/_design/links"),
             ("PUT", "/couch/links/_security"),
             ("DELETE", "/couch/links/H83if"),
-            ("POST", "/couch/links/_bulk_docs"),
+            ("POST", "/couch/links_history/_bulk_docs"),
+            ("POST", "/couch/links_clicks/_bulk_docs"),
             ("GET", "/couch/other/H83if"),
             ("PUT", "/couch/links_clicks/x"),
             ("GET", "/couch/links_clicks/_all_docs"),

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# History and bulk changes at scale on Apache CouchDB 3.5 (#67), in one run on loopback:
+# - a bulk re-point of BENCH_LINKS links (10,000) picked by their tag, while two proxies serve
+#   and record: how long `couchlink bulk` takes, CouchDB's requests meanwhile, the time until
+#   both proxies serve every new target, and until the history holds every link's entry;
+# - a history of BENCH_REVISIONS entries (1,000,000), shaped as the recorder writes them: its
+#   size on disk (compacted), and a proxy's warm start beside it, recording and not (the
+#   follower reads no history).
+#
+#   bench/history.sh
+#   BENCH_LINKS=2000 BENCH_REVISIONS=100000 bench/history.sh
+#
+# Needs CouchDB 3.5's couchdb.sh: COUCHLINK_COUCHDB_SH, or ../shared/couchdb/couchdb.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+links=${BENCH_LINKS:-10000}
+revisions=${BENCH_REVISIONS:-1000000}
+couchdb_sh=${COUCHLINK_COUCHDB_SH:-$(cd .. && pwd)/shared/couchdb/couchdb.sh}
+[ -x "$couchdb_sh" ] || { echo "bench/history.sh needs CouchDB 3.5's couchdb.sh (COUCHLINK_COUCHDB_SH)" >&2; exit 1; }
+cargo build --release --locked -q
+. bench/lib.sh
+bench_work history
+bench_stop() { "$couchdb_sh" stop "$work/couchdb" >/dev/null 2>&1 || true; }
+couch_port=$(free_port)
+couch=http://127.0.0.1:$couch_port
+"$couchdb_sh" start "$work/couchdb" --port "$couch_port" --admin admin:password >/dev/null
+export COUCHLINK_COUCHDB_URL=$couch
+admin_env=(COUCHLINK_COUCHDB_USER=admin COUCHLINK_COUCHDB_PASSWORD=password)
+env "${admin_env[@]}" COUCHLINK_READER_PASSWORD=reader target/release/couchlink setup >/dev/null
+# The links, each tagged with the print run a bulk change re-points.
+python3 - "$couch_port" "$links" "$work/ids.txt" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+from helpers import couch_caller, ids
+port, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+call = couch_caller(port, "admin", "password")
+all_ids = ids(n)
+open(out, "w").write("\n".join(all_ids) + "\n")
+for i in range(0, n, 1000):
+    docs = [{"_id": x, "url": f"https://example.com/spring/{x}", "tags": ["run-7"]} for x in all_ids[i:i + 1000]]
+    status, rows = call("POST", "/links/_bulk_docs", {"docs": docs})
+    if status >= 300 or any("error" in r for r in rows):
+        sys.exit(f"loading: {status} {str(rows)[:200]}")
+PY
+
+# Two proxies, each recording.
+ports=()
+for n in 1 2; do
+  p=$(free_port); a=$(free_port)
+  env COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader COUCHLINK_LISTEN=127.0.0.1:$p \
+    COUCHLINK_ADMIN_LISTEN=127.0.0.1:$a COUCHLINK_LOG_DIR="$work/logs$n" COUCHLINK_STATE_DIR="$work/state$n" \
+    COUCHLINK_PROXY_NAME=proxy-$n target/release/couchlink serve 2>>"$work/serve$n.err" &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$a/healthz"
+  wait_cache_full "$a" "$links"
+  ports+=("$p")
+done
+# The first history: every link's baseline, recorded by the proxies' first pass.
+python3 - "$couch_port" "$links" <<'PY'
+import sys, time
+sys.path.insert(0, "bench")
+from helpers import couch_caller
+call = couch_caller(int(sys.argv[1]), "admin", "password")
+for _ in range(1200):
+    if call("GET", "/links_history")[1].get("doc_count", 0) >= int(sys.argv[2]):
+        break
+    time.sleep(0.5)
+else:
+    sys.exit("the baseline was not recorded within 10 minutes")
+PY
+
+requests() { curl -fsS -u admin:password "$couch/_node/_local/_stats/couchdb/httpd/requests" | python3 -c 'import json, sys; print(json.load(sys.stdin)["value"])'; }
+before=$(requests)
+began=$(python3 -c 'import time; print(time.time())')
+env "${admin_env[@]}" target/release/couchlink bulk --tag run-7 --set-url https://example.com/summer/ >"$work/bulk.out"
+took=$(python3 -c "import time; print(f'{time.time() - $began:.1f}')")
+made=$(( $(requests) - before ))
+tail -1 "$work/bulk.out"
+python3 - "$couch_port" "$work/ids.txt" "$began" "$took" "$made" "${ports[@]}" <<'PY'
+import http.client, sys, time
+sys.path.insert(0, "bench")
+from helpers import couch_caller
+port, id_file, began, took, made = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5]
+proxies = [int(p) for p in sys.argv[6:]]
+ids = open(id_file).read().split()
+call = couch_caller(port, "admin", "password")
+# Every proxy, every link, until each serves the new target.
+served_at = []
+for p in proxies:
+    conn = http.client.HTTPConnection("127.0.0.1", p)
+    waiting = list(ids)
+    while waiting:
+        left = []
+        for x in waiting:
+            conn.request("HEAD", f"/{x}")
+            r = conn.getresponse()
+            r.read()
+            if r.getheader("Location") != "https://example.com/summer/":
+                left.append(x)
+        waiting = left
+        if waiting:
+            time.sleep(0.05)
+    served_at.append(time.time() - began)
+# Every link's entry of the batch in the history.
+while call("GET", "/links_history/_design/history/_view/by_batch?limit=0")[1].get("total_rows", 0) < len(ids):
+    time.sleep(0.1)
+recorded = time.time() - began
+print(f"bulk re-point     {len(ids)} links by tag: the command took {took} s and {made} CouchDB requests (all clients)")
+print(f"  served          by both proxies, every link, {max(served_at):.1f} s after the command began (checked link by link after it ended)")
+print(f"  recorded        every link's entry in the history {recorded:.1f} s after it began")
+PY
+for pid in "${pids[@]}"; do kill -TERM "$pid"; wait "$pid" || true; done
+pids=()
+
+# A history of many revisions, shaped as the recorder writes them; loaded before the design
+# document, whose validation would run each through couchjs.
+env "${admin_env[@]}" curl -fsS -u admin:password -X DELETE "$couch/links_history" >/dev/null
+curl -fsS -u admin:password -X PUT "$couch/links_history" >/dev/null
+python3 - "$couch_port" "$revisions" "$work/ids.txt" <<'PY'
+import json, sys, time
+sys.path.insert(0, "bench")
+from helpers import couch_caller
+port, n, id_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+call = couch_caller(port, "admin", "password")
+ids = open(id_file).read().split()
+per_link = max(1, n // len(ids))
+docs, written, json_bytes = [], 0, 0
+for link in ids:
+    for r in range(1, per_link + 1):
+        rev = f"{r}-{r:032x}"
+        before = None if r == 1 else {"url": f"https://example.com/v{r - 1}/{link}", "tags": ["run-7"],
+                                      "edit": {"by": "maria", "at": "2026-11-28T09:00:00.123Z"}}
+        after = {"url": f"https://example.com/v{r}/{link}", "tags": ["run-7"],
+                 "edit": {"by": "maria", "at": "2026-11-28T09:00:00.123Z", "batch": "bulk-20261128T090000-a1b2c3d4"}}
+        docs.append({"_id": f"{link}/{r:010d}-{r:032x}", "type": "change", "link": link, "rev": rev,
+                     "parent": None if r == 1 else f"{r - 1}-{r - 1:032x}", "kind": "created" if r == 1 else "changed",
+                     "before": before, "after": after, "by": "maria", "at": "2026-11-28T09:00:00.123Z",
+                     "batch": "bulk-20261128T090000-a1b2c3d4", "recorded_at": "2026-11-28T09:00:00.412345678Z", "late": False})
+        if len(docs) == 2000:
+            json_bytes += sum(len(json.dumps(d)) for d in docs)
+            call("POST", "/links_history/_bulk_docs", {"docs": docs})
+            written += len(docs)
+            docs = []
+if docs:
+    json_bytes += sum(len(json.dumps(d)) for d in docs)
+    call("POST", "/links_history/_bulk_docs", {"docs": docs})
+    written += len(docs)
+print(f"history           {written} entries ({per_link} a link), {json_bytes / written:.0f} bytes of JSON each")
+PY
+env "${admin_env[@]}" target/release/couchlink setup >/dev/null
+python3 - "$couch_port" <<'PY'
+import sys
+sys.path.insert(0, "bench")
+from helpers import compact_and_wait, couch_caller
+call = couch_caller(int(sys.argv[1]), "admin", "password")
+for view in ("by_batch", "gaps"):
+    while "rows" not in call("GET", f"/links_history/_design/history/_view/{view}?limit=1")[1]:
+        pass
+info, views = compact_and_wait(call, "links_history", "history")
+mib = 1 << 20
+print(f"  on disk         {info['sizes']['file'] / mib:.0f} MiB compacted, views' index {views['sizes']['file'] / mib:.0f} MiB")
+PY
+
+# A warm start beside that history, recording and not, alternated.
+warm() {
+  local p a began
+  p=$(free_port); a=$(free_port)
+  rm -rf "$work/state-w"
+  began=$(python3 -c 'import time; print(time.time())')
+  env COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader COUCHLINK_LISTEN=127.0.0.1:$p \
+    COUCHLINK_ADMIN_LISTEN=127.0.0.1:$a COUCHLINK_LOG_DIR="$work/logs-w" COUCHLINK_STATE_DIR="$work/state-w" \
+    COUCHLINK_HISTORY="$1" target/release/couchlink serve 2>>"$work/warm.err" &
+  local pid=$!
+  wait_http "http://127.0.0.1:$a/healthz"
+  wait_cache_full "$a" "$links"
+  python3 -c "import time; print(f'{time.time() - $began:.2f}')"
+  kill -TERM "$pid"; wait "$pid" || true
+}
+on=(); off=()
+for _ in 1 2 3; do on+=("$(warm true)"); off+=("$(warm false)"); done
+python3 - "${on[*]}" "${off[*]}" <<'PY'
+import statistics, sys
+on, off = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
+print(f"warm start        {statistics.median(on):.2f} s recording, {statistics.median(off):.2f} s not (medians of 3, "
+      f"{statistics.median(on) / statistics.median(off):.2f}x)")
+PY

@@ -1,0 +1,109 @@
+// A bulk change of the links ticked in the list (url, tags, status, expires, valid_from, a rule
+// added or the rules replaced): the change asked, a preview of every link and
+// each field it changes (nothing written yet), then one `_bulk_docs` write (CouchDB checks each
+// document; a link edited meanwhile is a conflict, never written over), the outcome per link,
+// and "Undo this change", which puts every link back from the history but those edited since.
+import { html, useState } from '../vendor/htm-preact-standalone.mjs';
+import { client } from '../client.js';
+import { batchName, bulkChange, changes, undoPlan } from '../model.js';
+import { Failure } from './common.js';
+
+const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
+
+// The change the form asks for (empty fields: untouched).
+function changeOf(form) {
+  const change = {};
+  if (form.url.trim()) change.url = form.url.trim();
+  if (form.add.trim()) change.add_tags = [form.add.trim()];
+  if (form.remove.trim()) change.remove_tags = [form.remove.trim()];
+  if (form.status !== 'keep') change.inactive = form.status === 'deactivate';
+  for (const [name, value] of [['expires', form.expires], ['valid_from', form.validFrom]]) {
+    const v = value.trim();
+    if (v) change[name] = v === 'none' ? null : v;
+  }
+  if (form.rule.trim()) {
+    let rule;
+    try { rule = JSON.parse(form.rule); } catch (e) { throw new Error(`The rule is not JSON: ${e.message}`); }
+    if (form.ruleMode === 'replace') change.replace_rules = [rule]; else change.add_rule = rule;
+  }
+  return change;
+}
+
+function Outcomes({ label, rows }) {
+  return html`<table aria-label=${label}><thead><tr><th scope="col">Link</th><th scope="col">Outcome</th></tr></thead>
+    <tbody>${rows.map(([id, said]) => html`<tr><th scope="row">${id}</th><td>${said}</td></tr>`)}</tbody></table>`;
+}
+
+const outcome = (r) => (!r ? 'not written' : r.ok ? 'applied'
+  : r.error === 'conflict' ? 'edited by someone else meanwhile: nothing written over' : `refused: ${r.reason || r.error}`);
+
+export function BulkForm({ site, selected }) {
+  const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add' });
+  const [plan, setPlan] = useState(null);
+  const [done, setDone] = useState(null);
+  const [undone, setUndone] = useState(null);
+  const [error, setError] = useState(null);
+  const ids = [...selected.keys()];
+  const set = (name) => (e) => setForm({ ...form, [name]: e.target.value });
+  async function preview(e) {
+    e.preventDefault();
+    setError(null); setDone(null); setUndone(null);
+    try {
+      const change = changeOf(form);
+      const docs = await client.docs(site, ids);
+      setPlan(ids.map((id, i) => ({ id, before: docs[i], after: docs[i] && bulkChange(docs[i], change) })));
+    } catch (e) { setError(e); }
+  }
+  async function apply() {
+    setError(null);
+    const writes = plan.filter((p) => p.after);
+    const batch = batchName();
+    try {
+      const results = await client.bulk(site, writes.map((p) => p.after), batch);
+      setDone({ batch, rows: plan.map((p) => [p.id, !p.before ? 'no such link' : !p.after ? 'unchanged' : outcome(results.get(p.id))]) });
+    } catch (e) { setError(e); }
+  }
+  async function undo() {
+    setError(null);
+    try {
+      // The history records each link within a second of the write.
+      let entries = [];
+      for (let i = 0; i < 10 && entries.length < done.rows.filter(([, s]) => s === 'applied').length; i++) {
+        if (i) await new Promise((r) => setTimeout(r, 500));
+        entries = await client.batch(site, done.batch);
+      }
+      const current = await client.docs(site, entries.map((e) => e.link));
+      const steps = undoPlan(entries, current);
+      const writes = steps.filter((s) => s.doc).map((s) => s.doc);
+      const results = writes.length ? await client.bulk(site, writes, `undo-${done.batch}`) : new Map();
+      setUndone(steps.map((s) => [s.id, s.edited ? 'edited since the change: left as it is'
+        : s.doc ? outcome(results.get(s.id)) : 'not recorded before the change: left as it is']));
+    } catch (e) { setError(e); }
+  }
+  const changing = plan ? plan.filter((p) => p.after).length : 0;
+  return html`<form onSubmit=${preview} aria-label="Change these links"><fieldset><legend>Change ${ids.length} link${ids.length === 1 ? '' : 's'}</legend>
+    <label for="b-url">Point to</label><input id="b-url" type="url" value=${form.url} onInput=${set('url')} />
+    <label for="b-add">Add the tag</label><input id="b-add" type="text" value=${form.add} onInput=${set('add')} />
+    <label for="b-remove">Remove the tag</label><input id="b-remove" type="text" value=${form.remove} onInput=${set('remove')} />
+    <label for="b-status">Status</label>
+    <select id="b-status" value=${form.status} onChange=${set('status')}>
+      <option value="keep">as it is</option><option value="deactivate">deactivate</option><option value="reactivate">reactivate</option></select>
+    <label for="b-expires">Expires (a time with its zone; none removes it)</label><input id="b-expires" type="text" value=${form.expires} onInput=${set('expires')} />
+    <label for="b-valid-from">Valid from (likewise)</label><input id="b-valid-from" type="text" value=${form.validFrom} onInput=${set('validFrom')} />
+    <label for="b-rule">A rule (JSON, as in "targets", like {"when": {"os": ["ios"]}, "url": "https://apps.apple.com/app/id1"})</label>
+    <textarea id="b-rule" rows="2" value=${form.rule} onInput=${set('rule')}></textarea>
+    <label for="b-rule-mode">The rule</label>
+    <select id="b-rule-mode" value=${form.ruleMode} onChange=${set('ruleMode')}>
+      <option value="add">added after the others</option><option value="replace">replaces the rules</option></select>
+    <p><button type="submit">Preview the change</button></p>
+    <${Failure} error=${error} />
+  </fieldset></form>
+  ${plan && html`<table aria-label="Preview"><thead><tr><th scope="col">Link</th><th scope="col">Field</th><th scope="col">Before</th><th scope="col">After</th></tr></thead>
+    <tbody>${plan.flatMap((p) => (!p.before ? [html`<tr><th scope="row">${p.id}</th><td colspan="3">no such link</td></tr>`]
+      : !p.after ? [html`<tr><th scope="row">${p.id}</th><td colspan="3">unchanged</td></tr>`]
+      : changes({ before: p.before, after: p.after }).filter(([k]) => !k.startsWith('_')).map(([k, b, a]) => html`<tr><th scope="row">${p.id}</th><td>${k}</td><td>${shown(b)}</td><td>${shown(a)}</td></tr>`)))}</tbody></table>
+    ${!done && changing > 0 && html`<p><button onClick=${apply}>Apply to ${changing} link${changing === 1 ? '' : 's'}</button></p>`}`}
+  ${done && html`<p class="notice">Bulk change ${done.batch}</p><${Outcomes} label="Result" rows=${done.rows} />
+    ${!undone && html`<p><button onClick=${undo}>Undo this change</button></p>`}`}
+  ${undone && html`<${Outcomes} label="Undone" rows=${undone} />`}`;
+}
