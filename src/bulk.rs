@@ -227,11 +227,6 @@ pub async fn batch_entries(history: &CouchClient, batch: &str) -> Result<Vec<Val
 mod tests {
     use super::*;
 
-    fn link() -> Value {
-        json!({"_id": "H83if", "_rev": "3-c", "url": "https://a.example/", "tags": ["flyer", "spring"],
-            "expires": "2026-12-31T23:59:59Z", "edit": {"by": "ed"}})
-    }
-
     /// The change as the shared table writes it.
     fn change_of(c: &Value) -> Change {
         let strings = |k: &str| -> Vec<String> {
