@@ -425,16 +425,6 @@ struct BulkGetResult {
 }
 
 #[derive(Deserialize)]
-struct AllDocsIds {
-    rows: Vec<IdRow>,
-}
-
-#[derive(Deserialize)]
-struct IdRow {
-    id: String,
-}
-
-#[derive(Deserialize)]
 struct KeyRows {
     rows: Vec<KeyRow>,
 }
@@ -859,12 +849,7 @@ impl CouchClient {
     /// (`_all_docs` with `keys` and `include_docs`).
     pub async fn id_states(&self, ids: &[&str]) -> Result<Vec<IdState>, CouchError> {
         let url = format!("{}?include_docs=true", self.in_db("_all_docs"));
-        let req = self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"keys": ids}));
-        let response = self.send(req).await?;
-        if !response.status().is_success() {
-            return Err(self.refused(response).await);
-        }
-        let listing: KeyRows = Self::json(response, &url).await?;
+        let listing: KeyRows = self.post_bulk(&url, &json!({"keys": ids})).await?;
         if listing.rows.len() != ids.len() {
             return Err(CouchError::Refused {
                 status: 200,
@@ -890,12 +875,7 @@ impl CouchClient {
     /// (unreachable, timed out) after CouchDB stored some of them.
     pub async fn bulk_create(&self, docs: &[Value]) -> Result<Vec<BulkOutcome>, CouchError> {
         let url = self.in_db("_bulk_docs");
-        let req = self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"docs": docs}));
-        let response = self.send(req).await?;
-        if !response.status().is_success() {
-            return Err(self.refused(response).await);
-        }
-        let mut rows: Vec<BulkRow> = Self::json(response, &url).await?;
+        let mut rows: Vec<BulkRow> = self.post_bulk(&url, &json!({"docs": docs})).await?;
         // CouchDB answers in the documents' order; pouchdb-server answers a refused document
         // first. Put back in the documents' order by ID, where every ID is named once.
         let ids: Vec<&str> = docs.iter().map(|d| d["_id"].as_str().unwrap_or("")).collect();
@@ -955,6 +935,23 @@ impl CouchClient {
         Self::json(response, &url).await
     }
 
+    /// `POST url` with a JSON body, on the feed's client with the bulk timeout; the answer as
+    /// JSON, or CouchDB's refusal.
+    async fn post_bulk<T: DeserializeOwned>(&self, url: &str, body: &Value) -> Result<T, CouchError> {
+        let req = self.request(&self.feed_http, Method::POST, url).timeout(BULK_TIMEOUT).json(body);
+        let response = self.send(req).await?;
+        if !response.status().is_success() {
+            return Err(self.refused(response).await);
+        }
+        Self::json(response, url).await
+    }
+
+    /// `_all_docs` over the IDs that start with `prefix`: the query's range.
+    fn prefix_range(prefix: &str) -> String {
+        let key = |k: String| utf8_percent_encode(&Value::String(k).to_string(), NON_ALPHANUMERIC).to_string();
+        format!("startkey={}&endkey={}", key(prefix.to_owned()), key(format!("{prefix}\u{fff0}")))
+    }
+
     /// Up to `limit` changes after `since` (from the start when `None`): each document's ID and
     /// latest revision, without its content. With `wait`, a long poll: CouchDB answers as soon
     /// as there is one, or after `wait` with none.
@@ -994,12 +991,7 @@ impl CouchClient {
     pub async fn revisions(&self, wanted: &[(String, String)]) -> Result<Vec<Option<Value>>, CouchError> {
         let url = format!("{}?revs=true", self.in_db("_bulk_get"));
         let docs: Vec<Value> = wanted.iter().map(|(id, rev)| json!({"id": id, "rev": rev})).collect();
-        let req = self.request(&self.feed_http, Method::POST, &url).timeout(BULK_TIMEOUT).json(&json!({"docs": docs}));
-        let response = self.send(req).await?;
-        if !response.status().is_success() {
-            return Err(self.refused(response).await);
-        }
-        let answer: BulkGet = Self::json(response, &url).await?;
+        let answer: BulkGet = self.post_bulk(&url, &json!({"docs": docs})).await?;
         if answer.results.len() != wanted.len() {
             return Err(CouchError::Refused {
                 status: 200,
@@ -1014,29 +1006,9 @@ impl CouchClient {
             .collect())
     }
 
-    /// The IDs of the documents whose IDs start with `prefix`, in order (`_all_docs` over the
-    /// range, without content).
-    pub async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>, CouchError> {
-        let key = |k: String| utf8_percent_encode(&Value::String(k).to_string(), NON_ALPHANUMERIC).to_string();
-        let url = format!(
-            "{}?startkey={}&endkey={}",
-            self.in_db("_all_docs"),
-            key(prefix.to_owned()),
-            key(format!("{prefix}\u{fff0}"))
-        );
-        let page: AllDocsIds = self.get(&url).await?;
-        Ok(page.rows.into_iter().map(|row| row.id).collect())
-    }
-
     /// The documents whose IDs start with `prefix`, in order, with their content.
     pub async fn docs_with_prefix(&self, prefix: &str) -> Result<Vec<Value>, CouchError> {
-        let key = |k: String| utf8_percent_encode(&Value::String(k).to_string(), NON_ALPHANUMERIC).to_string();
-        let url = format!(
-            "{}?include_docs=true&startkey={}&endkey={}",
-            self.in_db("_all_docs"),
-            key(prefix.to_owned()),
-            key(format!("{prefix}\u{fff0}"))
-        );
+        let url = format!("{}?include_docs=true&{}", self.in_db("_all_docs"), Self::prefix_range(prefix));
         let page: AllDocsWithDocs = self.get(&url).await?;
         Ok(page.rows.into_iter().filter_map(|row| row.doc).collect())
     }
