@@ -458,6 +458,18 @@ struct AllDocsRow {
 }
 
 /// Percent-encodes one path segment (a database name may hold `/`, `+`, `$`...).
+/// A bulk answer with as many rows as were asked for, else a refusal saying so.
+fn answered(asked: usize, got: usize, what: &str) -> Result<(), CouchError> {
+    if asked == got {
+        return Ok(());
+    }
+    Err(CouchError::Refused {
+        status: 200,
+        error: "bad_answer".into(),
+        reason: format!("asked for {asked} {what}, got {got} rows"),
+    })
+}
+
 fn segment(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
 }
@@ -850,13 +862,7 @@ impl CouchClient {
     pub async fn id_states(&self, ids: &[&str]) -> Result<Vec<IdState>, CouchError> {
         let url = format!("{}?include_docs=true", self.in_db("_all_docs"));
         let listing: KeyRows = self.post_bulk(&url, &json!({"keys": ids})).await?;
-        if listing.rows.len() != ids.len() {
-            return Err(CouchError::Refused {
-                status: 200,
-                error: "bad_answer".into(),
-                reason: format!("asked for {} IDs, got {} rows", ids.len(), listing.rows.len()),
-            });
-        }
+        answered(ids.len(), listing.rows.len(), "IDs")?;
         Ok(listing
             .rows
             .into_iter()
@@ -992,13 +998,7 @@ impl CouchClient {
         let url = format!("{}?revs=true", self.in_db("_bulk_get"));
         let docs: Vec<Value> = wanted.iter().map(|(id, rev)| json!({"id": id, "rev": rev})).collect();
         let answer: BulkGet = self.post_bulk(&url, &json!({"docs": docs})).await?;
-        if answer.results.len() != wanted.len() {
-            return Err(CouchError::Refused {
-                status: 200,
-                error: "bad_answer".into(),
-                reason: format!("asked for {} revisions, got {}", wanted.len(), answer.results.len()),
-            });
-        }
+        answered(wanted.len(), answer.results.len(), "revisions")?;
         Ok(answer
             .results
             .into_iter()
