@@ -161,26 +161,41 @@ mib = 1 << 20
 print(f"  on disk         {info['sizes']['file'] / mib:.0f} MiB compacted, views' index {views['sizes']['file'] / mib:.0f} MiB")
 PY
 
-# A warm start beside that history, recording and not, alternated.
-warm() {
-  local p a began
+# Starts beside that history, recording and not, alternated: a warm start (no snapshot) and an
+# instant one (from the snapshot the warm one wrote at its stop). First one proxy records until
+# it has caught up, as a running installation has.
+serve() {  # serve PORT ADMIN_PORT STATE HISTORY: couchlink serve in the background, its pid echoed
+  env COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader COUCHLINK_LISTEN=127.0.0.1:$1 \
+    COUCHLINK_ADMIN_LISTEN=127.0.0.1:$2 COUCHLINK_LOG_DIR="$work/logs-w" COUCHLINK_STATE_DIR="$3" \
+    COUCHLINK_HISTORY="$4" target/release/couchlink serve 2>>"$work/warm.err" &
+  echo $!
+}
+p=$(free_port); a=$(free_port)
+pid=$(serve "$p" "$a" "$work/state-c" true)
+wait_http "http://127.0.0.1:$a/healthz"
+until curl -fsS "http://127.0.0.1:$a/healthz" | grep -q '"history":{[^}]*"status":"ok"'; do sleep 0.5; done
+kill -TERM "$pid"; wait "$pid" || true
+start() {  # start HISTORY STATE: seconds until every link is in memory
+  local p a began pid
   p=$(free_port); a=$(free_port)
-  rm -rf "$work/state-w"
   began=$(python3 -c 'import time; print(time.time())')
-  env COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader COUCHLINK_LISTEN=127.0.0.1:$p \
-    COUCHLINK_ADMIN_LISTEN=127.0.0.1:$a COUCHLINK_LOG_DIR="$work/logs-w" COUCHLINK_STATE_DIR="$work/state-w" \
-    COUCHLINK_HISTORY="$1" target/release/couchlink serve 2>>"$work/warm.err" &
-  local pid=$!
+  pid=$(serve "$p" "$a" "$2" "$1")
   wait_http "http://127.0.0.1:$a/healthz"
   wait_cache_full "$a" "$links"
   python3 -c "import time; print(f'{time.time() - $began:.2f}')"
   kill -TERM "$pid"; wait "$pid" || true
 }
-on=(); off=()
-for _ in 1 2 3; do on+=("$(warm true)"); off+=("$(warm false)"); done
-python3 - "${on[*]}" "${off[*]}" <<'PY'
+warm_on=(); warm_off=(); instant_on=(); instant_off=()
+for _ in 1 2 3; do
+  for h in true false; do
+    rm -rf "$work/state-$h"
+    w=$(start "$h" "$work/state-$h"); i=$(start "$h" "$work/state-$h")
+    if [ "$h" = true ]; then warm_on+=("$w"); instant_on+=("$i"); else warm_off+=("$w"); instant_off+=("$i"); fi
+  done
+done
+python3 - "${warm_on[*]}" "${warm_off[*]}" "${instant_on[*]}" "${instant_off[*]}" <<'PY'
 import statistics, sys
-on, off = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()]
-print(f"warm start        {statistics.median(on):.2f} s recording, {statistics.median(off):.2f} s not (medians of 3, "
-      f"{statistics.median(on) / statistics.median(off):.2f}x)")
+m = [statistics.median(float(x) for x in a.split()) for a in sys.argv[1:]]
+print(f"warm start        {m[0]:.2f} s recording, {m[1]:.2f} s not ({m[0] / m[1]:.2f}x; medians of 3)")
+print(f"instant start     {m[2]:.2f} s recording, {m[3]:.2f} s not ({m[2] / m[3]:.2f}x)")
 PY

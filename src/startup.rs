@@ -803,7 +803,14 @@ async fn start_site(
             status: Arc::default(),
         };
         let status = recorder.status.clone();
-        tasks.push(tokio::spawn(recorder.run(stopped.clone())));
+        // After the warm-up: a start reads links first, history after.
+        let store = store.clone();
+        let warmed = async move {
+            while store.is_warming() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tasks.push(tokio::spawn(recorder.run(warmed, stopped.clone())));
         status
     });
     let clicks = match clicks {

@@ -35,9 +35,10 @@ pub enum Start {
     After(Prior),
     /// At the link's creation (its first revision is the chain's first).
     Creation,
-    /// History begins with this link as it is now (the first recorder's first pass): one
-    /// baseline entry of the chain's last revision; what came before is not a gap.
-    Baseline,
+    /// History begins here (the first recorder's first pass) with the revisions CouchDB still
+    /// holds: those it no longer holds came before history and are no gap; the first one held
+    /// is the link's creation, or a baseline.
+    Began,
     /// Somewhere after history began (`began`), with nothing of the link recorded: what
     /// CouchDB no longer holds is a gap from then.
     Unrecorded {
@@ -76,11 +77,8 @@ pub fn rev_number(rev: &str) -> u64 {
 /// of `link`, beginning as `start` says.
 pub fn entries(link: &str, chain: &[Revision], start: &Start, recording: &Recording) -> Vec<Value> {
     let Some(last) = chain.last() else { return Vec::new() };
-    if *start == Start::Baseline {
-        if last.body.is_none() {
-            return Vec::new();
-        }
-        return vec![change(link, last, None, "baseline", None, recording)];
+    if last.body.is_none() {
+        return Vec::new();
     }
     let mut out = Vec::new();
     // The document before the next revision, where known; and since when revisions are missing.
@@ -89,8 +87,17 @@ pub fn entries(link: &str, chain: &[Revision], start: &Start, recording: &Record
         Start::After(prior) => (prior.after.clone(), prior.after.is_some(), prior.recorded_at.clone()),
         Start::Creation => (None, true, recording.now.clone()),
         Start::Unrecorded { began, .. } => (None, false, began.clone()),
-        Start::Baseline => unreachable!("returned above"),
+        Start::Began => (None, false, recording.now.clone()),
     };
+    // Before history began: the revisions no longer held are nobody's gap.
+    let chain = match start {
+        Start::Began => {
+            let first_held = chain.iter().position(|r| r.body.is_some()).unwrap_or(chain.len());
+            &chain[first_held..]
+        }
+        _ => chain,
+    };
+    let mut first = matches!(start, Start::Began);
     let mut missing: Vec<&Revision> = Vec::new();
     if let Start::Unrecorded { forgotten, .. } = start {
         if *forgotten > 0 {
@@ -115,6 +122,8 @@ pub fn entries(link: &str, chain: &[Revision], start: &Start, recording: &Record
             "deleted"
         } else if revision.rev.starts_with("1-") {
             "created"
+        } else if std::mem::take(&mut first) {
+            "baseline"
         } else {
             "changed"
         };
@@ -289,7 +298,8 @@ mod tests {
     #[test]
     fn a_baseline_is_the_link_as_it_is_and_no_gap() {
         let body = json!({"_id": "H83if", "_rev": "7-g", "url": "https://g.example/"});
-        let out = entries("H83if", &[rev("7-g", Some(body))], &Start::Baseline, &now(false));
+        let chain = [rev("6-f", None), rev("7-g", Some(body))];
+        let out = entries("H83if", &chain, &Start::Began, &now(false));
         assert_eq!(out.len(), 1);
         assert_eq!((out[0]["kind"].as_str(), out[0]["before"].is_null()), (Some("baseline"), true));
     }
@@ -302,6 +312,21 @@ mod tests {
         assert_eq!(out[0]["type"], "gap");
         assert_eq!(out[0]["from"], "2026-11-01T00:00:00Z");
         assert_eq!(out[1]["kind"], "changed");
+    }
+
+    #[test]
+    fn when_history_begins_what_couchdb_still_holds_is_recorded_and_the_rest_is_no_gap() {
+        let b = json!({"_id": "H83if", "_rev": "2-b", "url": "https://b.example/"});
+        let c = json!({"_id": "H83if", "_rev": "3-c", "url": "https://c.example/", "edit": {"by": "ed"}});
+        let chain = [rev("1-a", None), rev("2-b", Some(b)), rev("3-c", Some(c))];
+        let out = entries("H83if", &chain, &Start::Began, &now(true));
+        let kinds: Vec<&str> = out.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["baseline", "changed"], "{out:#?}");
+        assert_eq!(out[1]["before"]["url"], "https://b.example/");
+        assert_eq!(out[1]["by"], "ed");
+        let a = json!({"_id": "H83if", "_rev": "1-a", "url": "https://a.example/"});
+        let whole = entries("H83if", &[rev("1-a", Some(a))], &Start::Began, &now(false));
+        assert_eq!(whole[0]["kind"], "created");
     }
 
     #[test]

@@ -112,8 +112,14 @@ enum Pass {
 }
 
 impl Recorder {
-    /// Records until `stopped`; a failure is said once, then retried with a growing pause.
-    pub async fn run(self, mut stopped: watch::Receiver<bool>) {
+    /// Records until `stopped`, once `ready` resolves (the cache's warm-up done: recording
+    /// never competes with a start for CouchDB); a failure is said once, then retried with a
+    /// growing pause.
+    pub async fn run(self, ready: impl std::future::Future<Output = ()>, mut stopped: watch::Receiver<bool>) {
+        tokio::select! {
+            _ = ready => {}
+            _ = stopped.changed() => return,
+        }
         let mut failures = 0usize;
         loop {
             let error = tokio::select! {
@@ -224,8 +230,7 @@ impl Recorder {
             let (chain, start) = match (parent, parent_entry) {
                 (None, _) => (vec![current], Start::Creation),
                 (Some(_), Some(entry)) => (vec![current], Start::After(prior_of(&entry))),
-                (Some(_), None) if pass == Pass::First => (vec![current], Start::Baseline),
-                (Some(_), None) => self.walk_back(id, current, began).await?,
+                (Some(_), None) => self.walk_back(id, current, began, pass == Pass::First).await?,
             };
             out.extend(entries(id, &chain, &start, &recording));
         }
@@ -239,6 +244,7 @@ impl Recorder {
         id: &str,
         current: Revision,
         began: &str,
+        first: bool,
     ) -> Result<(Vec<Revision>, Start), RecorderError> {
         let ancestry = current.body.as_ref().map(ancestry).unwrap_or_default();
         let recorded = self.history.docs_with_prefix(&format!("{id}/")).await?;
@@ -261,6 +267,9 @@ impl Recorder {
         }
         let (unrecorded, start) = match found {
             Some((i, entry)) => (&ancestry[1..i], Start::After(prior_of(&entry))),
+            // History begins: what CouchDB still holds of the link is recorded, the rest was
+            // before it.
+            None if first => (&ancestry[1..], Start::Began),
             None => {
                 let oldest = ancestry.last().map_or(1, |r| rev_number(r));
                 (&ancestry[1..], Start::Unrecorded { began: began.to_owned(), forgotten: oldest.saturating_sub(1) })
