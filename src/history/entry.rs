@@ -122,11 +122,12 @@ pub fn entries(link: &str, chain: &[Revision], start: &Start, recording: &Record
             "deleted"
         } else if revision.rev.starts_with("1-") {
             "created"
-        } else if std::mem::take(&mut first) {
+        } else if first {
             "baseline"
         } else {
             "changed"
         };
+        first = false;
         let before = if known { previous.as_ref() } else { None };
         let stated = stated(body, before, known || kind == "created");
         out.push(change(link, revision, before, kind, stated, recording));
@@ -325,8 +326,10 @@ mod tests {
         assert_eq!(out[1]["before"]["url"], "https://b.example/");
         assert_eq!(out[1]["by"], "ed");
         let a = json!({"_id": "H83if", "_rev": "1-a", "url": "https://a.example/"});
-        let whole = entries("H83if", &[rev("1-a", Some(a))], &Start::Began, &now(false));
-        assert_eq!(whole[0]["kind"], "created");
+        let b = json!({"_id": "H83if", "_rev": "2-b", "url": "https://b.example/"});
+        let whole = entries("H83if", &[rev("1-a", Some(a)), rev("2-b", Some(b))], &Start::Began, &now(false));
+        let kinds: Vec<&str> = whole.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["created", "changed"], "held from its creation: no baseline");
     }
 
     #[test]

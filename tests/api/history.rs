@@ -33,6 +33,20 @@ async fn recording(db: &TestDb) -> TestApp {
     spawn_app_on(same_db(db), |c| c.history = true).await
 }
 
+/// Waits until `app`'s recorder follows the changes as they come (after the cache's warm-up
+/// and its catch-up).
+async fn wait_recording(app: &TestApp) {
+    let began = Instant::now();
+    loop {
+        let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
+        if health["history"]["status"] == "ok" {
+            return;
+        }
+        assert!(began.elapsed() < Duration::from_secs(15), "the recorder never caught up: {health}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `method` on the history database as `who` (the admin when `None`).
 async fn on_history(
     db: &TestDb,
@@ -88,6 +102,8 @@ async fn every_change_is_recorded_once_with_its_writer_as_stated_by_two_recorder
     let mut first = recording(&db).await;
     let mut second = recording(&db).await;
     first.wait_until_feed_is_live().await;
+    wait_recording(&first).await;
+    wait_recording(&second).await;
     // The console and the CLI state the writer; CouchDB refuses a stated writer who is not the
     // one writing.
     let (status, body) = edit(&db, "Hist1", json!({"url": "https://a.example/", "edit": {"by": EDITOR.0}})).await;
