@@ -167,7 +167,7 @@ PY
 serve() {  # serve PORT ADMIN_PORT STATE HISTORY: couchlink serve in the background, its pid echoed
   env COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader COUCHLINK_LISTEN=127.0.0.1:$1 \
     COUCHLINK_ADMIN_LISTEN=127.0.0.1:$2 COUCHLINK_LOG_DIR="$work/logs-w" COUCHLINK_STATE_DIR="$3" \
-    COUCHLINK_HISTORY="$4" target/release/couchlink serve 2>>"$work/warm.err" &
+    COUCHLINK_HISTORY="$4" target/release/couchlink serve >/dev/null 2>>"$work/warm.err" &
   echo $!
 }
 p=$(free_port); a=$(free_port)
