@@ -109,6 +109,35 @@ print(f"bulk re-point     {len(ids)} links by tag: the command took {took} s and
 print(f"  served          by both proxies, every link, {max(served_at):.1f} s after the command began (checked link by link after it ended)")
 print(f"  recorded        every link's entry in the history {recorded:.1f} s after it began")
 PY
+# One write at a time, as a person edits: from CouchDB's answer to the write until its entry is
+# in the history (asked every 10 ms), while both proxies run.
+python3 - "$couch_port" "$work/ids.txt" <<'PY'
+import statistics, sys, time, urllib.parse
+sys.path.insert(0, "bench")
+from helpers import couch_caller
+call = couch_caller(int(sys.argv[1]), "admin", "password")
+ids = open(sys.argv[2]).read().split()[:100]
+waits = []
+for x in ids:
+    status, doc = call("GET", f"/links/{x}")
+    doc["url"] = f"https://example.com/autumn/{x}"
+    status, answer = call("PUT", f"/links/{x}", doc)
+    if status >= 300:
+        sys.exit(f"editing {x}: {status} {answer}")
+    written = time.time()
+    number, digest = answer["rev"].split("-", 1)
+    entry = urllib.parse.quote(f"{x}/{int(number):010d}-{digest}", safe="")
+    while call("GET", f"/links_history/{entry}")[0] != 200:
+        if time.time() - written > 30:
+            sys.exit(f"{x}: not recorded within 30 s")
+        time.sleep(0.01)
+    waits.append(time.time() - written)
+    time.sleep(0.1)
+waits.sort()
+within = sum(w <= 1 for w in waits)
+print(f"one edit at a time {len(waits)} edits: recorded {statistics.median(waits) * 1000:.0f} ms after CouchDB's answer (median), "
+      f"{waits[int(len(waits) * 0.95) - 1] * 1000:.0f} ms (p95), {waits[-1] * 1000:.0f} ms (worst); {within} of {len(waits)} within 1 s")
+PY
 for pid in "${pids[@]}"; do kill -TERM "$pid"; wait "$pid" || true; done
 pids=()
 
@@ -165,6 +194,7 @@ PY
 # instant one (from the snapshot the warm one wrote at its stop). First one proxy records until
 # it has caught up, as a running installation has.
 serve() {  # serve PORT ADMIN_PORT STATE HISTORY: couchlink serve in the background, its pid echoed
+  # (started in the caller's $(...), so not this shell's child: stopped with stop_serve)
   env COUCHLINK_COUCHDB_USER=couchlink-reader COUCHLINK_COUCHDB_PASSWORD=reader COUCHLINK_LISTEN=127.0.0.1:$1 \
     COUCHLINK_ADMIN_LISTEN=127.0.0.1:$2 COUCHLINK_LOG_DIR="$work/logs-w" COUCHLINK_STATE_DIR="$3" \
     COUCHLINK_HISTORY="$4" target/release/couchlink serve >/dev/null 2>>"$work/warm.err" &
@@ -174,7 +204,11 @@ p=$(free_port); a=$(free_port)
 pid=$(serve "$p" "$a" "$work/state-c" true)
 wait_http "http://127.0.0.1:$a/healthz"
 until curl -fsS "http://127.0.0.1:$a/healthz" | grep -q '"history":{[^}]*"status":"ok"'; do sleep 0.5; done
-kill -TERM "$pid"; wait "$pid" || true
+stop_serve() {  # stop_serve PID: SIGTERM, then until it has exited (its snapshot written)
+  kill -TERM "$1"
+  while kill -0 "$1" 2>/dev/null; do sleep 0.05; done
+}
+stop_serve "$pid"
 start() {  # start HISTORY STATE: seconds until every link is in memory
   local p a began pid
   p=$(free_port); a=$(free_port)
@@ -183,7 +217,7 @@ start() {  # start HISTORY STATE: seconds until every link is in memory
   wait_http "http://127.0.0.1:$a/healthz"
   wait_cache_full "$a" "$links"
   python3 -c "import time; print(f'{time.time() - $began:.2f}')"
-  kill -TERM "$pid"; wait "$pid" || true
+  stop_serve "$pid"
 }
 warm_on=(); warm_off=(); instant_on=(); instant_off=()
 for _ in 1 2 3; do
