@@ -8,7 +8,7 @@
 # Measures: throughput and latency of cached redirects over random IDs (couchlink vs an nginx
 # `return 302` with a Set-Cookie and an access log) with 64 connections, with 1000, and with 16
 # requests pipelined per connection, in interleaved rounds (couchlink, nginx, nginx, couchlink,
-# ...), each row's median and spread; the CPU per request of links with five rules each against
+# ...), each row's median and spread, with CPU, context switches and epoll_wait calls per request; the CPU per request of links with five rules each against
 # plain links (both asked for as real browsers); cold-miss throughput (couchlink vs CouchDB's
 # own doc GETs, interleaved rounds on fresh IDs), the cost of COUCHLINK_LOG_SYNC=true (the same couchlink with
 # and without it, interleaved), edit-to-served latency over 200 edits, RSS per cached link, and whether the
@@ -199,6 +199,9 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s p99 us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink p99_us)" "$(stat $row nginx p99_us)" "$(ratio "$(med $row couchlink p99_us)" "$(med $row nginx p99_us)")"
   printf '%-10s CPU us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink cpu_us)" "$(stat2 $row nginx cpu_us)" "$(ratio "$(med $row couchlink cpu_us)" "$(med $row nginx cpu_us)")"
   printf '%-10s wrk us vs couchlink %-21s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink wrk_us)" "$(stat2 $row nginx wrk_us)" "$(ratio "$(med $row couchlink wrk_us)" "$(med $row nginx wrk_us)")"
+  printf '%-10s switches couchlink %-22s nginx %-24s %s\n' "$row" "$(stat $row couchlink cs 3)" "$(stat $row nginx cs 3)" "$(ratio "$(med $row couchlink cs)" "$(med $row nginx cs)")"
+  grep -q epoll= "$work/$row.nginx" &&
+    printf '%-10s epoll_wait couchlink %-20s nginx %-24s %s\n' "$row" "$(stat $row couchlink epoll 3)" "$(stat $row nginx epoll 3)" "$(ratio "$(med $row couchlink epoll)" "$(med $row nginx epoll)")"
 done)
 ${cpu_split}
 log sync   req/s  batched   $(stat sync couchlink rps)    COUCHLINK_LOG_SYNC $(stat sync synced rps)    $(ratio "$(med sync synced rps)" "$(med sync couchlink rps)")

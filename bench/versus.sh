@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # This checkout's couchlink against another build of it (a git revision, main by default), in
 # one run, on loopback only: interleaved rounds of cached redirects at 64 connections, at 1000,
-# and pipelined, each row's median and spread, with CPU per request. Ratios are this checkout
-# over the other build (a change must not make the redirect path slower or costlier).
+# and pipelined, each row's median and spread, with CPU, context switches and epoll_wait calls
+# per request. Ratios are this checkout over the other build (a change must not make the
+# redirect path slower or costlier).
 #
 #   bench/versus.sh [REV]               # 20k links, 5 interleaved rounds of 10 s per build and row
 #   BENCH_ROUNDS=1 BENCH_SECONDS=5 bench/versus.sh origin/main   # quicker
@@ -74,6 +75,9 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s req/s  this %-24s base %-24s %s\n' "$row" "$(stat $row this rps)" "$(stat $row base rps)" "$(ratio "$(med $row this rps)" "$(med $row base rps)")"
   printf '%-10s p99 us this %-24s base %-24s %s\n' "$row" "$(stat $row this p99_us)" "$(stat $row base p99_us)" "$(ratio "$(med $row this p99_us)" "$(med $row base p99_us)")"
   printf '%-10s CPU us this %-24s base %-24s %s\n' "$row" "$(stat $row this cpu_us 2)" "$(stat $row base cpu_us 2)" "$(ratio "$(med $row this cpu_us)" "$(med $row base cpu_us)")"
+  printf '%-10s switch this %-24s base %-24s %s\n' "$row" "$(stat $row this cs 3)" "$(stat $row base cs 3)" "$(ratio "$(med $row this cs)" "$(med $row base cs)")"
+  grep -q epoll= "$work/$row.this" &&
+    printf '%-10s epoll  this %-24s base %-24s %s\n' "$row" "$(stat $row this epoll 3)" "$(stat $row base epoll 3)" "$(ratio "$(med $row this epoll)" "$(med $row base epoll)")"
 done)
 errors (wrk)      this $(cat "$work"/*.this | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}'), base $(cat "$work"/*.base | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}') (all rows)
 REPORT
