@@ -96,7 +96,7 @@ pub fn documents(
         })
     };
     // What a document holds besides its links, the largest part number and total included.
-    let frame = document(usize::MAX, Map::new()).to_string().len() + 24;
+    let frame = json_len(&document(usize::MAX, Map::new())) + 24;
     let room = max_bytes.saturating_sub(frame);
     let mut parts = vec![Map::new()];
     let mut used = 0;
@@ -108,26 +108,37 @@ pub fn documents(
             "not_found": c.not_found,
         });
         // `"ID":{...},`
-        let size = |link: &Value| id.as_str().len() + 4 + link.to_string().len();
+        let size = |link: &Value| id.as_str().len() + 4 + json_len(link);
+        let versions = || c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
         if !c.versions.is_empty() {
-            link["versions"] = c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
-            if size(&link) > room {
-                let all: u64 = c.versions.iter().map(|(_, n)| n).sum();
-                link["versions"] = json!({ super::OTHER_VERSIONS: all });
-            }
+            link["versions"] = versions();
         }
         if c.redirects > 0 {
             link["by"] = c.by.to_json(&c.versions, c.redirects);
-            if size(&link) > room {
-                // Each breakdown as one number under `(other)`: totals stay exact.
-                let folded: Map<String, Value> = super::by::Dimension::ALL
-                    .into_iter()
-                    .filter_map(|d| {
-                        let all: u64 = c.by.values(d, &c.versions, c.redirects).iter().map(|(_, n)| n).sum();
-                        (all > 0).then(|| (d.name().to_owned(), json!({ super::OTHER_VERSIONS: all })))
-                    })
-                    .collect();
-                link["by"] = folded.into();
+        }
+        // Measured once when it fits (nearly always: a link's counts are a few hundred bytes);
+        // else its versions, then its breakdowns, are folded as each needs to be.
+        if size(&link) > room {
+            if let Some(map) = link.as_object_mut() {
+                map.remove("by");
+            }
+            if !c.versions.is_empty() && size(&link) > room {
+                let all: u64 = c.versions.iter().map(|(_, n)| n).sum();
+                link["versions"] = json!({ super::OTHER_VERSIONS: all });
+            }
+            if c.redirects > 0 {
+                link["by"] = c.by.to_json(&c.versions, c.redirects);
+                if size(&link) > room {
+                    // Each breakdown as one number under `(other)`: totals stay exact.
+                    let folded: Map<String, Value> = super::by::Dimension::ALL
+                        .into_iter()
+                        .filter_map(|d| {
+                            let all: u64 = c.by.values(d, &c.versions, c.redirects).iter().map(|(_, n)| n).sum();
+                            (all > 0).then(|| (d.name().to_owned(), json!({ super::OTHER_VERSIONS: all })))
+                        })
+                        .collect();
+                    link["by"] = folded.into();
+                }
             }
         }
         let size = size(&link);
@@ -140,6 +151,25 @@ pub fn documents(
         parts.last_mut().expect("one part at least").insert(id.to_string(), link);
     }
     parts.into_iter().enumerate().map(|(part, links)| document(part, links)).collect()
+}
+
+/// The length of `value` as JSON text, counted without building the text (an interval's
+/// documents are sized link by link: at tens of thousands of links a minute, building each
+/// text to measure it cost more than the rest of the writing).
+pub fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("a JSON value serialises");
+    count.0
 }
 
 /// `time` to the second, as `2026-11-26T15:31:00Z`.

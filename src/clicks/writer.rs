@@ -15,7 +15,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use super::doc::{documents, size_bound, Writer, DEFAULT_MAX_DOCUMENT_SIZE};
+use super::doc::{documents, json_len, size_bound, Writer, DEFAULT_MAX_DOCUMENT_SIZE};
 use super::Tally;
 use crate::couch::{CouchClient, CouchError};
 use crate::errors::Causes;
@@ -158,7 +158,7 @@ impl ClicksWriter {
     fn close_interval(&self, start: OffsetDateTime, queue: &mut Queue, bound: usize) {
         let counts = self.tally.take();
         for doc in documents(&self.writer, start, self.interval_secs, &counts, bound) {
-            let size = doc.to_string().len();
+            let size = json_len(&doc);
             if queue.bytes + size > self.queue_bytes {
                 let lost = responses(&doc);
                 let before = self.status.lost.fetch_add(lost, Relaxed);
