@@ -215,7 +215,7 @@ start() {  # start HISTORY STATE: seconds until every link is in memory
   began=$(python3 -c 'import time; print(time.time())')
   pid=$(serve "$p" "$a" "$2" "$1")
   wait_http "http://127.0.0.1:$a/healthz"
-  wait_cache_full "$a" "$links"
+  wait_cache "$a" "$links"
   python3 -c "import time; print(f'{time.time() - $began:.2f}')"
   stop_serve "$pid"
 }

@@ -47,17 +47,21 @@ couchdb_with_links() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Waits (at most 30 s) until URL answers 2xx, else stops the script.
 wait_http() { for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
-# wait_cache_full ADMIN_PORT LINKS: waits (at most 5 minutes) until the couchlink whose admin
-# listener is on ADMIN_PORT holds LINKS links in its cache, then (at most 10 more) until its
-# history has caught up, as in a running installation: a fresh start's recorder first writes an
-# entry for every link, work a measured round must not share the machine with.
-wait_cache_full() {
+# wait_cache ADMIN_PORT LINKS: waits (at most 5 minutes) until the couchlink whose admin listener
+# is on ADMIN_PORT holds LINKS links in its cache.
+wait_cache() {
   local entries
   for _ in $(seq 1 600); do
     entries=$(curl -fsS "http://127.0.0.1:$1/metrics" | awk '/^couchlink_cache_entries /{print $2}')
-    [ "${entries:-0}" -ge "$2" ] && break
+    [ "${entries:-0}" -ge "$2" ] && return 0
     sleep 0.5
   done
+}
+# wait_cache_full ADMIN_PORT LINKS: wait_cache, then (at most 10 more minutes) until its history
+# has caught up, as in a running installation: a fresh start's recorder first writes an entry for
+# every link, work a measured round must not share the machine with.
+wait_cache_full() {
+  wait_cache "$1" "$2"
   for _ in $(seq 1 1200); do
     curl -fsS "http://127.0.0.1:$1/healthz" 2>/dev/null | grep -q '"history":{[^}]*"status":"catching up"' || return 0
     sleep 0.5
