@@ -86,15 +86,20 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
 }
 
 /// With its account refused, the proxy answers unknown links 503 and known ones as before, and
-/// says so once: what it said.
+/// says so once: what it said. (Its history recorder, refused too, says once that history waits:
+/// a line of its own, which CouchDB 3.5 answers in time to be seen here and pouchdb-server
+/// often not.)
 async fn refused_yet_serving(proxy: &ServeProcess) -> Vec<String> {
     let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
     assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
     assert_eq!(status(proxy.get("/Unkn2").await), 503);
     assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
     let said = proxy.said_once_there("refused the account").await;
-    assert_eq!(said.len(), 1, "said once: {said:?}");
-    said
+    let (serving, history): (Vec<String>, Vec<String>) =
+        said.into_iter().partition(|line| line.contains("links already in memory are still served"));
+    assert_eq!(serving.len(), 1, "said once: {serving:?}");
+    assert!(history.len() <= 1 && history.iter().all(|l| l.contains("history not recorded for now")), "{history:?}");
+    serving
 }
 
 #[tokio::test]
