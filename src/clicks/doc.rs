@@ -109,16 +109,16 @@ pub fn documents(
         });
         // `"ID":{...},`
         let size = |link: &Value| id.as_str().len() + 4 + json_len(link);
-        let versions = || c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
         if !c.versions.is_empty() {
-            link["versions"] = versions();
+            link["versions"] = c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
         }
         if c.redirects > 0 {
             link["by"] = c.by.to_json(&c.versions, c.redirects);
         }
         // Measured once when it fits (nearly always: a link's counts are a few hundred bytes);
         // else its versions, then its breakdowns, are folded as each needs to be.
-        if size(&link) > room {
+        let mut measured = size(&link);
+        if measured > room {
             if let Some(map) = link.as_object_mut() {
                 map.remove("by");
             }
@@ -140,22 +140,21 @@ pub fn documents(
                     link["by"] = folded.into();
                 }
             }
+            measured = size(&link);
         }
-        let size = size(&link);
         let current = parts.last().expect("one part at least");
-        if !current.is_empty() && (current.len() == LINKS_PER_DOC || used + size > room) {
+        if !current.is_empty() && (current.len() == LINKS_PER_DOC || used + measured > room) {
             parts.push(Map::new());
             used = 0;
         }
-        used += size;
+        used += measured;
         parts.last_mut().expect("one part at least").insert(id.to_string(), link);
     }
     parts.into_iter().enumerate().map(|(part, links)| document(part, links)).collect()
 }
 
 /// The length of `value` as JSON text, counted without building the text (an interval's
-/// documents are sized link by link: at tens of thousands of links a minute, building each
-/// text to measure it cost more than the rest of the writing).
+/// documents are sized link by link, and a text built only to be measured is thrown away).
 pub fn json_len(value: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
