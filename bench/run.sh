@@ -8,8 +8,9 @@
 # Measures: throughput and latency of cached redirects over random IDs (couchlink vs an nginx
 # `return 302` with a Set-Cookie and an access log) with 64 connections, with 1000, and with 16
 # requests pipelined per connection, in interleaved rounds (couchlink, nginx, nginx, couchlink,
-# ...), each row's median and spread, with CPU, context switches and epoll_wait calls per request; the CPU per request of links with five rules each against
-# plain links (both asked for as real browsers); cold-miss throughput (couchlink vs CouchDB's
+# ...), each row's median and spread, with CPU, context switches and epoll_wait calls per
+# request; the CPU per request of links with five rules each against plain links (both asked for
+# as real browsers); cold-miss throughput (couchlink vs CouchDB's
 # own doc GETs, interleaved rounds on fresh IDs), the cost of COUCHLINK_LOG_SYNC=true (the same couchlink with
 # and without it, interleaved), edit-to-served latency over 200 edits, RSS per cached link, and whether the
 # access log holds exactly one line per response.
