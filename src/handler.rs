@@ -217,6 +217,14 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
     let cookie = tracked.then(|| received.unwrap_or_else(|| TrackingId::generate(now)));
     let client = app.settings.trusted_proxies.client_ip(peer.ip(), headers.all(app.settings.trusted_proxies.header()));
     let logged_ip = app.settings.logged_ip(client);
+    // Read at most once per request, for the link's rules and the live counts alike: its
+    // User-Agent, its address's country.
+    let visitor = Visitor::new(headers.field(Field::UserAgent), headers.field(Field::AcceptLanguage)).with_request(
+        request.query,
+        Some(logged_ip),
+        cookie.as_ref().map(|tid| &tid.as_bytes()[..]),
+        app.settings.geoip.as_deref(),
+    );
     let mut outcome = if request.has_body {
         // Nothing here reads a body; the connection closes after this answer.
         Outcome::NotImplemented
@@ -225,13 +233,6 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
             "GET" | "HEAD" => match &site.store {
                 Some(store) => {
                     let invited = if wants_json(headers) { invitation(store, request.path, now).await } else { None };
-                    let visitor = Visitor::new(headers.field(Field::UserAgent), headers.field(Field::AcceptLanguage))
-                        .with_request(
-                            request.query,
-                            Some(logged_ip),
-                            cookie.as_ref().map(|tid| &tid.as_bytes()[..]),
-                            app.settings.geoip.as_deref(),
-                        );
                     match invited {
                         Some(outcome) => outcome,
                         None => {
@@ -283,7 +284,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         let seen;
         tally.record(match &counted {
             Counted::Redirect(id, decided) => {
-                seen = self::seen(app, headers, request, reply.location.as_ref(), logged_ip, decided.as_ref());
+                seen = self::seen(&visitor, headers, request, reply.location.as_ref(), decided.as_ref());
                 Click::Redirect {
                     id: *id,
                     // A version is what the link decided, never the visitor's own path or query.
@@ -306,19 +307,18 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
 }
 
 /// What a redirect's request says for the live counts' breakdowns, each read by the reading the
-/// report uses: the User-Agent by the thread's memory the bot check just filled, the campaign
-/// from the request's target, else the `Location` sent (as logged).
+/// report uses: the User-Agent and the country as the link's rules read them (once per
+/// request), the campaign from the request's target, else the `Location` sent (as logged).
 fn seen<'a>(
-    app: &'a App,
+    visitor: &Visitor<'a>,
     headers: &Headers<'a>,
     request: &Request<'a>,
     location: Option<&'a Location>,
-    logged_ip: IpAddr,
     decided: Option<&Target>,
 ) -> Seen<'a> {
     Seen {
-        country: app.settings.geoip.as_deref().map(|db| db.counted(logged_ip)),
-        client: crate::visitor::Client::of(headers.field(Field::UserAgent)),
+        country: visitor.counted_country(),
+        client: visitor.client_at_last(),
         referrer: headers.field(Field::Referer).map(|r| crate::visitor::referrer::host(Some(r))),
         campaign: Seen::campaign_of(request.target.as_bytes(), request.query, location.map(|l| l.as_str().as_bytes())),
         // The rule and variant: the decided target's, or on the plain path the `Location`'s.
@@ -403,9 +403,9 @@ impl AsRef<str> for Location {
 /// The links the proxy may follow at request time: valid IDs of existing documents, each
 /// standing for where it sends this visitor while it works (its `url`, or the first of its
 /// `targets` that matches) and for its fallback (or the server's) while not.
-struct LiveLinks<'a> {
+struct LiveLinks<'a, 'v> {
     store: &'a LinkStore,
-    asked: Asked<'a>,
+    asked: Asked<'a, 'v>,
     now: OffsetDateTime,
     /// A link's `targets` were consulted: the answer varies with the visitor.
     varied: AtomicBool,
@@ -431,13 +431,13 @@ enum Target {
 /// What a link's rules are asked with: the visitor, and the settings and counters a country
 /// condition needs.
 #[derive(Clone, Copy)]
-struct Asked<'a> {
+struct Asked<'a, 'v> {
     settings: &'a Settings,
     metrics: &'a Metrics,
-    visitor: &'a Visitor<'a>,
+    visitor: &'a Visitor<'v>,
 }
 
-impl Asked<'_> {
+impl Asked<'_, '_> {
     /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant; a
     /// country asked without a GeoIP database is said and counted.
     fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
@@ -459,7 +459,7 @@ impl Asked<'_> {
     }
 }
 
-impl LiveLinks<'_> {
+impl LiveLinks<'_, '_> {
     /// Where `link` (`id`'s) sends this visitor now, `None` for a 404; what its rules were
     /// asked is noted for `Vary`.
     fn target(&self, id: LinkId, link: &Arc<Link>) -> Option<Target> {
@@ -524,7 +524,7 @@ impl AsRef<str> for Target {
     }
 }
 
-impl Ruleset for LiveLinks<'_> {
+impl Ruleset for LiveLinks<'_, '_> {
     type Value = Target;
     type Error = Unavailable;
 
@@ -543,7 +543,13 @@ impl Ruleset for LiveLinks<'_> {
 
 /// Resolves a request path (the shortlink resolution draft, see [`crate::resolve`]) to a
 /// redirect, a 404, or a 503.
-async fn locate(store: &LinkStore, asked: Asked<'_>, path: &str, query: Option<&str>, now: OffsetDateTime) -> Outcome {
+async fn locate(
+    store: &LinkStore,
+    asked: Asked<'_, '_>,
+    path: &str,
+    query: Option<&str>,
+    now: OffsetDateTime,
+) -> Outcome {
     // The resolution looks up the path and each of its prefixes, and only an ID (five letters
     // and digits, no `/`) is ever found: a path whose first segment is none is a 404 without
     // one.

@@ -122,16 +122,4 @@ impl GeoIp {
         let found = self.reader.lookup(ip).map_err(damaged)?;
         found.decode_path(&maxminddb::path!["country", "iso_code"]).map_err(damaged)
     }
-
-    /// [`GeoIp::country`] as the live counts count it: [`NO_COUNTRY`] for an address the
-    /// database does not place (or whose lookup fails), as the report says of one.
-    pub fn counted(&self, ip: IpAddr) -> &str {
-        self.country(ip).ok().flatten().unwrap_or(NO_COUNTRY)
-    }
-
-    /// [`GeoIp::country`] as a rule compares it: an address the database does not place, or
-    /// places under no code, or whose lookup fails, is in no country.
-    pub fn country_code(&self, ip: IpAddr) -> Option<Country> {
-        self.country(ip).ok().flatten().and_then(Country::parse)
-    }
 }

@@ -315,7 +315,9 @@ pub struct Visitor<'a> {
     geoip: Option<&'a geoip::GeoIp>,
     client: OnceLock<Client>,
     language: OnceLock<Option<language::Language>>,
-    country: OnceLock<Option<geoip::Country>>,
+    /// What the database says of its address, as it says it: looked up once for the rules and
+    /// the live counts alike.
+    place: OnceLock<Option<&'a str>>,
 }
 
 impl<'a> Visitor<'a> {
@@ -330,7 +332,7 @@ impl<'a> Visitor<'a> {
             geoip: None,
             client: Default::default(),
             language: Default::default(),
-            country: Default::default(),
+            place: Default::default(),
         }
     }
 
@@ -349,7 +351,24 @@ impl<'a> Visitor<'a> {
 
     /// The country its address is in: none without a database, an address, or a place for it.
     pub fn country(&self) -> Option<geoip::Country> {
-        *self.country.get_or_init(|| self.geoip.zip(self.address).and_then(|(db, ip)| db.country_code(ip)))
+        self.place().and_then(geoip::Country::parse)
+    }
+
+    /// Its country as the live counts count it: `None` without a database,
+    /// [`geoip::NO_COUNTRY`] for an address it does not place (or whose lookup fails), as the
+    /// report says of one. Asked last, after the rules: looked up again only if they did not.
+    pub fn counted_country(&self) -> Option<&'a str> {
+        let db = self.geoip?;
+        let place = match self.place.get() {
+            Some(place) => *place,
+            None => self.address.and_then(|ip| db.country(ip).ok().flatten()),
+        };
+        Some(place.unwrap_or(geoip::NO_COUNTRY))
+    }
+
+    /// The database's code for its address ([`geoip::GeoIp::country`]; a failed lookup is none).
+    fn place(&self) -> Option<&'a str> {
+        *self.place.get_or_init(|| self.geoip.zip(self.address).and_then(|(db, ip)| db.country(ip).ok().flatten()))
     }
 
     /// Whether its query has parameter `name` (form-decoded, as `URLSearchParams` reads it)
@@ -372,6 +391,15 @@ impl<'a> Visitor<'a> {
     /// What its `User-Agent` says.
     pub fn client(&self) -> Client {
         *self.client.get_or_init(|| Client::of(self.user_agent))
+    }
+
+    /// [`Visitor::client`], asked last, after the rules: read again only if they did not (and
+    /// then not kept: keeping it is what costs, a hundred instructions, on the plain path).
+    pub fn client_at_last(&self) -> Client {
+        match self.client.get() {
+            Some(client) => *client,
+            None => Client::of(self.user_agent),
+        }
     }
 
     /// Its most preferred language.
