@@ -956,7 +956,18 @@ async fn serve_redirects(
         let connections = Connections::new(worker.clone(), limits.header_timeout);
         accept::run_connections(listener, connections, limits.clone(), ending, drain)
     });
-    futures_util::future::join_all(loops).await;
+    // This thread's live counts, handed over when the writer asks, and once more at the end.
+    let tallies: Vec<Tally> = worker.app.sites.iter().filter_map(|site| site.clicks.as_deref().cloned()).collect();
+    let handing_over = async {
+        futures_util::future::join_all(tallies.iter().cloned().map(Tally::hand_over_when_asked)).await;
+        // None to hand over (no counting): serving alone decides when this thread ends.
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = futures_util::future::join_all(loops) => {}
+        () = handing_over => {}
+    }
+    tallies.iter().for_each(Tally::hand_over);
 }
 
 /// `sockets` dealt out to `workers` serving threads, round-robin; a thread left without one

@@ -2,17 +2,19 @@
 //! memory and written to the links database's clicks database once per interval, where a view
 //! with CouchDB's built-in `_sum` adds up every proxy.
 //!
-//! - [`Tally`]: the counting itself, on the redirect path: one part per serving thread, so
-//!   that counting takes no lock another thread holds.
+//! - [`Tally`]: the counting itself, on the redirect path: each thread counts in its own
+//!   memory, with no lock, and hands its counts over once an interval.
 //! - [`by`]: what a link's redirects are broken down by (country, device, campaign, ...).
 //! - [`doc`]: the documents an interval's counts become, and the clicks database's design.
 //! - [`writer`]: the task that takes the tally every interval and writes it, keeping what
 //!   CouchDB could not take (up to a bound) for later.
 //! - [`rollup`]: old intervals rolled up into daily documents, by an admin.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
 
 use crate::domain::LinkId;
 
@@ -228,53 +230,107 @@ impl Counts {
     }
 }
 
-/// Parts of a tally: serving threads beyond this share them.
-const PARTS: usize = 16;
-
-/// One serving thread's counts, on a cache line of its own (no other thread's counting writes
-/// near it).
-#[repr(align(128))]
-#[derive(Default)]
-struct Part(Mutex<Counts>);
-
-/// The counts of one links database since they were last taken, kept per serving thread.
+/// The counts of one links database since they were last taken.
+///
+/// Each thread counts in a memory of its own ([`HELD`]): a request's count takes no lock and
+/// touches no line another thread writes. A thread hands its counts over when asked
+/// ([`Tally::ask`], once an interval: a serving thread's [`Tally::hand_over_when_asked`]
+/// task wakes for it), when it ends, and, for the thread that takes them, at [`Tally::take`].
+#[derive(Clone, Default)]
 pub struct Tally {
-    parts: Box<[Part]>,
+    shared: Arc<Shared>,
 }
 
-impl Default for Tally {
-    fn default() -> Self {
-        Tally { parts: (0..PARTS).map(|_| Part::default()).collect() }
+#[derive(Default)]
+struct Shared {
+    /// What threads handed over since the last take.
+    handed: Mutex<Counts>,
+    /// How many times the counts were asked for: a serving thread's task hands over at each.
+    asked: watch::Sender<u64>,
+}
+
+/// One thread's counts of one tally, not handed over yet.
+struct Held {
+    shared: Arc<Shared>,
+    counts: Counts,
+}
+
+impl Held {
+    fn hand_over(&mut self) {
+        if self.counts.is_empty() {
+            return;
+        }
+        let counts = std::mem::take(&mut self.counts);
+        let mut handed = self.shared.handed.lock().unwrap_or_else(|e| e.into_inner());
+        if handed.is_empty() {
+            *handed = counts;
+        } else {
+            handed.merge(counts);
+        }
     }
 }
 
-/// Numbers threads as they first count, so that each takes a part of its own.
-static THREADS: AtomicUsize = AtomicUsize::new(0);
+impl Drop for Held {
+    /// A thread that ends hands over what it counted: nothing counted is lost with it.
+    fn drop(&mut self) {
+        self.hand_over();
+    }
+}
 
 thread_local! {
-    static THREAD: usize = THREADS.fetch_add(1, Ordering::Relaxed);
+    /// This thread's counts, per tally (a proxy has one per links database: a handful).
+    static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Tally {
-    /// Counts one response, in this thread's part (whose lock only [`Tally::take`] ever
-    /// contends, once an interval).
+    /// Counts one response, in this thread's own counts.
     pub fn record(&self, click: Click<'_>) {
-        let part = THREAD.with(|n| *n) % self.parts.len();
-        self.parts[part].0.lock().expect("tally lock").add(click);
+        HELD.with_borrow_mut(|held| {
+            let at = match held.iter().position(|h| Arc::ptr_eq(&h.shared, &self.shared)) {
+                Some(at) => at,
+                None => {
+                    held.push(Held { shared: self.shared.clone(), counts: Counts::default() });
+                    held.len() - 1
+                }
+            };
+            held[at].counts.add(click);
+        });
     }
 
-    /// Everything counted since the last call, leaving the tally empty.
-    pub fn take(&self) -> Counts {
-        let mut all = Counts::default();
-        for part in self.parts.iter() {
-            let counts = std::mem::take(&mut *part.0.lock().expect("tally lock"));
-            if all.is_empty() {
-                all = counts;
-            } else {
-                all.merge(counts);
+    /// Asks every serving thread to hand its counts over ([`Tally::hand_over_when_asked`]);
+    /// they do within a few milliseconds, busy or idle. What a thread hands over late is taken
+    /// by the next [`Tally::take`]: never lost, never counted twice.
+    pub fn ask(&self) {
+        self.shared.asked.send_modify(|n| *n += 1);
+    }
+
+    /// Hands this thread's counts over.
+    pub fn hand_over(&self) {
+        HELD.with_borrow_mut(|held| {
+            if let Some(h) = held.iter_mut().find(|h| Arc::ptr_eq(&h.shared, &self.shared)) {
+                h.hand_over();
+            }
+        });
+    }
+
+    /// Hands this thread's counts over each time they are asked for. Run by each serving
+    /// thread, as a task of its own (the thread it runs on is the one whose counts it hands
+    /// over); it never ends by itself.
+    pub fn hand_over_when_asked(self) -> impl std::future::Future<Output = ()> {
+        // Asked from now on, before the task first runs.
+        let mut asked = self.shared.asked.subscribe();
+        async move {
+            while asked.changed().await.is_ok() {
+                self.hand_over();
             }
         }
-        all
+    }
+
+    /// Everything handed over since the last call and this thread's own counts, leaving them
+    /// empty.
+    pub fn take(&self) -> Counts {
+        self.hand_over();
+        std::mem::take(&mut *self.shared.handed.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -330,6 +386,43 @@ mod tests {
         taken.merge(tally.take());
         assert_eq!(taken.links[&id("H83if")].redirects, 20_000);
         assert_eq!(taken.links[&id("H83if")].versions.iter().collect::<Vec<_>>(), [("https://a.example/", 20_000)]);
+    }
+
+    #[test]
+    fn a_thread_that_goes_on_serving_hands_its_counts_over_when_asked() {
+        let tally = Tally::default();
+        let (done, until) = tokio::sync::oneshot::channel::<()>();
+        let (counted, is_counted) = std::sync::mpsc::channel();
+        let serving = {
+            let tally = tally.clone();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                runtime.block_on(async move {
+                    let handing_over = tally.clone().hand_over_when_asked();
+                    for _ in 0..5 {
+                        tally.record(redirect("H83if", "https://a.example/", false, false));
+                    }
+                    counted.send(()).unwrap();
+                    tokio::select! {
+                        _ = handing_over => unreachable!("it never ends by itself"),
+                        _ = until => {}
+                    }
+                });
+            })
+        };
+        is_counted.recv().unwrap();
+        assert!(tally.take().is_empty(), "not handed over before it is asked for");
+        tally.ask();
+        let began = std::time::Instant::now();
+        let mut taken = tally.take();
+        while taken.is_empty() && began.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            taken = tally.take();
+        }
+        assert_eq!(taken.links[&id("H83if")].redirects, 5, "handed over while the thread goes on");
+        done.send(()).unwrap();
+        serving.join().unwrap();
+        assert!(tally.take().is_empty(), "nothing handed over twice");
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
 /// Seconds per interval unless configured (`COUCHLINK_CLICKS_INTERVAL_SECS`).
 pub const DEFAULT_INTERVAL_SECS: u32 = 60;
 
+/// How long the serving threads are given to hand their counts over at the end of an interval
+/// (each does within a few milliseconds; what comes later is taken with the next interval).
+const HAND_OVER: Duration = Duration::from_millis(50);
+
 /// How long a stop waits for CouchDB to take what is left.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -128,6 +132,9 @@ impl ClicksWriter {
                 _ = tokio::time::sleep(wait) => false,
                 _ = stop.wait_for(|stop| *stop) => true,
             };
+            // The serving threads hand over what they counted, then it is taken.
+            self.tally.ask();
+            tokio::time::sleep(HAND_OVER).await;
             self.close_interval(start, &mut queue, bound);
             if stopping {
                 let written = tokio::time::timeout(STOP_TIMEOUT, self.write(&mut queue)).await;

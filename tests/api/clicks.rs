@@ -377,6 +377,53 @@ async fn two_proxies_are_summed_and_an_idle_proxy_writes_nothing() {
 }
 
 #[tokio::test]
+async fn every_serving_thread_hands_its_counts_over_each_interval_while_it_goes_on_serving() {
+    let db = counted_db().await;
+    db.put_link("Thrd1", json!({"url": "https://example.com/threads"})).await;
+    // Two serving threads, each counting in its own memory with no lock: the writer asks each
+    // for its counts at every interval.
+    let mut app = spawn_app_on(db, |c| {
+        c.workers = 2;
+        c.clicks = Some(counting("proxy-a", 1));
+    })
+    .await;
+    let accepted = |metrics: &str, worker: usize| -> f64 {
+        let sample = format!("couchlink_connections_accepted_total{{worker=\"{worker}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(&sample)).map_or(0.0, |n| n.parse().unwrap())
+    };
+    // A connection per request, until both threads have served some (the kernel deals them).
+    let mut sent = 0;
+    loop {
+        let response = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(format!("{}/Thrd1", app.base))
+            .header("Connection", "close")
+            .header("User-Agent", BROWSER)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 302);
+        sent += 1;
+        let metrics = app.admin_get("/metrics").await.text().await.unwrap();
+        if sent >= 10 && accepted(&metrics, 0) > 0.0 && accepted(&metrics, 1) > 0.0 {
+            break;
+        }
+        assert!(sent < 400, "one thread took every connection: {metrics}");
+    }
+    // Written while the proxy goes on serving (not at its stop): each thread handed over.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while totals(&app.db, "Thrd1").await[0] < sent {
+        assert!(Instant::now() < deadline, "{sent} sent, counted {:?}", totals(&app.db, "Thrd1").await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(app.metric("couchlink_clicks_documents_written_total").await >= 1.0);
+    app.stop().await.unwrap();
+    assert_eq!(totals(&app.db, "Thrd1").await[0], sent, "each count once");
+}
+
+#[tokio::test]
 async fn only_proxies_write_counts_and_the_links_readers_and_editors_read_them() {
     let db = counted_db().await;
     let doc = json!({"_id": "2026-11-26T15:31:00Z/test/00ff/0", "type": "clicks", "proxy": "test", "run": "00ff",
