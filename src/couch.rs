@@ -1058,6 +1058,22 @@ impl CouchClient {
         }
     }
 
+    /// [`CouchClient::create_doc_raw`] of a document already written as JSON text.
+    pub async fn create_doc_text(&self, id: &str, json: String) -> Result<Created, CouchError> {
+        let url = self.in_db(&segment(id));
+        let request = self.request(&self.http, Method::PUT, &url).header("Content-Type", "application/json").body(json);
+        let response = self.send(request).await?;
+        if response.status().is_success() {
+            return Ok(Created::Stored(
+                Self::json::<Revision>(response, &url).await.map(|r| r.rev).unwrap_or_default(),
+            ));
+        }
+        match self.refused(response).await {
+            CouchError::Refused { status: 409, .. } => Ok(Created::Conflict),
+            e => Err(e),
+        }
+    }
+
     /// The rows of view `view` of design document `design`, reduced and grouped as `query`
     /// says: each row's key and value. A design document or view that does not exist is a 404
     /// [`CouchError::Refused`].

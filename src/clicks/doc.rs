@@ -3,11 +3,12 @@
 //! it counts (so that writing it again is a conflict, never a second count); and the design
 //! document whose views add them up with CouchDB's built-in `_sum`.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::Counts;
 use crate::design::function;
+use crate::domain::LinkId;
 
 /// Links per document, at most: a document stays a few tens of kilobytes however busy the
 /// interval (a link with a few versions is about 200 bytes of JSON).
@@ -63,112 +64,189 @@ impl Writer {
     }
 }
 
+/// One document of an interval's counts, as the JSON text written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// Its `_id`.
+    pub id: String,
+    /// The whole document.
+    pub json: String,
+    /// The responses it counts (what losing it loses).
+    pub responses: u64,
+}
+
+impl Document {
+    /// The document as a JSON value (for the roll-up, which adds to it, and for tests).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&self.json).expect("a document's text is JSON")
+    }
+}
+
+/// How much of a link's counts a document keeps by name: all, or, for a link whose counts alone
+/// pass the bound, its versions and then its breakdowns each as one number.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Folded {
+    Nothing,
+    Versions,
+    VersionsAndBreakdowns,
+}
+
+/// Appends `"text"`, escaped as JSON.
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(&mut *out, text).expect("a string serialises");
+}
+
+/// Appends `n`.
+fn push_number(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `{"value":n,...}`.
+fn push_counts<'a>(out: &mut Vec<u8>, values: impl IntoIterator<Item = (&'a str, u64)>) {
+    out.push(b'{');
+    for (k, (value, n)) in values.into_iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        push_str(out, value);
+        out.push(b':');
+        push_number(out, n);
+    }
+    out.push(b'}');
+}
+
+/// Appends `"ID":{...}`: one link's counts, as much of them by name as `folded` says.
+fn push_link(out: &mut Vec<u8>, id: &LinkId, c: &super::LinkCounts, folded: Folded) {
+    push_str(out, id.as_str());
+    out.extend_from_slice(b":{\"redirects\":");
+    push_number(out, c.redirects);
+    out.extend_from_slice(b",\"bot_redirects\":");
+    push_number(out, c.bot_redirects);
+    out.extend_from_slice(b",\"new_visitors\":");
+    push_number(out, c.new_visitors);
+    out.extend_from_slice(b",\"not_found\":");
+    push_number(out, c.not_found);
+    if !c.versions.is_empty() {
+        out.extend_from_slice(b",\"versions\":");
+        if folded >= Folded::Versions {
+            push_counts(out, [(super::OTHER_VERSIONS, c.versions.iter().map(|(_, n)| n).sum())]);
+        } else {
+            push_counts(out, c.versions.iter());
+        }
+    }
+    if c.redirects > 0 {
+        out.extend_from_slice(b",\"by\":{");
+        let mut first = true;
+        for d in super::by::Dimension::ALL {
+            let values = c.by.values(d, &c.versions, c.redirects);
+            if values.is_empty() {
+                continue;
+            }
+            if !std::mem::take(&mut first) {
+                out.push(b',');
+            }
+            push_str(out, d.name());
+            out.push(b':');
+            if folded == Folded::VersionsAndBreakdowns {
+                // Each breakdown as one number under `(other)`: totals stay exact.
+                push_counts(out, [(super::OTHER_VERSIONS, values.iter().map(|(_, n)| n).sum())]);
+            } else {
+                push_counts(out, values.iter().map(|(v, n)| (v.as_str(), *n)));
+            }
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
+}
+
 /// The documents of the interval that started at `start` and lasted `seconds`: none when
 /// nothing was counted, else as few as hold every link at [`LINKS_PER_DOC`] links and
 /// `max_bytes` bytes of JSON each at most (the links in ID order, so that a retry after a
 /// crash-free failure writes the same documents). A link whose versions alone pass the bound
 /// keeps its redirects under [`super::OTHER_VERSIONS`]: every number stays exact.
+///
+/// Written as text straight from the counts: an interval of 20,000 links was tens of MB of
+/// `serde_json` values built and freed, most of its cost the kernel zeroing their fresh pages
+/// (docs/benchmarks.md, "Wake-ups").
 pub fn documents(
     writer: &Writer,
     start: OffsetDateTime,
     seconds: u32,
     counts: &Counts,
     max_bytes: usize,
-) -> Vec<Value> {
+) -> Vec<Document> {
     if counts.is_empty() {
         return Vec::new();
     }
     let start = rfc3339_second(start);
     let mut links: Vec<_> = counts.links.iter().collect();
     links.sort_unstable_by_key(|(id, _)| **id);
-    let document = |part: usize, links: Map<String, Value>| {
-        json!({
-            "_id": format!("{start}/{}/{}/{part}", writer.proxy, writer.run),
-            "type": "clicks",
-            "proxy": writer.proxy,
-            "run": writer.run,
-            "start": start,
-            "seconds": seconds,
-            "part": part,
-            "links": links,
-            // The total of the strangers' guesses goes with the first part only.
-            "unknown_not_found": if part == 0 { counts.unknown_not_found } else { 0 },
-        })
+    let id_of = |part: usize| format!("{start}/{}/{}/{part}", writer.proxy, writer.run);
+    // `{"_id":...,"links":{` and, after the links, `},"unknown_not_found":N}`.
+    let head = |part: usize| {
+        let mut out = Vec::new();
+        out.extend_from_slice(b"{\"_id\":");
+        push_str(&mut out, &id_of(part));
+        out.extend_from_slice(b",\"type\":\"clicks\",\"proxy\":");
+        push_str(&mut out, &writer.proxy);
+        out.extend_from_slice(b",\"run\":");
+        push_str(&mut out, &writer.run);
+        out.extend_from_slice(b",\"start\":");
+        push_str(&mut out, &start);
+        out.extend_from_slice(b",\"seconds\":");
+        push_number(&mut out, seconds);
+        out.extend_from_slice(b",\"part\":");
+        push_number(&mut out, part);
+        out.extend_from_slice(b",\"links\":{");
+        out
+    };
+    let tail = |out: &mut Vec<u8>, part: usize| {
+        // The total of the strangers' guesses goes with the first part only.
+        out.extend_from_slice(b"},\"unknown_not_found\":");
+        push_number(out, if part == 0 { counts.unknown_not_found } else { 0 });
+        out.push(b'}');
     };
     // What a document holds besides its links, the largest part number and total included.
-    let frame = json_len(&document(usize::MAX, Map::new())) + 24;
+    let frame = {
+        let mut out = head(usize::MAX);
+        out.extend_from_slice(b"},\"unknown_not_found\":");
+        push_number(&mut out, u64::MAX);
+        out.len() + 2
+    };
     let room = max_bytes.saturating_sub(frame);
-    let mut parts = vec![Map::new()];
-    let mut used = 0;
+    let mut docs = Vec::new();
+    let (mut out, mut in_part, mut used, mut responses) = (head(0), 0, 0, counts.unknown_not_found);
+    let mut link = Vec::new();
     for (id, c) in links {
-        let mut link = json!({
-            "redirects": c.redirects,
-            "bot_redirects": c.bot_redirects,
-            "new_visitors": c.new_visitors,
-            "not_found": c.not_found,
-        });
-        // `"ID":{...},`
-        let size = |link: &Value| id.as_str().len() + 4 + json_len(link);
-        if !c.versions.is_empty() {
-            link["versions"] = c.versions.iter().map(|(l, n)| (l.to_owned(), json!(n))).collect::<Map<_, _>>().into();
-        }
-        if c.redirects > 0 {
-            link["by"] = c.by.to_json(&c.versions, c.redirects);
-        }
-        // Measured once when it fits (nearly always: a link's counts are a few hundred bytes);
+        // Written whole when it fits (nearly always: a link's counts are a few hundred bytes);
         // else its versions, then its breakdowns, are folded as each needs to be.
-        let mut measured = size(&link);
-        if measured > room {
-            if let Some(map) = link.as_object_mut() {
-                map.remove("by");
+        for folded in [Folded::Nothing, Folded::Versions, Folded::VersionsAndBreakdowns] {
+            link.clear();
+            push_link(&mut link, id, c, folded);
+            if link.len() < room {
+                break;
             }
-            if !c.versions.is_empty() && size(&link) > room {
-                let all: u64 = c.versions.iter().map(|(_, n)| n).sum();
-                link["versions"] = json!({ super::OTHER_VERSIONS: all });
-            }
-            if c.redirects > 0 {
-                link["by"] = c.by.to_json(&c.versions, c.redirects);
-                if size(&link) > room {
-                    // Each breakdown as one number under `(other)`: totals stay exact.
-                    let folded: Map<String, Value> = super::by::Dimension::ALL
-                        .into_iter()
-                        .filter_map(|d| {
-                            let all: u64 = c.by.values(d, &c.versions, c.redirects).iter().map(|(_, n)| n).sum();
-                            (all > 0).then(|| (d.name().to_owned(), json!({ super::OTHER_VERSIONS: all })))
-                        })
-                        .collect();
-                    link["by"] = folded.into();
-                }
-            }
-            measured = size(&link);
         }
-        let current = parts.last().expect("one part at least");
-        if !current.is_empty() && (current.len() == LINKS_PER_DOC || used + measured > room) {
-            parts.push(Map::new());
-            used = 0;
+        // `"ID":{...},`
+        let size = link.len() + 1;
+        if in_part > 0 && (in_part == LINKS_PER_DOC || used + size > room) {
+            let part = docs.len();
+            tail(&mut out, part);
+            docs.push(Document { id: id_of(part), json: String::from_utf8(out).expect("JSON text"), responses });
+            (out, in_part, used, responses) = (head(part + 1), 0, 0, 0);
         }
-        used += measured;
-        parts.last_mut().expect("one part at least").insert(id.to_string(), link);
+        if in_part > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&link);
+        in_part += 1;
+        used += size;
+        responses += c.redirects + c.not_found;
     }
-    parts.into_iter().enumerate().map(|(part, links)| document(part, links)).collect()
-}
-
-/// The length of `value` as JSON text, counted without building the text (an interval's
-/// documents are sized link by link, and a text built only to be measured is thrown away).
-pub fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).expect("a JSON value serialises");
-    count.0
+    let part = docs.len();
+    tail(&mut out, part);
+    docs.push(Document { id: id_of(part), json: String::from_utf8(out).expect("JSON text"), responses });
+    docs
 }
 
 /// `time` to the second, as `2026-11-26T15:31:00Z`.
@@ -213,6 +291,24 @@ mod tests {
     use time::macros::datetime;
 
     const BOUND: usize = DEFAULT_MAX_DOCUMENT_SIZE as usize / 2;
+
+    /// [`documents`] as JSON values, each document's text checked: within `max_bytes`, JSON,
+    /// its ID and the responses it says it counts those of its value.
+    fn written(writer: &Writer, start: OffsetDateTime, seconds: u32, counts: &Counts, max_bytes: usize) -> Vec<Value> {
+        let docs = documents(writer, start, seconds, counts, max_bytes);
+        docs.iter()
+            .map(|doc| {
+                assert!(doc.json.len() <= max_bytes, "{} bytes over {max_bytes}", doc.json.len());
+                let value = doc.to_value();
+                assert_eq!(value["_id"], doc.id);
+                let counted = |c: &Value| c["redirects"].as_u64().unwrap() + c["not_found"].as_u64().unwrap();
+                let links = value["links"].as_object().unwrap();
+                let responses = value["unknown_not_found"].as_u64().unwrap() + links.values().map(counted).sum::<u64>();
+                assert_eq!(doc.responses, responses);
+                value
+            })
+            .collect()
+    }
 
     fn writer() -> Writer {
         Writer { proxy: "web-1".into(), run: "00000000000000ff".into() }
@@ -261,7 +357,7 @@ mod tests {
         }
         let counts = tally.take();
         for bound in [size_bound(1 << 20), size_bound(64 << 10), size_bound(0)] {
-            let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &counts, bound);
+            let docs = written(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &counts, bound);
             assert!(docs.iter().all(|d| d.to_string().len() <= bound), "{bound}");
             assert!(docs.iter().enumerate().all(|(n, d)| d["part"] == n));
             let (links, unknown) = totals(&docs);
@@ -290,7 +386,7 @@ mod tests {
                 tally.record(Click::Unknown);
             }
             let bound = bound_kb << 10;
-            let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), bound);
+            let docs = written(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), bound);
             proptest::prop_assert_eq!(docs.is_empty(), clicks.is_empty() && unknown == 0);
             for doc in &docs {
                 proptest::prop_assert!(doc.to_string().len() <= bound);
@@ -318,7 +414,7 @@ mod tests {
             seen: &crate::clicks::by::Seen::NOTHING,
         });
         tally.record(Click::Unknown);
-        let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
+        let docs = written(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
         assert_eq!(
             docs,
             [json!({
@@ -333,7 +429,7 @@ mod tests {
                 "unknown_not_found": 1,
             })]
         );
-        assert!(documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &Counts::default(), BOUND).is_empty());
+        assert!(written(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &Counts::default(), BOUND).is_empty());
     }
 
     #[test]
@@ -344,7 +440,7 @@ mod tests {
             tally.record(Click::NotFound(*id));
         }
         tally.record(Click::Unknown);
-        let docs = documents(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
+        let docs = written(&writer(), datetime!(2026-11-26 15:31:00 UTC), 60, &tally.take(), BOUND);
         let distinct: std::collections::HashSet<_> = ids.iter().collect();
         assert_eq!(docs.len(), distinct.len().div_ceil(LINKS_PER_DOC));
         let in_docs: usize = docs.iter().map(|d| d["links"].as_object().unwrap().len()).sum();

@@ -109,7 +109,8 @@ pub async fn roll_up_day(clicks: &CouchClient, day: &str) -> Result<RolledDay, R
         // The list of what it includes goes with the first part: room is left for it.
         let max = clicks.max_document_size().await.unwrap_or(super::doc::DEFAULT_MAX_DOCUMENT_SIZE);
         let bound = super::doc::size_bound(max).saturating_sub(json!(ids).to_string().len() + 16);
-        let mut wanted = documents(&writer, start, 86_400, &counts, bound);
+        let mut wanted: Vec<Value> =
+            documents(&writer, start, 86_400, &counts, bound).iter().map(|d| d.to_value()).collect();
         if wanted.is_empty() {
             wanted = vec![json!({"_id": format!("{day}T00:00:00Z/{ROLLUP}/{ROLLUP_RUN}/0"), "type": "clicks",
                 "proxy": ROLLUP, "run": ROLLUP_RUN, "start": format!("{day}T00:00:00Z"), "seconds": 86_400,

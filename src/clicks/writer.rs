@@ -11,11 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use super::doc::{documents, json_len, size_bound, Writer, DEFAULT_MAX_DOCUMENT_SIZE};
+use super::doc::{documents, size_bound, Document, Writer, DEFAULT_MAX_DOCUMENT_SIZE};
 use super::Tally;
 use crate::couch::{CouchClient, CouchError};
 use crate::errors::Causes;
@@ -93,28 +92,21 @@ pub struct ClicksWriter {
 /// Documents waiting for CouchDB, oldest first.
 #[derive(Default)]
 struct Queue {
-    docs: VecDeque<(Value, usize)>,
+    docs: VecDeque<Document>,
     bytes: usize,
 }
 
 impl Queue {
     /// Takes the document at `index` out of the queue.
-    fn take(&mut self, index: usize) -> (Value, usize) {
+    fn take(&mut self, index: usize) -> Document {
         let taken = self.docs.remove(index).expect("a queued document");
-        self.bytes -= taken.1;
+        self.bytes -= taken.json.len();
         taken
     }
 }
 
 /// Documents refused with `403` tried past before the refusal is taken for the account's.
 const LOOK_AHEAD: usize = 4;
-
-/// The responses a document counts (what losing it loses).
-fn responses(doc: &Value) -> u64 {
-    let links = doc["links"].as_object().into_iter().flatten();
-    let counted = |c: &Value| c["redirects"].as_u64().unwrap_or(0) + c["not_found"].as_u64().unwrap_or(0);
-    doc["unknown_not_found"].as_u64().unwrap_or(0) + links.map(|(_, c)| counted(c)).sum::<u64>()
-}
 
 impl ClicksWriter {
     /// Counts and writes until `stop` says so; then writes what is left (for at most
@@ -139,7 +131,7 @@ impl ClicksWriter {
             if stopping {
                 let written = tokio::time::timeout(STOP_TIMEOUT, self.write(&mut queue)).await;
                 if written.is_err() || !queue.docs.is_empty() {
-                    let lost: u64 = queue.docs.iter().map(|(doc, _)| responses(doc)).sum();
+                    let lost: u64 = queue.docs.iter().map(|doc| doc.responses).sum();
                     self.status.lost.fetch_add(lost, Relaxed);
                     tracing::warn!(
                         "the counts of {lost} responses could not be written to {} before the stop",
@@ -165,9 +157,9 @@ impl ClicksWriter {
     fn close_interval(&self, start: OffsetDateTime, queue: &mut Queue, bound: usize) {
         let counts = self.tally.take();
         for doc in documents(&self.writer, start, self.interval_secs, &counts, bound) {
-            let size = json_len(&doc);
+            let size = doc.json.len();
             if queue.bytes + size > self.queue_bytes {
-                let lost = responses(&doc);
+                let lost = doc.responses;
                 let before = self.status.lost.fetch_add(lost, Relaxed);
                 if before == 0 {
                     tracing::warn!(
@@ -180,7 +172,7 @@ impl ClicksWriter {
                 continue;
             }
             queue.bytes += size;
-            queue.docs.push_back((doc, size));
+            queue.docs.push_back(doc);
         }
         self.publish(queue);
     }
@@ -200,22 +192,21 @@ impl ClicksWriter {
         // it was.
         let mut held = 0;
         let mut account_refusal = None;
-        while let Some((doc, _)) = queue.docs.get(held) {
-            let id = doc["_id"].as_str().unwrap_or_default().to_owned();
-            match self.couch.create_doc_raw(&id, doc).await {
+        while let Some(doc) = queue.docs.get(held) {
+            match self.couch.create_doc_text(&doc.id, doc.json.clone()).await {
                 Ok(_) => {
                     self.status.written.fetch_add(1, Relaxed);
                     self.recovered();
                     queue.take(held);
                     // Taken: the refusals before it were the documents' own.
                     for _ in 0..held {
-                        let (doc, _) = queue.take(0);
+                        let doc = queue.take(0);
                         self.set_aside(&doc, account_refusal.as_ref().expect("a refusal held"));
                     }
                     (held, account_refusal) = (0, None);
                 }
                 Err(e) if matches!(e.status(), Some(400 | 413)) => {
-                    let (doc, _) = queue.take(held);
+                    let doc = queue.take(held);
                     self.set_aside(&doc, &e);
                 }
                 Err(e) if e.status() == Some(403) && held < LOOK_AHEAD => {
@@ -237,15 +228,15 @@ impl ClicksWriter {
 
     /// Sets aside `doc`, which CouchDB refused for good (`why`): said once, and its responses
     /// counted lost.
-    fn set_aside(&self, doc: &Value, why: &CouchError) {
-        let lost = responses(doc);
+    fn set_aside(&self, doc: &Document, why: &CouchError) {
+        let lost = doc.responses;
         self.status.set_aside.fetch_add(1, Relaxed);
         self.status.lost.fetch_add(lost, Relaxed);
         tracing::warn!(
             "{} refused the counts document {} ({}): set aside, the counts of its {lost} responses lost and \
              counted in /metrics; later intervals are written",
             self.couch.database(),
-            doc["_id"].as_str().unwrap_or_default(),
+            doc.id,
             Causes(why)
         );
     }
@@ -279,14 +270,6 @@ impl ClicksWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_document_counts_its_redirects_and_404s() {
-        let doc = json!({"links": {"H83if": {"redirects": 3, "not_found": 2}, "Abcde": {"redirects": 1, "not_found": 0}},
-            "unknown_not_found": 4});
-        assert_eq!(responses(&doc), 10);
-    }
 
     #[test]
     fn intervals_start_at_multiples_of_their_length() {
