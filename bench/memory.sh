@@ -8,18 +8,22 @@
 #   no history          COUCHLINK_HISTORY=false: the recorder's first pass not run beside it
 #   memory returned     MIMALLOC_PURGE_DELAY=0: mimalloc gives freed pages back at once, so RSS
 #                       is close to what is live (the warm-up's pages of JSON, freed, are not)
-#   snapshot start      the same links from the cache snapshot the first start wrote (no JSON)
+#   snapshot start      the same links from the cache snapshot a warm start wrote (no JSON),
+#                       and with memory returned at once too
 #
 # and, beside them, what the cache's own structures hold per link, reckoned from their sizes (the
 # link, its URL, the map's slot, the eviction order). Each variant is started BENCH_ROUNDS times
 # (3); the median is printed.
 #
 #   bench/memory.sh
-#   BENCH_LINKS=1000000 bench/memory.sh
+#   BENCH_LINKS=1000000 BENCH_ROUNDS=1 BENCH_VARIANTS="runs snapshot" bench/memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 links=${BENCH_LINKS:-200000}
 rounds=${BENCH_ROUNDS:-3}
+# Which of: runs (as it runs), history (none), returned (memory), both, snapshot,
+# snapshot-returned.
+variants=" ${BENCH_VARIANTS:-runs history returned both snapshot snapshot-returned} "
 workers=${BENCH_WORKERS:-$(nproc)}
 couchdb_sh=${COUCHLINK_COUCHDB_SH:-$(cd .. && pwd)/shared/couchdb/couchdb.sh}
 [ -x "$couchdb_sh" ] || { echo "bench/memory.sh needs Apache CouchDB 3.5: set COUCHLINK_COUCHDB_SH to couchdb.sh" >&2; exit 1; }
@@ -95,23 +99,31 @@ measure() {
 
 : >"$work/report"
 echo "== $(date -u +%H:%M:%S) warm starts, $rounds of each variant"
-measure "as it runs"
-measure "no history" COUCHLINK_HISTORY=false
-measure "memory returned" MIMALLOC_PURGE_DELAY=0
-measure "both" COUCHLINK_HISTORY=false MIMALLOC_PURGE_DELAY=0
+wanted() { [[ $variants == *" $1 "* ]]; }
+if wanted runs; then measure "as it runs"; fi
+if wanted history; then measure "no history" COUCHLINK_HISTORY=false; fi
+if wanted returned; then measure "memory returned" MIMALLOC_PURGE_DELAY=0; fi
+if wanted both; then measure "both" COUCHLINK_HISTORY=false MIMALLOC_PURGE_DELAY=0; fi
 
-echo "== $(date -u +%H:%M:%S) starts from the snapshot"
-# The last warm start's stop wrote it; each round reads it and stops (writing it again).
-base=$(empty COUCHLINK_HISTORY=false)
-rm -rf "$work/state"; start COUCHLINK_HISTORY=false; wait_cache "$admin_port" "$links"; stop
-per=()
-for _ in $(seq 1 "$rounds"); do
-  start COUCHLINK_HISTORY=false
-  full=$(settled)
-  stop
-  per+=("$(( (full - base) * 1024 / links ))")
-done
-printf '%-18s %4s bytes a link (rounds: %s)\n' "snapshot start" "$(printf '%s\n' "${per[@]}" | median)" "${per[*]}" >>"$work/report"
+# snapshot NAME VAR=VALUE...: bytes per cached link after starts from the cache snapshot (which
+# a warm start's stop writes first), the median of $rounds; the history off (its first pass is
+# the warm start's business, measured above).
+snapshot() {
+  local name=$1; shift
+  local base full per=()
+  echo "== $(date -u +%H:%M:%S) starts from the snapshot: $name"
+  base=$(empty COUCHLINK_HISTORY=false "$@")
+  rm -rf "$work/state"; start COUCHLINK_HISTORY=false; wait_cache "$admin_port" "$links"; stop
+  for _ in $(seq 1 "$rounds"); do
+    start COUCHLINK_HISTORY=false "$@"
+    full=$(settled)
+    stop
+    per+=("$(( (full - base) * 1024 / links ))")
+  done
+  printf '%-18s %4s bytes a link (rounds: %s)\n' "$name" "$(printf '%s\n' "${per[@]}" | median)" "${per[*]}" >>"$work/report"
+}
+if wanted snapshot; then snapshot "snapshot start"; fi
+if wanted snapshot-returned; then snapshot "snapshot, returned" MIMALLOC_PURGE_DELAY=0; fi
 
 # What the cache's structures hold per link (src/store.rs, src/domain/link.rs): the Arc'd Link
 # (64-byte block), its URL (the loaded URLs are 47 bytes: mimalloc's 48-byte class), the ready

@@ -100,11 +100,16 @@ warm() {
 }
 head -n $((links / 2)) "$BENCH_IDS" >"$work/half.txt"
 warm $((links / 2)) "$work/half.txt"
+# The live counts' documents waiting for the local CouchDB API (pouchdb-server takes a few a
+# second while it also takes the history's first pass): in RSS too, and said beside it.
+pending_kib() { curl -fsS "http://127.0.0.1:$admin_port/metrics" | awk '/^couchlink_clicks_pending_bytes /{print int($2 / 1024)}'; }
 cached_half=$(cache_entries)
 rss_half=$(python3 bench/helpers.py rss "$couchlink_pid")
+pending_half=$(pending_kib)
 warm "$links" "$BENCH_IDS"
 cached=$(cache_entries)
 rss_warm=$(python3 bench/helpers.py rss "$couchlink_pid")
+pending_warm=$(pending_kib)
 
 # server_round CONNECTIONS SCRIPT WHO: one round of nginx or couchlink.
 server_round() {
@@ -213,6 +218,7 @@ cold misses/s    couchlink $(stat cold couchlink rps)    CouchDB GETs $(stat col
 edit-to-served p50   $(echo "$edits" | field p50_ms) ms    CouchDB feed $(echo "$edits" | field ref_p50_ms) ms
 edit-to-served p99   $(echo "$edits" | field p99_ms) ms    CouchDB feed $(echo "$edits" | field ref_p99_ms) ms   (target <= 50 ms; 200 edits; feed reconnects during the run: ${reconnects})
 RSS per cached link   $(( (rss_warm - rss_half) * 1024 / (cached - cached_half) )) bytes for each link past the first $cached_half (RSS ${rss_start} KiB empty, ${rss_half} at $cached_half links, ${rss_warm} at $cached)
+                      $(( (rss_warm - pending_warm - rss_half + pending_half) * 1024 / (cached - cached_half) )) bytes less the live counts waiting for CouchDB (${pending_half} and ${pending_warm} KiB at those readings; bench/memory.sh measures the cache alone)
 RSS at 1M links       ~$(( (rss_warm * 1024 + (1000000 - cached) * ((rss_warm - rss_half) * 1024 / (cached - cached_half))) / 1048576 )) MiB extrapolated from that slope (target <= 300)
 errors (wrk)          couchlink $(cat "$work"/*.couchlink | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}'), nginx $(cat "$work"/*.nginx | tr ' ' '\n' | sed -n 's/^errors=//p' | awk '{s += $1} END {print s + 0}') (all rows)
 feed                  $(grep -c "feed is down" "$work/couchlink.err" || true) outages reported on stderr$(grep -m1 "feed is down" "$work/couchlink.err" | sed 's/^couchlink: CouchDB _changes feed is down/, first:/' || true)
