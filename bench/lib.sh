@@ -27,6 +27,21 @@ bench_cleanup() {
   rm -rf "$work"
 }
 
+# couchdb35_work NAME: bench_work NAME for a script against Apache CouchDB 3.5 ($couchdb_sh:
+# COUCHLINK_COUCHDB_SH, else ../shared/couchdb/couchdb.sh beside the checkout), whose node under
+# $work/couchdb and whose couchlink in $pid (when set) are stopped on exit.
+couchdb35_work() {
+  couchdb_sh=${COUCHLINK_COUCHDB_SH:-$(cd .. && pwd)/shared/couchdb/couchdb.sh}
+  [ -x "$couchdb_sh" ] ||
+    { echo "bench/$1.sh needs Apache CouchDB 3.5: set COUCHLINK_COUCHDB_SH to couchdb.sh" >&2; exit 1; }
+  pid=
+  bench_stop() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+    "$couchdb_sh" stop "$work/couchdb" >/dev/null 2>&1 || true
+  }
+  bench_work "$1"
+}
+
 # couchdb_with_links PORT LINKS: the local CouchDB API on PORT (admin admin:admin), set up by
 # this checkout's `couchlink setup` (reader account couchlink-reader:reader), holding LINKS links
 # whose IDs are in $work/ids.txt (exported as BENCH_IDS); $couch is its URL.

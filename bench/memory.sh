@@ -25,17 +25,9 @@ rounds=${BENCH_ROUNDS:-3}
 # snapshot-returned.
 variants=" ${BENCH_VARIANTS:-runs history returned both snapshot snapshot-returned} "
 workers=${BENCH_WORKERS:-$(nproc)}
-couchdb_sh=${COUCHLINK_COUCHDB_SH:-$(cd .. && pwd)/shared/couchdb/couchdb.sh}
-[ -x "$couchdb_sh" ] || { echo "bench/memory.sh needs Apache CouchDB 3.5: set COUCHLINK_COUCHDB_SH to couchdb.sh" >&2; exit 1; }
-cargo build --release --locked -q
-
 . bench/lib.sh
-pid=
-bench_stop() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  "$couchdb_sh" stop "$work/couchdb" >/dev/null 2>&1 || true
-}
-bench_work memory
+couchdb35_work memory
+cargo build --release --locked -q
 rss() { python3 bench/helpers.py rss "$1"; }
 couch_port=$(free_port); proxy_port=$(free_port); admin_port=$(free_port)
 couch=http://127.0.0.1:$couch_port

@@ -17,19 +17,11 @@ rounds=${BENCH_ROUNDS:-3}
 connections=${BENCH_CONNECTIONS:-64}
 workers=${BENCH_WORKERS:-$(nproc)}
 export BENCH_THREADS=1
-couchdb_sh=${COUCHLINK_COUCHDB_SH:-$(cd .. && pwd)/shared/couchdb/couchdb.sh}
-[ -x "$couchdb_sh" ] || { echo "needs Apache CouchDB 3.5: set COUCHLINK_COUCHDB_SH to couchdb.sh" >&2; exit 1; }
+. bench/lib.sh
+# Besides what bench_work stops: couchlink (restarted during the run) and the CouchDB node.
+couchdb35_work scale
 command -v wrk >/dev/null && command -v nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null; }
 cargo build --release --locked -q
-
-. bench/lib.sh
-pid=
-# Besides what bench_work stops: couchlink (restarted during the run) and the CouchDB node.
-bench_stop() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  "$couchdb_sh" stop "$work/couchdb" >/dev/null 2>&1 || true
-}
-bench_work scale
 rss() { python3 bench/helpers.py rss "$1"; }
 metric() { curl -fsS "http://127.0.0.1:$admin_port/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 couch_port=$(free_port); proxy_port=$(free_port); admin_port=$(free_port); nginx_port=$(free_port)
