@@ -315,7 +315,9 @@ impl Tally {
 
     /// Hands this thread's counts over each time they are asked for. Run by each serving
     /// thread, as a task of its own (the thread it runs on is the one whose counts it hands
-    /// over); it never ends by itself.
+    /// over: couchlink's serving threads each run a current-thread runtime; on a multi-threaded
+    /// one, a thread that runs no such task keeps its counts until it ends); it never ends by
+    /// itself.
     pub fn hand_over_when_asked(self) -> impl std::future::Future<Output = ()> {
         // Asked from now on, before the task first runs.
         let mut asked = self.shared.asked.subscribe();
