@@ -358,17 +358,19 @@ impl<'a> Visitor<'a> {
     /// [`geoip::NO_COUNTRY`] for an address it does not place (or whose lookup fails), as the
     /// report says of one. Asked last, after the rules: looked up again only if they did not.
     pub fn counted_country(&self) -> Option<&'a str> {
-        let db = self.geoip?;
-        let place = match self.place.get() {
-            Some(place) => *place,
-            None => self.address.and_then(|ip| db.country(ip).ok().flatten()),
-        };
+        self.geoip?;
+        let place = self.place.get().copied().unwrap_or_else(|| self.look_up());
         Some(place.unwrap_or(geoip::NO_COUNTRY))
     }
 
-    /// The database's code for its address ([`geoip::GeoIp::country`]; a failed lookup is none).
+    /// The database's code for its address, looked up once.
     fn place(&self) -> Option<&'a str> {
-        *self.place.get_or_init(|| self.geoip.zip(self.address).and_then(|(db, ip)| db.country(ip).ok().flatten()))
+        *self.place.get_or_init(|| self.look_up())
+    }
+
+    /// [`geoip::GeoIp::country`] of its address; a failed lookup is none.
+    fn look_up(&self) -> Option<&'a str> {
+        self.geoip.zip(self.address).and_then(|(db, ip)| db.country(ip).ok().flatten())
     }
 
     /// Whether its query has parameter `name` (form-decoded, as `URLSearchParams` reads it)
