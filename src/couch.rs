@@ -696,7 +696,13 @@ impl CouchClient {
 
     /// `PUT url` with a JSON body; the new revision, if the answer names one.
     async fn put(&self, url: &str, body: &Value) -> Result<String, CouchError> {
-        let response = self.send(self.request(&self.http, Method::PUT, url).json(body)).await?;
+        self.put_text(url, body.to_string()).await
+    }
+
+    /// [`CouchClient::put`] of a body already written as JSON text.
+    async fn put_text(&self, url: &str, body: String) -> Result<String, CouchError> {
+        let request = self.request(&self.http, Method::PUT, url).header("Content-Type", "application/json").body(body);
+        let response = self.send(request).await?;
         if response.status().is_success() {
             Ok(Self::json::<Revision>(response, url).await.map(|r| r.rev).unwrap_or_default())
         } else {
@@ -1051,26 +1057,15 @@ impl CouchClient {
     /// [`CouchClient::create_doc`] under any ID, even one couchlink would never pick (to check
     /// that CouchDB's validation refuses it).
     pub async fn create_doc_raw(&self, id: &str, doc: &Value) -> Result<Created, CouchError> {
-        match self.put(&self.in_db(&segment(id)), doc).await {
-            Ok(rev) => Ok(Created::Stored(rev)),
-            Err(CouchError::Refused { status: 409, .. }) => Ok(Created::Conflict),
-            Err(e) => Err(e),
-        }
+        self.create_doc_text(id, doc.to_string()).await
     }
 
     /// [`CouchClient::create_doc_raw`] of a document already written as JSON text.
     pub async fn create_doc_text(&self, id: &str, json: String) -> Result<Created, CouchError> {
-        let url = self.in_db(&segment(id));
-        let request = self.request(&self.http, Method::PUT, &url).header("Content-Type", "application/json").body(json);
-        let response = self.send(request).await?;
-        if response.status().is_success() {
-            return Ok(Created::Stored(
-                Self::json::<Revision>(response, &url).await.map(|r| r.rev).unwrap_or_default(),
-            ));
-        }
-        match self.refused(response).await {
-            CouchError::Refused { status: 409, .. } => Ok(Created::Conflict),
-            e => Err(e),
+        match self.put_text(&self.in_db(&segment(id)), json).await {
+            Ok(rev) => Ok(Created::Stored(rev)),
+            Err(CouchError::Refused { status: 409, .. }) => Ok(Created::Conflict),
+            Err(e) => Err(e),
         }
     }
 
