@@ -89,6 +89,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 # cpu_ticks PID...: user + system CPU the processes have used so far, in clock ticks (all threads).
 cpu_ticks() { for p in "$@"; do awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null; done | awk '{ s += $1 } END { print s + 0 }'; }
+# sys_ticks PID...: the kernel's part of that (system time: the sockets' work, epoll, page faults).
+sys_ticks() { for p in "$@"; do awk '{ print $15 }' "/proc/$p/stat" 2>/dev/null; done | awk '{ s += $1 } END { print s + 0 }'; }
 # switches PID...: context switches (voluntary and not) of every thread of the processes so far.
 switches() {
   for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
@@ -97,12 +99,12 @@ switches() {
 # with_cpu PIDS COMMAND...: runs a wrk COMMAND and adds cpu_us= (the PIDS' CPU per request, in
 # microseconds) and wrk_us= (wrk's own) to its RESULT line: what a request costs the server, which
 # wrk's own limits (it shares the machine) do not hide the way they can hide throughput, and what
-# it costs the client that shares the cores with it. Also cs= (the PIDS' context switches per
+# it costs the client that shares the cores with it; sys_us= is the kernel's part of cpu_us. Also cs= (the PIDS' context switches per
 # request) and, where perf can count system calls, epoll= (their epoll_wait calls per request):
 # how often a server goes to sleep and is woken, which instructions do not show.
 with_cpu() {
   local pids=$1; shift
-  local before after cs_before cs_after line client perf_pid epolls TIMEFORMAT='%3U %3S'
+  local before after sys_before sys_after cs_before cs_after line client perf_pid epolls TIMEFORMAT='%3U %3S'
   : >"$work/with_cpu.perf"
   if perf stat -e syscalls:sys_enter_epoll_wait -- true >/dev/null 2>&1; then
     perf stat -x, -e syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait -p "$(echo $pids | tr ' ' ,)" \
@@ -110,19 +112,19 @@ with_cpu() {
     perf_pid=$!
     sleep 0.2
   fi
-  before=$(cpu_ticks $pids); cs_before=$(switches $pids)
+  before=$(cpu_ticks $pids); sys_before=$(sys_ticks $pids); cs_before=$(switches $pids)
   # `time` reports wrk's user and system seconds on the group's stderr; wrk's own stderr is kept.
   client=$({ { time "$@" 2>&3 >"$work/with_cpu.out"; } 2>&1; } 3>&2)
-  after=$(cpu_ticks $pids); cs_after=$(switches $pids)
+  after=$(cpu_ticks $pids); sys_after=$(sys_ticks $pids); cs_after=$(switches $pids)
   if [ -n "${perf_pid:-}" ]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
   # Counted from a little before wrk to a little after: the idle server's calls in between are few.
   epolls=$(awk -F, '/epoll/ { s += $1 } END { print s + 0 }' "$work/with_cpu.perf")
   line=$(grep RESULT "$work/with_cpu.out")
   echo "$line" | sed -n 's/.*requests=\([0-9]*\).*/\1/p' |
-    awk -v line="$line" -v d=$((after - before)) -v hz="$(getconf CLK_TCK)" -v client="$client" \
+    awk -v line="$line" -v d=$((after - before)) -v sys=$((sys_after - sys_before)) -v hz="$(getconf CLK_TCK)" -v client="$client" \
       -v cs=$((cs_after - cs_before)) -v ep="$epolls" -v perf="${perf_pid:+1}" '{
       split(client, c, " ")
-      printf "%s cpu_us=%.2f wrk_us=%.2f cs=%.4f", line, $1 ? d * 1e6 / hz / $1 : 0, $1 ? (c[1] + c[2]) * 1e6 / $1 : 0, $1 ? cs / $1 : 0
+      printf "%s cpu_us=%.2f sys_us=%.2f wrk_us=%.2f cs=%.4f", line, $1 ? d * 1e6 / hz / $1 : 0, $1 ? sys * 1e6 / hz / $1 : 0, $1 ? (c[1] + c[2]) * 1e6 / $1 : 0, $1 ? cs / $1 : 0
       if (perf) printf " epoll=%.4f", $1 ? ep / $1 : 0
       printf "\n" }'
 }

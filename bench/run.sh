@@ -204,6 +204,7 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s req/s  couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink rps)" "$(stat $row nginx rps)" "$(ratio "$(med $row couchlink rps)" "$(med $row nginx rps)")"
   printf '%-10s p99 us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat $row couchlink p99_us)" "$(stat $row nginx p99_us)" "$(ratio "$(med $row couchlink p99_us)" "$(med $row nginx p99_us)")"
   printf '%-10s CPU us couchlink %-24s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink cpu_us)" "$(stat2 $row nginx cpu_us)" "$(ratio "$(med $row couchlink cpu_us)" "$(med $row nginx cpu_us)")"
+  printf '%-10s kernel us couchlink %-20s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink sys_us)" "$(stat2 $row nginx sys_us)" "$(ratio "$(med $row couchlink sys_us)" "$(med $row nginx sys_us)")"
   printf '%-10s wrk us vs couchlink %-21s nginx %-24s %s\n' "$row" "$(stat2 $row couchlink wrk_us)" "$(stat2 $row nginx wrk_us)" "$(ratio "$(med $row couchlink wrk_us)" "$(med $row nginx wrk_us)")"
   printf '%-10s switches couchlink %-22s nginx %-24s %s\n' "$row" "$(stat $row couchlink cs 3)" "$(stat $row nginx cs 3)" "$(ratio "$(med $row couchlink cs)" "$(med $row nginx cs)")"
   grep -q epoll= "$work/$row.nginx" &&

@@ -75,6 +75,7 @@ $(for row in c64 c1000 pipelined; do
   printf '%-10s req/s  this %-24s base %-24s %s\n' "$row" "$(stat $row this rps)" "$(stat $row base rps)" "$(ratio "$(med $row this rps)" "$(med $row base rps)")"
   printf '%-10s p99 us this %-24s base %-24s %s\n' "$row" "$(stat $row this p99_us)" "$(stat $row base p99_us)" "$(ratio "$(med $row this p99_us)" "$(med $row base p99_us)")"
   printf '%-10s CPU us this %-24s base %-24s %s\n' "$row" "$(stat $row this cpu_us 2)" "$(stat $row base cpu_us 2)" "$(ratio "$(med $row this cpu_us)" "$(med $row base cpu_us)")"
+  printf '%-10s kernel this %-24s base %-24s %s\n' "$row" "$(stat $row this sys_us 2)" "$(stat $row base sys_us 2)" "$(ratio "$(med $row this sys_us)" "$(med $row base sys_us)")"
   printf '%-10s switch this %-24s base %-24s %s\n' "$row" "$(stat $row this cs 3)" "$(stat $row base cs 3)" "$(ratio "$(med $row this cs)" "$(med $row base cs)")"
   grep -q epoll= "$work/$row.this" &&
     printf '%-10s epoll  this %-24s base %-24s %s\n' "$row" "$(stat $row this epoll 3)" "$(stat $row base epoll 3)" "$(ratio "$(med $row this epoll)" "$(med $row base epoll)")"
