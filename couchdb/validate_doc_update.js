@@ -173,6 +173,29 @@ function (newDoc, oldDoc, userCtx, secObj) {
     }
     checkTarget(newDoc.fallback, 'fallback', 'fallback');
   }
+  // A link's password: only its Argon2id hash in the PHC string format, within bounds that keep
+  // one check's cost known to a proxy (src/domain/password.rs, PasswordHash::parse, refuses the
+  // same; tests/password_cases.json holds both to the same cases). Never the password itself.
+  if (newDoc.hasOwnProperty('password')) {
+    var phc = typeof newDoc.password === 'string' &&
+      /^\$argon2id\$v=19\$m=([1-9][0-9]{0,5}),t=([1-9][0-9]{0,5}),p=([1-9][0-9]{0,5})\$([^$]*)\$([^$]*)$/.exec(newDoc.password);
+    if (!phc) {
+      refuse('password', '"password" holds only a password\'s hash ("$argon2id$v=19$m=19456,t=2,p=1$...$..."), never ' +
+        'the password itself: set it with the console or `couchlink create --password-file`, or remove the field.');
+    }
+    var m = Number(phc[1]), t = Number(phc[2]), p = Number(phc[3]);
+    if (m < 7168 || m > 65536 || t > 5 || p > 4) {
+      refuse('password', 'The password\'s hash must use m=7168 to 65536 (KiB of memory), t=1 to 5 (passes) and ' +
+        'p=1 to 4 (lanes): what one check may cost a proxy.');
+    }
+    function unpadded(text, min, max) {
+      return text.length >= min && text.length <= max && text.length % 4 !== 1 && /^[A-Za-z0-9+\/]*$/.test(text);
+    }
+    if (!unpadded(phc[4], 22, 86) || !unpadded(phc[5], 43, 43)) {
+      refuse('password', 'The password\'s hash must have a salt of 16 to 64 bytes and a hash of 32 bytes, in base64 ' +
+        'without padding.');
+    }
+  }
   if (newDoc.hasOwnProperty('targets')) {
     // Kept in step with src/visitor/mod.rs (Os::NAMES, Device::NAMES) and src/domain/link.rs
     // (Rule::from_value).

@@ -15,6 +15,7 @@ use crate::clicks::by::Seen;
 use crate::clicks::{Click, Tally};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{clock, Host, Link, LinkId, TrackingId};
+use crate::gate::{Gate, Verdict};
 use crate::message::{Body, Field, Headers, Reply, Request, Status, Vary};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
@@ -133,6 +134,8 @@ pub struct Settings {
     pub geoip: Option<Arc<GeoIp>>,
     /// Without one: the link revisions whose country conditions were already warned about.
     warned_without_geoip: Arc<std::sync::Mutex<std::collections::HashSet<usize>>>,
+    /// Password-protected links' gate: remembered verdicts, wrong guesses per address.
+    pub gate: Arc<Gate>,
 }
 
 impl Settings {
@@ -146,6 +149,8 @@ impl Settings {
             fallback: None,
             geoip: None,
             warned_without_geoip: Arc::default(),
+            // A check or two at a time per core: each holds its hash's memory (19 MiB) while it runs.
+            gate: Arc::new(Gate::new(std::thread::available_parallelism().map_or(1, usize::from))),
         }
     }
 
@@ -202,6 +207,9 @@ enum Outcome {
     NotFound(Option<LinkId>),
     NotImplemented,
     Unavailable,
+    /// A live password-protected link asked without its password (401), or from an address
+    /// that has guessed wrong too often (429).
+    Shut(Status),
 }
 
 /// Decides the reply to one request within the protocol's limits, logs it and counts it.
@@ -236,7 +244,13 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
                     match invited {
                         Some(outcome) => outcome,
                         None => {
-                            let asked = Asked { settings: &app.settings, metrics: &site.metrics, visitor: &visitor };
+                            let asked = Asked {
+                                settings: &app.settings,
+                                metrics: &site.metrics,
+                                visitor: &visitor,
+                                authorization: headers.field(Field::Authorization),
+                                client,
+                            };
                             locate(store, asked, request.path, request.query, now).await
                         }
                     }
@@ -269,6 +283,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
         Outcome::NotFound(_) => plain(Status::NotFound, cookie, now, index),
         Outcome::NotImplemented => plain(Status::NotImplemented, cookie, now, index),
         Outcome::Unavailable => plain(Status::Unavailable, cookie, now, index),
+        Outcome::Shut(status) => plain(status, cookie, now, index),
     };
     site.log.write(&Entry {
         time: now,
@@ -414,6 +429,8 @@ struct LiveLinks<'a, 'v> {
     /// The link the path begins with, and whether the database has it (working or not).
     first: LinkId,
     first_known: AtomicBool,
+    /// That link is live, has a password, and its gate stays shut with this status.
+    shut: std::sync::OnceLock<Status>,
 }
 
 /// Where a link sends people now, borrowed from the shared document or the settings.
@@ -429,15 +446,30 @@ enum Target {
 }
 
 /// What a link's rules are asked with: the visitor, and the settings and counters a country
-/// condition needs.
+/// condition needs; and what a protected link's gate is asked with.
 #[derive(Clone, Copy)]
 struct Asked<'a, 'v> {
     settings: &'a Settings,
     metrics: &'a Metrics,
     visitor: &'a Visitor<'v>,
+    /// The `Authorization` header, read only for a protected link.
+    authorization: Option<&'v [u8]>,
+    /// The client's address (as believed, never anonymised): wrong guesses are counted by it.
+    client: IpAddr,
 }
 
 impl Asked<'_, '_> {
+    /// For a live `link` (`id`'s) with a password: its gate's answer when it stays shut
+    /// (`None`: open, or no password).
+    async fn shut(&self, id: LinkId, link: &Link) -> Option<Status> {
+        let hash = link.password()?;
+        match self.settings.gate.check(id, hash, self.authorization, self.client, self.metrics).await {
+            Verdict::Open => None,
+            Verdict::Ask => Some(Status::Unauthorized(id)),
+            Verdict::Wait(seconds) => Some(Status::TooManyRequests(seconds)),
+        }
+    }
+
     /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant; a
     /// country asked without a GeoIP database is said and counted.
     fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
@@ -537,6 +569,17 @@ impl Ruleset for LiveLinks<'_, '_> {
         if found.is_some() && self.first == id {
             self.first_known.store(true, Relaxed);
         }
+        if let Some(link) = found.as_ref().filter(|l| l.password().is_some() && l.live_target(self.now).is_some()) {
+            // A protected link is reached by its own short URL only, never through another's
+            // internal redirect (whose visitors were never asked for its password).
+            if self.first != id {
+                return Ok(None);
+            }
+            if let Some(status) = self.asked.shut(id, link).await {
+                let _ = self.shut.set(status);
+                return Ok(None);
+            }
+        }
         Ok(found.and_then(|link| self.target(id, &link)))
     }
 }
@@ -565,6 +608,7 @@ async fn locate(
         split: AtomicBool::new(false),
         first,
         first_known: AtomicBool::new(false),
+        shut: std::sync::OnceLock::new(),
     };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
@@ -577,6 +621,9 @@ async fn locate(
                 Err(_) => return Outcome::Unavailable,
             };
             if link.live_target(now).is_some() {
+                if let Some(status) = asked.shut(id, &link).await {
+                    return Outcome::Shut(status);
+                }
                 let chosen = asked.choose(id, &link);
                 let vary = match chosen {
                     _ if link.targets().is_empty() => Vary::Nothing,
@@ -603,6 +650,9 @@ async fn locate(
     }
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let resolved = resolve(path, &query, "", &rules).await;
+    if let Some(status) = rules.shut.get() {
+        return Outcome::Shut(*status);
+    }
     let vary = match (rules.varied.load(Relaxed), rules.split.load(Relaxed)) {
         (false, _) => Vary::Nothing,
         (true, false) => Vary::Visitor,
@@ -657,7 +707,8 @@ fn wants_json(headers: &Headers<'_>) -> bool {
 async fn invitation(store: &LinkStore, path: &str, now: OffsetDateTime) -> Option<Outcome> {
     let id = LinkId::parse_bytes(path.strip_prefix('/')?.as_bytes())?;
     match store.get(id).await {
-        Ok(Some(link)) if link.live_target(now).is_some() => {
+        // A protected link's invitation is behind its gate, on the usual way.
+        Ok(Some(link)) if link.live_target(now).is_some() && link.password().is_none() => {
             link.oob_invitation().map(|json| Outcome::Invitation(Bytes::from(json)))
         }
         Ok(_) => None,

@@ -4,7 +4,7 @@
 //! request and tracking every client with a cookie. Links are written only through CouchDB.
 //!
 //! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`lifecycle`] → [`http`] →
-//! [`handler`] → [`resolve`], [`store`], [`access_log`], [`clicks`], [`client_ip`] → [`message`], [`domain`]
+//! [`handler`] → [`resolve`], [`store`], [`gate`], [`access_log`], [`clicks`], [`client_ip`] → [`message`], [`domain`]
 //! → [`visitor`].
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `import`, `export`, `qr`, `report`,
@@ -22,6 +22,8 @@
 //! - [`handler`]: the redirect policy: a request in, a reply and a log line out, no bytes.
 //! - [`message`]: the request as parsed and the reply as decided, passed between the two.
 //! - [`resolve`]: the shortlink resolution draft's algorithm, and the checks that keep targets safe.
+//! - [`gate`]: password-protected links' gate: the password a request presents checked once per
+//!   credential and hash (Argon2id, off the serving threads), wrong guesses limited per address.
 //! - [`store`]: the lookup seam: an in-memory link cache in front of CouchDB.
 //! - [`follower`]: the `_changes` follower that keeps the cache current.
 //! - [`warm`]: the cache filled from CouchDB in pages at start, while serving.
@@ -87,6 +89,7 @@ pub mod design;
 pub mod domain;
 pub mod errors;
 pub mod follower;
+pub mod gate;
 pub mod handler;
 pub mod handover;
 pub mod history;

@@ -59,10 +59,12 @@ pub enum Field {
     Dnt,
     /// `Referer`.
     Referer,
+    /// `Authorization`: read for a password-protected link only, never logged or counted.
+    Authorization,
 }
 
 impl Field {
-    const COUNT: usize = 11;
+    const COUNT: usize = 12;
 
     /// The field a header name is, if it is one of these (ASCII case-insensitive): by length
     /// first, so most names are told apart without a comparison.
@@ -75,6 +77,7 @@ impl Field {
             6 if is("cookie") => Some(Field::Cookie),
             7 if is("sec-gpc") => Some(Field::SecGpc),
             7 if is("referer") => Some(Field::Referer),
+            13 if is("authorization") => Some(Field::Authorization),
             10 if is("user-agent") => Some(Field::UserAgent),
             10 if is("connection") => Some(Field::Connection),
             14 if is("content-length") => Some(Field::ContentLength),
@@ -98,6 +101,7 @@ impl Field {
             Field::SecGpc => "sec-gpc",
             Field::Dnt => "dnt",
             Field::Referer => "referer",
+            Field::Authorization => "authorization",
         }
     }
 }
@@ -182,10 +186,14 @@ pub enum Status {
     Found,
     /// 400: not understood.
     BadRequest,
+    /// 401: this live link asks for its password (its ID names the realm).
+    Unauthorized(LinkId),
     /// 404: no live link here (one body for every reason).
     NotFound,
     /// 414: the target is too long.
     UriTooLong,
+    /// 429: this address has guessed too many wrong passwords; retry after so many seconds.
+    TooManyRequests(u32),
     /// 431: the headers are too large.
     HeadersTooLarge,
     /// 501: a method other than GET and HEAD, or a request with a body.
@@ -201,8 +209,10 @@ impl Status {
             Status::Ok => 200,
             Status::Found => 302,
             Status::BadRequest => 400,
+            Status::Unauthorized(_) => 401,
             Status::NotFound => 404,
             Status::UriTooLong => 414,
+            Status::TooManyRequests(_) => 429,
             Status::HeadersTooLarge => 431,
             Status::NotImplemented => 501,
             Status::Unavailable => 503,

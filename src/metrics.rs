@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The statuses the proxy answers with; anything else is counted as "other".
-const STATUSES: [u16; 8] = [200, 302, 400, 404, 414, 431, 501, 503];
+const STATUSES: [u16; 10] = [200, 302, 400, 401, 404, 414, 429, 431, 501, 503];
 /// Serving threads counted apart; any beyond these share the last count.
 const WORKER_SLOTS: usize = 32;
 /// Upper bounds (seconds) of the CouchDB latency histogram's buckets.
@@ -27,8 +27,38 @@ pub struct Metrics {
     feed_changes: AtomicU64,
     unusable_documents: AtomicU64,
     country_without_geoip: AtomicU64,
+    passwords: [AtomicU64; PasswordAnswer::ALL.len()],
+    password_hashes: AtomicU64,
     workers: AtomicUsize,
     connections: [AtomicU64; WORKER_SLOTS],
+}
+
+/// What a request for a protected link presented, as `/metrics` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PasswordAnswer {
+    /// The right password.
+    Right,
+    /// A wrong one.
+    Wrong,
+    /// None (or not as Basic credentials).
+    Missing,
+    /// Any, from an address that has used its wrong guesses (429).
+    Limited,
+}
+
+impl PasswordAnswer {
+    /// Every answer, in exposition order.
+    pub const ALL: [PasswordAnswer; 4] =
+        [PasswordAnswer::Right, PasswordAnswer::Wrong, PasswordAnswer::Missing, PasswordAnswer::Limited];
+
+    fn label(self) -> &'static str {
+        match self {
+            PasswordAnswer::Right => "right",
+            PasswordAnswer::Wrong => "wrong",
+            PasswordAnswer::Missing => "missing",
+            PasswordAnswer::Limited => "limited",
+        }
+    }
 }
 
 /// Values read elsewhere at render time (gauges owned by other parts).
@@ -273,6 +303,21 @@ impl Metrics {
         self.country_without_geoip.fetch_add(1, Relaxed);
     }
 
+    /// Counts a request for a protected link by what it presented.
+    pub fn password(&self, answer: PasswordAnswer) {
+        self.passwords[answer as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Counts one password hash computed to check a credential.
+    pub fn password_hash(&self) {
+        self.password_hashes.fetch_add(1, Relaxed);
+    }
+
+    /// Password hashes computed so far.
+    pub fn password_hashes(&self) -> u64 {
+        self.password_hashes.load(Relaxed)
+    }
+
     /// How many threads serve redirects (each gets its connection count).
     pub fn set_workers(&self, workers: usize) {
         self.workers.store(workers.min(WORKER_SLOTS), Relaxed);
@@ -325,6 +370,20 @@ pub fn render(process: &Metrics, sites: &[Labelled<'_>]) -> String {
         for site in sites {
             let _ = writeln!(out, "{name}{} {}", alone(site), value(site.metrics, site.gauges));
         }
+    }
+
+    let name = "couchlink_password_answers_total";
+    head(&mut out, name, "counter", "Requests for password-protected links, by what they presented.");
+    for site in sites {
+        for answer in PasswordAnswer::ALL {
+            let count = site.metrics.passwords[answer as usize].load(Relaxed);
+            let _ = writeln!(out, "{name}{}result=\"{}\"}} {count}", open(site), answer.label());
+        }
+    }
+    let name = "couchlink_password_hashes_total";
+    head(&mut out, name, "counter", "Password hashes computed to check a credential (once per credential and hash).");
+    for site in sites {
+        let _ = writeln!(out, "{name}{} {}", alone(site), site.metrics.password_hashes.load(Relaxed));
     }
 
     let name = "couchlink_connections_accepted_total";
@@ -381,6 +440,8 @@ mod tests {
         assert!(text.contains("couchlink_couchdb_request_duration_seconds_count 1\n"));
         assert!(text.contains("couchlink_couchdb_errors_total 1\n"));
         assert!(text.contains("couchlink_cache_hits_total 1\n"));
+        assert!(text.contains("couchlink_password_answers_total{result=\"missing\"} 0\n"), "{text}");
+        assert!(text.contains("couchlink_password_hashes_total 0\n"), "{text}");
         assert!(text.contains("couchlink_cache_entries 7\n"));
         assert!(text.contains("couchlink_feed_up 1\n"));
         assert!(text.contains("couchlink_access_log_lines_total 3\n"));

@@ -45,6 +45,22 @@ test('every refusal of the validation function is placed by the field it names',
   }
 });
 
+// A link's password field: only an Argon2id hash within bounds, as the proxy's reader decides
+// (src/domain/password.rs holds itself to the same table).
+test('the validation function takes the password hashes tests/password_cases.json takes, and no other', () => {
+  const source = readFileSync(new URL('../../couchdb/validate_doc_update.js', import.meta.url), 'utf8');
+  const validate = (0, eval)(`(${source.replace(/^\s*\/\/.*$/gm, '')})`);
+  const table = shared('password_cases.json');
+  assert.ok(table.cases.some((c) => c.ok) && table.cases.some((c) => !c.ok));
+  for (const c of table.cases) {
+    let thrown = null;
+    const doc = { _id: 'H83if', url: 'https://example.com/', password: c.password };
+    try { validate(doc, null, { db: 'links', name: 'ed', roles: ['links:editor'] }, {}); } catch (e) { thrown = e; }
+    assert.equal(thrown === null, c.ok, `${c.why}: ${thrown && thrown.forbidden}`);
+    if (thrown) assert.equal(refusalOf(thrown.forbidden).field, 'password', thrown.forbidden);
+  }
+});
+
 test('rewording a refusal cannot move it: only the bracketed path counts', () => {
   assert.deepEqual(refusalOf('[expires] The "url" and "targets" are fine; "expires" is not.'),
     { field: 'expires', form: 'expires', message: 'The "url" and "targets" are fine; "expires" is not.' });

@@ -2,6 +2,7 @@
 
 use serde::Deserialize;
 
+use super::password::{BadPasswordHash, PasswordHash};
 use super::target::{canonical_location, check_internal, NotCanonical};
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
 
@@ -40,6 +41,9 @@ pub struct LinkDoc {
     /// asking for `application/json` gets itself (Aries RFC 0434, "URL Shortening").
     #[serde(default)]
     pub oob: Option<Typed<bool>>,
+    /// The hash of the password a visitor must give (docs/reference.md, "Passwords").
+    #[serde(default)]
+    pub password: Option<Typed<String>>,
 }
 
 /// A field's value: of the expected JSON type, or of another.
@@ -110,6 +114,9 @@ pub enum UnusableLink {
     /// A field of the wrong JSON type.
     #[error("\"{0}\" has the wrong JSON type")]
     WrongType(&'static str),
+    /// The `password` is not a hash the proxy checks against: the link is never served open.
+    #[error("\"password\": {0}")]
+    BadPassword(BadPasswordHash),
 }
 
 impl UnusableLink {
@@ -120,6 +127,7 @@ impl UnusableLink {
             UnusableLink::BadTime(name, _) | UnusableLink::WrongType(name) => name,
             UnusableLink::BadFallback(_) => "fallback",
             UnusableLink::BadRule { .. } => "targets",
+            UnusableLink::BadPassword(_) => "password",
         }
     }
 }
@@ -185,8 +193,8 @@ pub struct Link {
     plain_other: Option<Box<str>>,
     /// The document says `oob: true` (in the struct's padding: a `Link` stays 48 bytes).
     oob: bool,
-    /// What few links have (a time window, a fallback, rules), boxed so that the rest stay
-    /// 48 bytes.
+    /// What few links have (a time window, a fallback, rules, a password), boxed so that the
+    /// rest stay 48 bytes.
     window: Option<Box<Window>>,
 }
 
@@ -199,6 +207,7 @@ struct Window {
     expires_ns: i64,
     fallback: Option<Box<str>>,
     targets: Box<[Rule]>,
+    password: Option<PasswordHash>,
 }
 
 /// One of a link's `targets`: where it sends the visitors its conditions all match (an empty
@@ -488,6 +497,8 @@ pub struct LinkParts {
     pub targets: Box<[Rule]>,
     /// `oob: true`.
     pub oob: bool,
+    /// `password`.
+    pub password: Option<PasswordHash>,
 }
 
 /// Whether `target` is one the proxy sends as written: an internal redirect (`/...`), or an
@@ -537,6 +548,9 @@ impl Link {
         let expires_ns = instant_ns(field(doc.expires, "expires")?, "expires", i64::MAX)?;
         let valid_from_ns = instant_ns(field(doc.valid_from, "valid_from")?, "valid_from", i64::MIN)?;
         let fallback = field(doc.fallback, "fallback")?;
+        let password = field(doc.password, "password")?
+            .map(|text| PasswordHash::parse(&text).map_err(UnusableLink::BadPassword))
+            .transpose()?;
         let targets = field(doc.targets, "targets")?
             .unwrap_or_default()
             .iter()
@@ -551,13 +565,14 @@ impl Link {
             fallback: fallback.map(String::into_boxed_str),
             targets,
             oob: oob.unwrap_or(false),
+            password,
         })
     }
 
     /// A link from what [`Link::parts`] gave (a cache snapshot), checked as a document's are:
     /// a snapshot written by another version of couchlink is not trusted to agree on targets.
     pub fn from_parts(parts: LinkParts) -> Result<Link, UnusableLink> {
-        let LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob } = parts;
+        let LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob, password } = parts;
         // Served only as written (see `target`): the `Location` is the stored text itself, but
         // for an empty path's `/`.
         let (plain, plain_other) = match check_target(&url) {
@@ -575,17 +590,21 @@ impl Link {
                     .map_err(|e| UnusableLink::BadRule { rule, reason: format!("\"url\": {e}") })?;
             }
         }
-        let plain_link =
-            valid_from_ns == i64::MIN && expires_ns == i64::MAX && fallback.is_none() && targets.is_empty();
-        let window = (!plain_link).then(|| Box::new(Window { valid_from_ns, expires_ns, fallback, targets }));
+        let plain_link = valid_from_ns == i64::MIN
+            && expires_ns == i64::MAX
+            && fallback.is_none()
+            && targets.is_empty()
+            && password.is_none();
+        let window =
+            (!plain_link).then(|| Box::new(Window { valid_from_ns, expires_ns, fallback, targets, password }));
         Ok(Link { url, inactive, plain, plain_other, oob, window })
     }
 
     /// What the link was made from, for [`Link::from_parts`].
     pub fn parts(&self) -> LinkParts {
-        let (valid_from_ns, expires_ns, fallback, targets) = match &self.window {
-            Some(w) => (w.valid_from_ns, w.expires_ns, w.fallback.clone(), w.targets.clone()),
-            None => (i64::MIN, i64::MAX, None, Box::default()),
+        let (valid_from_ns, expires_ns, fallback, targets, password) = match &self.window {
+            Some(w) => (w.valid_from_ns, w.expires_ns, w.fallback.clone(), w.targets.clone(), w.password.clone()),
+            None => (i64::MIN, i64::MAX, None, Box::default(), None),
         };
         LinkParts {
             url: self.url.clone(),
@@ -595,6 +614,7 @@ impl Link {
             fallback,
             targets,
             oob: self.oob,
+            password,
         }
     }
 
@@ -610,6 +630,11 @@ impl Link {
             Some(rule) => &rule.variants()[rule.pick(visitor, id)].url,
             None => &self.url,
         }
+    }
+
+    /// The hash of the password a visitor must give while the link works (`None` for most).
+    pub fn password(&self) -> Option<&PasswordHash> {
+        self.window.as_ref().and_then(|w| w.password.as_ref())
     }
 
     /// Where people go while the link does not work (inactive, expired, not yet started).

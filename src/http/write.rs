@@ -28,8 +28,10 @@ fn head(status: Status, json: bool) -> &'static str {
         Status::Ok => head!("200 OK"),
         Status::Found => head!("302 Found"),
         Status::BadRequest => head!("400 Bad Request"),
+        Status::Unauthorized(_) => head!("401 Unauthorized"),
         Status::NotFound => head!("404 Not Found"),
         Status::UriTooLong => head!("414 URI Too Long"),
+        Status::TooManyRequests(_) => head!("429 Too Many Requests"),
         Status::HeadersTooLarge => head!("431 Request Header Fields Too Large"),
         Status::NotImplemented => head!("501 Not Implemented"),
         Status::Unavailable => head!("503 Service Unavailable"),
@@ -53,6 +55,12 @@ fn page(status: Status) -> &'static str {
     }
     match status {
         Status::NotFound => page!("Not Found", "There is no active short link at this address."),
+        Status::Unauthorized(_) => {
+            page!("Password Required", "This short link asks for a password. Ask whoever gave you the link for it.")
+        }
+        Status::TooManyRequests(_) => {
+            page!("Too Many Requests", "Too many wrong passwords came from your address. Please try again later.")
+        }
         Status::NotImplemented => page!("Not Implemented", "Short links answer GET and HEAD only."),
         Status::Unavailable => {
             page!("Service Unavailable", "The link database cannot be reached. Please try again shortly.")
@@ -149,6 +157,16 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         Status::Unavailable => {
             out.extend_from_slice(b"\r\nretry-after: ");
             out.extend_from_slice(RETRY_AFTER_SECS.as_bytes());
+        }
+        // RFC 7617: the realm names the link (never its target); the password is read as UTF-8.
+        Status::Unauthorized(id) => {
+            out.extend_from_slice(b"\r\nwww-authenticate: Basic realm=\"");
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(b"\", charset=\"UTF-8\"");
+        }
+        Status::TooManyRequests(seconds) => {
+            out.extend_from_slice(b"\r\nretry-after: ");
+            crate::access_log::push_decimal(out, seconds);
         }
         _ => {}
     }
@@ -330,6 +348,16 @@ mod tests {
         );
         let not_implemented = written(&reply(Status::NotImplemented, Body::Page), &shape, false);
         assert!(not_implemented.contains("\r\nallow: GET, HEAD\r\n"));
+        let id = LinkId::parse("H83if").unwrap();
+        let unauthorized = written(&reply(Status::Unauthorized(id), Body::Page), &shape, false);
+        assert!(unauthorized.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{unauthorized}");
+        assert!(unauthorized.contains("\r\nwww-authenticate: Basic realm=\"H83if\", charset=\"UTF-8\"\r\n"));
+        let waiting = written(&reply(Status::TooManyRequests(412), Body::Page), &shape, false);
+        assert!(waiting.starts_with("HTTP/1.1 429 Too Many Requests\r\n") && waiting.contains("\r\nretry-after: 412\r\n"));
+        for text in [unauthorized, waiting] {
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(head.contains(&format!("content-length: {}\r\n", body.len())), "{head}");
+        }
         for status in [Status::BadRequest, Status::UriTooLong, Status::HeadersTooLarge, Status::NotFound] {
             let text = written(&reply(status, Body::Page), &shape, false);
             let (head, body) = text.split_once("\r\n\r\n").unwrap();

@@ -9,20 +9,23 @@
 //! body:
 //!   str identity, str database, str seq (JSON), i64 written at (Unix seconds), u8 complete,
 //!   u64 entry count, then per entry: 5-byte ID, u8 kind (0: known missing; else 1 | inactive<<1
-//!   | oob<<2 | has fallback<<3 | has targets<<4), and for a link: i64 valid from (Unix ns,
-//!   i64::MIN always), i64 expires (i64::MAX never), str url, str fallback when it has one, and
-//!   str targets (the rules as a document holds them, JSON) when it has any
+//!   | oob<<2 | has fallback<<3 | has targets<<4 | has password<<5), and for a link: i64 valid
+//!   from (Unix ns, i64::MIN always), i64 expires (i64::MAX never), str url, str fallback when it
+//!   has one, str targets (the rules as a document holds them, JSON) when it has any, and str
+//!   password (its hash) when it has one
 //! u32 CRC-32 of the body
 //! ```
 //! Integers are little-endian; a `str` is a u32 byte length and UTF-8.
 
 use serde_json::Value;
 
-use crate::domain::{LinkId, LinkParts, Rule};
+use crate::domain::{LinkId, LinkParts, PasswordHash, Rule};
 
 /// The format this build writes and the only one it reads. Bump it with any change to the
 /// layout above: a snapshot of another version is not read, and the proxy warm-starts instead.
-pub const FORMAT_VERSION: u32 = 2;
+/// (3: a link's password. A snapshot of 2 was written by a proxy that did not read passwords;
+/// read now, it would serve a protected link open until its next change.)
+pub const FORMAT_VERSION: u32 = 3;
 const MAGIC: &[u8] = b"couchlink cache snapshot\n";
 const HEADER: usize = MAGIC.len() + 4 + 8;
 
@@ -89,7 +92,8 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
             Some(link) => {
                 let fallback = u8::from(link.fallback.is_some()) << 3;
                 let targets = u8::from(!link.targets.is_empty()) << 4;
-                body.push(1 | u8::from(link.inactive) << 1 | u8::from(link.oob) << 2 | fallback | targets);
+                let password = u8::from(link.password.is_some()) << 5;
+                body.push(1 | u8::from(link.inactive) << 1 | u8::from(link.oob) << 2 | fallback | targets | password);
                 body.extend_from_slice(&link.valid_from_ns.to_le_bytes());
                 body.extend_from_slice(&link.expires_ns.to_le_bytes());
                 put_str(&mut body, &link.url);
@@ -99,6 +103,9 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
                 if !link.targets.is_empty() {
                     let rules: Vec<_> = link.targets.iter().map(Rule::to_value).collect();
                     put_str(&mut body, &serde_json::Value::from(rules).to_string());
+                }
+                if let Some(password) = &link.password {
+                    put_str(&mut body, password.as_str());
                 }
             }
         }
@@ -160,14 +167,21 @@ fn read_body(r: &mut Reader) -> Result<Snapshot, FormatError> {
         let kind = r.take(1)?[0];
         let link = match kind {
             0 => None,
-            k if k & 1 == 1 && k >> 5 == 0 => {
+            k if k & 1 == 1 && k >> 6 == 0 => {
                 let valid_from_ns = r.u64()? as i64;
                 let expires_ns = r.u64()? as i64;
                 let url = r.str()?.into();
                 let fallback = if k & 8 != 0 { Some(r.str()?.into()) } else { None };
                 let targets = if k & 16 != 0 { rules(r.str()?)? } else { Box::default() };
+                let password = match k & 32 {
+                    0 => None,
+                    _ => Some(
+                        PasswordHash::parse(r.str()?)
+                            .map_err(|_| FormatError::Malformed("a password is not a hash this build reads"))?,
+                    ),
+                };
                 let (inactive, oob) = (k & 2 != 0, k & 4 != 0);
-                Some(LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob })
+                Some(LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob, password })
             }
             _ => return Err(FormatError::Malformed("an entry of unknown kind")),
         };
@@ -236,6 +250,7 @@ mod tests {
                 fallback: None,
                 targets: Box::default(),
                 oob,
+                password: None,
             })
         };
         Snapshot {
@@ -263,6 +278,7 @@ mod tests {
                         }))
                         .unwrap()]),
                         oob: false,
+                        password: Some(PasswordHash::create(b"staff only").unwrap()),
                     }),
                 ),
             ],

@@ -159,6 +159,22 @@ mod tests {
         }
     }
 
+    /// The function takes the password hashes the proxy's reader takes (`PasswordHash::parse`
+    /// holds itself to the same table), and refuses the rest under `[password]`.
+    #[test]
+    fn the_password_field_is_judged_as_the_proxy_reads_it() {
+        let table: Value = serde_json::from_str(include_str!("../../tests/password_cases.json")).unwrap();
+        let validator = shipped();
+        for case in table["cases"].as_array().unwrap() {
+            let doc = json!({"_id": "H83if", "url": "https://example.com/", "password": case["password"]});
+            let judged = validator.check(&doc);
+            assert_eq!(judged.is_ok(), case["ok"].as_bool().unwrap(), "{}: {judged:?}", case["why"]);
+            if let Err(reason) = judged {
+                assert_eq!(crate::domain::Refusal::parse(&reason).field(), Some("password"), "{reason}");
+            }
+        }
+    }
+
     #[test]
     fn an_account_without_the_editor_role_is_refused_as_couchdb_would() {
         let source = crate::design::validate_doc_update_source(&["links:editor"]);
