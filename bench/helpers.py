@@ -165,6 +165,24 @@ def load_rules(couch_port, db, user, password, id_file, n, countries=False):
             sys.exit(f"rules load failed: {r.status} {bad[:3]}")
 
 
+def load_protected(couch_port, db, user, password, id_file, n, hash_from):
+    """Writes n links (IDs of their own) with the password hash link hash_from holds, their IDs to
+    id_file: one hash for all, so the load takes no n hashes; each link is still checked once."""
+    call = couch_caller(couch_port, user, password)
+    status, doc = call("GET", f"/{db}/{hash_from}")
+    if status != 200 or "password" not in doc:
+        sys.exit(f"no password hash in {hash_from}: {status} {doc}")
+    protected_ids = ids(n, seed=11)
+    with open(id_file, "w") as f:
+        f.write("\n".join(protected_ids) + "\n")
+    docs = [{"_id": i, "url": f"https://example.com/landing/{i}", "password": doc["password"]} for i in protected_ids]
+    for start in range(0, n, 5000):
+        status, rows = call("POST", f"/{db}/_bulk_docs", {"docs": docs[start:start + 5000]})
+        bad = [row for row in rows if "error" in row] if isinstance(rows, list) else rows
+        if status >= 300 or bad:
+            sys.exit(f"protected load failed: {status} {bad[:3]}")
+
+
 def edit_many(couch_port, db, user, password, id_file, n, out_file):
     """Points n of the links in id_file (spread over them) at new targets with _bulk_docs, and
     writes "ID TARGET" lines to out_file."""
@@ -312,6 +330,8 @@ if __name__ == "__main__":
         load_rules(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
     elif command == "country-rules":
         load_rules(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), countries=True)
+    elif command == "protected":
+        load_protected(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8])
     elif command == "edit":
         edit_many(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8])
     elif command == "served":

@@ -104,6 +104,10 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
     // Whether the console makes the tag in these colours (it refuses colours scanners cannot
     // tell apart, saying their contrast): resolves when it does.
     tagMade: (site, id, query, options) => call(`qr/${enc(site.db)}/${enc(id)}.svg${query}`, { raw: true, ...options }).then(() => true),
+    // A link password's Argon2id hash, made by the console (the page writes it into the
+    // document; the password itself goes nowhere else).
+    passwordHash: async (password, options) =>
+      (await call('password', { method: 'POST', body: { password }, ...options })).password,
     // A print sheet: the PDF as a Blob.
     sheet: async (site, request, options) =>
       (await call(`qr/${enc(site.db)}/sheet.pdf`, { method: 'POST', body: request, raw: true, ...options })).blob(),

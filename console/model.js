@@ -54,6 +54,20 @@ export function targetProblem(url) {
   return tailProblem(end === -1 ? '' : rest.slice(end));
 }
 
+// Why a `password` field is not a hash the proxy checks against, or null (src/domain/password.rs,
+// PasswordHash::parse; tests/password_cases.json holds both): Argon2id, version 19, m=7168 to
+// 65536, t=1 to 5, p=1 to 4, a salt of 16 to 64 bytes and a 32-byte hash, unpadded base64.
+export function passwordProblem(text) {
+  const phc = typeof text === 'string'
+    && /^\$argon2id\$v=19\$m=([1-9][0-9]{0,5}),t=([1-9][0-9]{0,5}),p=([1-9][0-9]{0,5})\$([^$]*)\$([^$]*)$/.exec(text);
+  if (!phc) return 'it is not an Argon2id hash';
+  const [m, t, p] = [Number(phc[1]), Number(phc[2]), Number(phc[3])];
+  if (m < 7168 || m > 65536 || t > 5 || p > 4) return 'its parameters are out of bounds';
+  const unpadded = (b64, min, max) => b64.length >= min && b64.length <= max && b64.length % 4 !== 1 && /^[A-Za-z0-9+/]*$/.test(b64);
+  if (!unpadded(phc[4], 22, 86) || !unpadded(phc[5], 43, 43)) return 'its salt or hash is not base64 of the right length';
+  return null;
+}
+
 export const isWeb = (url) => typeof url === 'string' && /^https?:\/\//.test(url);
 
 // A link's status at `now`, as domain::Link decides it (tests/link_status.json holds both):
@@ -77,6 +91,11 @@ export function linkStatus(doc, now = new Date()) {
     times[name] = ms;
   }
   if (present(doc, 'fallback') && typeof doc.fallback !== 'string') return refused('fallback', '"fallback" has the wrong JSON type');
+  if (present(doc, 'password')) {
+    if (typeof doc.password !== 'string') return refused('password', '"password" has the wrong JSON type');
+    const problem = passwordProblem(doc.password);
+    if (problem) return refused('password', `"password": ${problem}`);
+  }
   if (present(doc, 'targets')) {
     if (!Array.isArray(doc.targets)) return refused('targets', '"targets" has the wrong JSON type');
     for (const [i, rule] of doc.targets.entries()) {
@@ -101,7 +120,7 @@ export function linkStatus(doc, now = new Date()) {
 // A refusal of the validation function, by the path it names in brackets (docs/reference.md,
 // "Refusals"; src/domain/refusal.rs reads the same form): never by its wording. `form` is the
 // form field it is shown under, '' for the form as a whole.
-const FORM_FIELD = { _id: 'id', url: 'url', fallback: 'fallback', expires: 'expires', valid_from: 'valid_from', targets: 'targets' };
+const FORM_FIELD = { _id: 'id', url: 'url', fallback: 'fallback', expires: 'expires', valid_from: 'valid_from', targets: 'targets', password: 'password' };
 
 export function refusalOf(reason) {
   const text = String(reason);
@@ -189,6 +208,8 @@ export function toForm(doc) {
     url: String(doc.url || ''), title: String(doc.title || ''), tags: (Array.isArray(doc.tags) ? doc.tags : []).join(', '),
     expires: doc.expires || '', valid_from: doc.valid_from || '', fallback: doc.fallback || '',
     targets: Array.isArray(doc.targets) ? doc.targets.map(toRule) : [],
+    // A password is never shown (the document holds only its hash): a new one, or its removal.
+    protected: typeof doc.password === 'string', password: '', removePassword: false,
   };
 }
 
@@ -202,6 +223,7 @@ export function fromForm(form, base) {
   const tags = list(form.tags);
   if (tags.length) doc.tags = tags; else delete doc.tags;
   if (form.targets.length) doc.targets = form.targets.map(fromRule); else delete doc.targets;
+  if (form.removePassword) delete doc.password;
   if (doc.inactive === undefined) doc.inactive = false;
   return doc;
 }
@@ -261,8 +283,8 @@ export function restoring(entry, current) {
 
 // A bulk change applied to one link (src/bulk.rs, Change::apply; tests/bulk_cases.json holds
 // the cases both agree on): the document it becomes, or null when it stays as it is. `change`:
-// url, add_tags, remove_tags, inactive, expires and valid_from (a time, or null to remove;
-// absent: untouched), add_rule, replace_rules.
+// url, add_tags, remove_tags, inactive, expires, valid_from and password (a time or a hash, or
+// null to remove; absent: untouched), add_rule, replace_rules.
 export function bulkChange(doc, change) {
   const out = { ...doc };
   if (typeof change.url === 'string') out.url = change.url;
@@ -275,7 +297,7 @@ export function bulkChange(doc, change) {
     if (kept.length) out.tags = kept; else delete out.tags;
   }
   if (typeof change.inactive === 'boolean') out.inactive = change.inactive;
-  for (const name of ['expires', 'valid_from']) {
+  for (const name of ['expires', 'valid_from', 'password']) {
     if (!Object.prototype.hasOwnProperty.call(change, name)) continue;
     if (change[name] === null) delete out[name]; else out[name] = change[name];
   }

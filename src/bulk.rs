@@ -29,6 +29,9 @@ pub struct Change {
     pub add_rule: Option<Value>,
     /// The rules replaced by these.
     pub replace_rules: Option<Vec<Value>>,
+    /// `Some(Some(hash))`: set the password (its hash, one for every link); `Some(None)`:
+    /// remove it.
+    pub password: Option<Option<String>>,
 }
 
 impl Change {
@@ -61,7 +64,7 @@ impl Change {
         if let Some(inactive) = self.inactive {
             out.insert("inactive".into(), json!(inactive));
         }
-        for (name, value) in [("expires", &self.expires), ("valid_from", &self.valid_from)] {
+        for (name, value) in [("expires", &self.expires), ("valid_from", &self.valid_from), ("password", &self.password)] {
             match value {
                 Some(Some(t)) => {
                     out.insert(name.into(), json!(t));
@@ -242,6 +245,7 @@ mod tests {
             valid_from: instant("valid_from"),
             add_rule: c.get("add_rule").cloned(),
             replace_rules: c["replace_rules"].as_array().cloned(),
+            password: instant("password"),
         }
     }
 

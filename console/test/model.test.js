@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  bulkChange, changes, fromForm, linkStatus, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, undoPlan, uniqueRows,
+  bulkChange, changes, fromForm, linkStatus, passwordProblem, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, undoPlan, uniqueRows,
 } from '../model.js';
 
 const shared = (name) => JSON.parse(readFileSync(new URL(`../../tests/${name}`, import.meta.url), 'utf8'));
@@ -52,6 +52,7 @@ test('the validation function takes the password hashes tests/password_cases.jso
   const validate = (0, eval)(`(${source.replace(/^\s*\/\/.*$/gm, '')})`);
   const table = shared('password_cases.json');
   assert.ok(table.cases.some((c) => c.ok) && table.cases.some((c) => !c.ok));
+  for (const c of table.cases) assert.equal(passwordProblem(c.password) === null, c.ok, `the model: ${c.why}`);
   for (const c of table.cases) {
     let thrown = null;
     const doc = { _id: 'H83if', url: 'https://example.com/', password: c.password };
@@ -84,6 +85,16 @@ test('the form keeps what it does not show, and writes back what it edits', () =
   assert.equal(edited.tags, undefined);
   assert.equal(edited.owner, 'ops');
   assert.equal(fromForm(toForm({ url: 'https://x.example/' }), {}).inactive, false);
+});
+
+test('a password is never shown in the form: kept as its hash, or removed when asked', () => {
+  const doc = { _id: 'H83if', url: 'https://example.com/', password: '$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA' };
+  const form = toForm(doc);
+  assert.equal(form.protected, true);
+  assert.equal(form.password, '', 'the hash is not put in the password field');
+  assert.equal(fromForm(form, doc).password, doc.password, 'kept when nothing is asked');
+  assert.equal('password' in fromForm({ ...form, removePassword: true }, doc), false);
+  assert.equal(toForm({ url: 'https://example.com/' }).protected, false);
 });
 
 test('clicks are summed by UTC day into today, 7 days and in all', () => {

@@ -1,5 +1,5 @@
 // A bulk change of the links ticked in the list (url, tags, status, expires, valid_from, a rule
-// added or the rules replaced): the change asked, a preview of every link and
+// added or the rules replaced, a password set or removed): the change asked, a preview of every link and
 // each field it changes (nothing written yet), then one `_bulk_docs` write (CouchDB checks each
 // document; a link edited meanwhile is a conflict, never written over), the outcome per link,
 // and "Undo this change", which puts every link back from the history but those edited since.
@@ -9,6 +9,8 @@ import { batchName, bulkChange, changes, undoPlan } from '../model.js';
 import { Failure } from './common.js';
 
 const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
+// A field's value in the preview; a password's hash says only that there is one.
+const shownAs = (k, v) => (k === 'password' && v !== null && v !== undefined ? '(a password)' : shown(v));
 
 // The change the form asks for (empty fields: untouched).
 function changeOf(form) {
@@ -21,6 +23,7 @@ function changeOf(form) {
     const v = value.trim();
     if (v) change[name] = v === 'none' ? null : v;
   }
+  if (form.removePassword) change.password = null;
   if (form.rule.trim()) {
     let rule;
     try { rule = JSON.parse(form.rule); } catch (e) { throw new Error(`The rule is not JSON: ${e.message}`); }
@@ -38,7 +41,8 @@ const outcome = (r) => (!r ? 'not written' : r.ok ? 'applied'
   : r.error === 'conflict' ? 'edited by someone else meanwhile: nothing written over' : `refused: ${r.reason || r.error}`);
 
 export function BulkForm({ site, selected }) {
-  const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add' });
+  const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add',
+    password: '', removePassword: false });
   const [plan, setPlan] = useState(null);
   const [done, setDone] = useState(null);
   const [undone, setUndone] = useState(null);
@@ -50,6 +54,8 @@ export function BulkForm({ site, selected }) {
     setError(null); setDone(null); setUndone(null);
     try {
       const change = changeOf(form);
+      // One hash for every link, made by the console; the password itself is written nowhere.
+      if (form.password && !form.removePassword) change.password = await client.passwordHash(form.password);
       const docs = await client.docs(site, ids);
       setPlan(ids.map((id, i) => ({ id, before: docs[i], after: docs[i] && bulkChange(docs[i], change) })));
     } catch (e) { setError(e); }
@@ -95,13 +101,18 @@ export function BulkForm({ site, selected }) {
     <label for="b-rule-mode">The rule</label>
     <select id="b-rule-mode" value=${form.ruleMode} onChange=${set('ruleMode')}>
       <option value="add">added after the others</option><option value="replace">replaces the rules</option></select>
+    <label for="b-password">Ask for this password (empty: as it is)</label>
+    <input id="b-password" type="password" autocomplete="new-password" value=${form.password} onInput=${set('password')}
+      disabled=${form.removePassword} />
+    <label><input id="b-remove-password" type="checkbox" checked=${form.removePassword}
+      onChange=${(e) => setForm({ ...form, removePassword: e.target.checked })} /> Remove the password</label>
     <p><button type="submit">Preview the change</button></p>
     <${Failure} error=${error} />
   </fieldset></form>
   ${plan && html`<table aria-label="Preview"><thead><tr><th scope="col">Link</th><th scope="col">Field</th><th scope="col">Before</th><th scope="col">After</th></tr></thead>
     <tbody>${plan.flatMap((p) => (!p.before ? [html`<tr><th scope="row">${p.id}</th><td colspan="3">no such link</td></tr>`]
       : !p.after ? [html`<tr><th scope="row">${p.id}</th><td colspan="3">unchanged</td></tr>`]
-      : changes({ before: p.before, after: p.after }).filter(([k]) => !k.startsWith('_')).map(([k, b, a]) => html`<tr><th scope="row">${p.id}</th><td>${k}</td><td>${shown(b)}</td><td>${shown(a)}</td></tr>`)))}</tbody></table>
+      : changes({ before: p.before, after: p.after }).filter(([k]) => !k.startsWith('_')).map(([k, b, a]) => html`<tr><th scope="row">${p.id}</th><td>${k}</td><td>${shownAs(k, b)}</td><td>${shownAs(k, a)}</td></tr>`)))}</tbody></table>
     ${!done && changing > 0 && html`<p><button onClick=${apply}>Apply to ${changing} link${changing === 1 ? '' : 's'}</button></p>`}`}
   ${done && html`<p class="notice">Bulk change ${done.batch}</p><${Outcomes} label="Result" rows=${done.rows} />
     ${!undone && html`<p><button onClick=${undo}>Undo this change</button></p>`}`}

@@ -59,6 +59,15 @@ export function Editor({ site, doc, onSaved, onCancel }) {
     delete body._id;
     if (creating) body.created = new Date().toISOString();
     try {
+      // A new password goes to the console to be hashed; only the hash is written.
+      if (form.password && !form.removePassword) {
+        try {
+          body.password = await client.passwordHash(form.password);
+        } catch (e) {
+          setError({ form: 'password', message: e.message });
+          return;
+        }
+      }
       onSaved(await save(site, creating ? id : doc._id, body));
     } catch (e) {
       if (e.status === 409 && creating && id) {
@@ -107,6 +116,16 @@ export function Editor({ site, doc, onSaved, onCancel }) {
     ${field('valid_from', 'Valid from (date, time and zone, like 2026-12-01T09:00:00+01:00)')}
     ${field('expires', 'Expires (date, time and zone, like 2026-12-31T23:59:59Z)')}
     ${field('fallback', 'Fallback URL (where people go once it has expired or is inactive)', 'url')}
+    <fieldset aria-label="Password">
+      <legend>Password: visitors' browsers ask for it before the link opens</legend>
+      ${form.protected && html`<p>This link asks for a password (only its hash is stored, so it cannot be shown).</p>
+        <label><input id="f-remove-password" type="checkbox" checked=${form.removePassword}
+          onChange=${(e) => setForm({ ...form, removePassword: e.target.checked })} /> Remove the password</label>`}
+      <label for="f-password">${form.protected ? 'New password (empty: keep it)' : 'Password (empty: none)'}</label>
+      <input id="f-password" type="password" autocomplete="new-password" value=${form.password} onInput=${set('password')}
+        disabled=${form.removePassword} />
+      <${FieldRefusal} error=${error} field="password" />
+    </fieldset>
     <${Rules} rules=${form.targets} onChange=${(targets) => setForm({ ...form, targets })} />
     <${FieldRefusal} error=${error} field="targets" />
     <${FieldRefusal} error=${error} field="" />

@@ -116,7 +116,7 @@ export function LinkPage({ site, id, editor, go }) {
     <p>Short URL: <output aria-label="Short URL">${short}</output>
       <button onClick=${() => navigator.clipboard.writeText(short).then(() => setCopied(true))}>Copy the short URL</button>
       ${copied && html`<span class="notice"> copied</span>`}</p>
-    <p>Status: <${StatusText} of=${linkStatus(doc)} /></p>
+    <p>Status: <${StatusText} of=${linkStatus(doc)} />${typeof doc.password === 'string' && ', asks for a password'}</p>
     <p>Points to: ${isWeb(doc.url) ? html`<a href=${doc.url} rel="noopener noreferrer">${doc.url}</a>` : html`<code>${String(doc.url)}</code>`}</p>
     ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).map((t, i) => html`${i ? ', ' : ''}<a href=${go.href({ page: 'tag', tag: t })}>${t}</a>`)}</p>`}
     <${Tag} site=${site} id=${id} short=${short} />

@@ -55,6 +55,13 @@ pub struct BulkArgs {
     /// Replace the rules with this list (JSON; `[]` removes them).
     #[arg(long, value_parser = parse_json, conflicts_with = "add_rule")]
     pub replace_rules: Option<Value>,
+    /// Ask every link's visitors for this password, read from this file (`-`: standard input;
+    /// one trailing line end dropped); only its Argon2id hash is stored.
+    #[arg(long, value_name = "FILE", conflicts_with = "remove_password")]
+    pub password_file: Option<std::path::PathBuf>,
+    /// Remove every link's password.
+    #[arg(long)]
+    pub remove_password: bool,
     /// Show what would change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -149,6 +156,13 @@ impl BulkArgs {
             valid_from: instant(&self.valid_from, "valid-from")?,
             add_rule: self.add_rule.clone(),
             replace_rules: rules,
+            password: match (&self.password_file, self.remove_password) {
+                (Some(file), _) => Some(Some(
+                    super::create::password_hash(file).map_err(|e| BulkCommandError::Usage(e.to_string()))?.as_str().to_owned(),
+                )),
+                (None, true) => Some(None),
+                (None, false) => None,
+            },
         };
         if change.is_empty() {
             return Err(BulkCommandError::Usage(

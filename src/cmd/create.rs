@@ -46,6 +46,10 @@ pub struct CreateArgs {
     /// visitor keeps the variant they first got.
     #[arg(long = "split", value_parser = split_variant)]
     pub split: Vec<serde_json::Value>,
+    /// A password visitors must give (their browser asks for it): read from this file, `-` for
+    /// standard input, its one trailing line end dropped. Only its Argon2id hash is stored.
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<std::path::PathBuf>,
     /// Address redirects are served on (the base of the printed URL when no public URL is set).
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -59,6 +63,9 @@ impl CreateArgs {
     pub fn execute(self) -> Result<(), CreateError> {
         let mut link = self.new_link();
         link.targets = self.rules()?;
+        if let Some(file) = &self.password_file {
+            link.password = Some(password_hash(file)?.as_str().to_owned());
+        }
         let editor = CouchClient::new(&self.couch.into()).map_err(|e| CreateError::Store(e.into()))?;
         let ids = std::iter::repeat_with(LinkId::random);
         let id = super::current_thread_runtime()
@@ -88,6 +95,7 @@ impl CreateArgs {
             valid_from: self.valid_from.clone(),
             fallback: self.fallback.clone(),
             targets: self.targets.clone(),
+            password: None,
         }
     }
 
@@ -117,6 +125,8 @@ pub struct NewLink {
     pub fallback: Option<String>,
     /// `targets`, each as a document holds it.
     pub targets: Vec<serde_json::Value>,
+    /// `password`: the hash of the password visitors must give.
+    pub password: Option<String>,
 }
 
 impl NewLink {
@@ -150,6 +160,33 @@ pub enum CreateError {
     /// The `--split` variants do not make a split.
     #[error("{0}")]
     Split(String),
+    /// The password file cannot be read, or holds no password couchlink sets.
+    #[error("--password-file {}: {reason}", .file.display())]
+    Password {
+        /// The file named.
+        file: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The hash of the password in `file` (`-`: standard input), less one trailing line end.
+pub(super) fn password_hash(file: &std::path::Path) -> Result<crate::domain::PasswordHash, CreateError> {
+    let fail = |reason: String| CreateError::Password { file: file.to_owned(), reason };
+    let mut bytes = if file.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| fail(e.to_string()))?;
+        bytes
+    } else {
+        std::fs::read(file).map_err(|e| fail(e.to_string()))?
+    };
+    for end in [&b"\r\n"[..], b"\n"] {
+        if bytes.ends_with(end) {
+            bytes.truncate(bytes.len() - end.len());
+            break;
+        }
+    }
+    crate::domain::PasswordHash::create(&bytes).map_err(|e| fail(e.to_string()))
 }
 
 impl From<NewLinkError> for CreateError {
@@ -161,7 +198,7 @@ impl From<NewLinkError> for CreateError {
     }
 }
 
-/// Stores `{url, inactive: false, expires?, valid_from?, fallback?}` under the first ID from
+/// Stores `{url, inactive: false, expires?, valid_from?, fallback?, password?}` under the first ID from
 /// `ids` that has never been used, and returns it (see [`store_new`]).
 pub async fn run(
     editor: &CouchClient,
@@ -169,7 +206,13 @@ pub async fn run(
     ids: impl IntoIterator<Item = LinkId>,
 ) -> Result<LinkId, CreateError> {
     let mut doc = json!({"url": link.url, "inactive": false});
-    for (name, value) in [("expires", &link.expires), ("valid_from", &link.valid_from), ("fallback", &link.fallback)] {
+    let fields = [
+        ("expires", &link.expires),
+        ("valid_from", &link.valid_from),
+        ("fallback", &link.fallback),
+        ("password", &link.password),
+    ];
+    for (name, value) in fields {
         if let Some(value) = value {
             doc[name] = json!(value);
         }

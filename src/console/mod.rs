@@ -40,6 +40,8 @@ const COUCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Print sheets made at once, in all (each takes a core for up to a second or two): a third is
 /// told to come back ([`SHEET_RETRY_SECS`]), as is a visitor whose previous sheet is not done.
 pub const SHEETS_AT_ONCE: usize = 2;
+/// Link passwords hashed at once (each an Argon2id hash of 19 MiB, tens of milliseconds).
+const HASHES_AT_ONCE: usize = 2;
 
 /// The `Retry-After` of a sheet refused because others are being made.
 const SHEET_RETRY_SECS: u32 = 2;
@@ -63,6 +65,8 @@ pub struct Console {
     http: reqwest::Client,
     /// Print sheets being made, in all.
     sheets: Arc<Semaphore>,
+    /// Places among [`HASHES_AT_ONCE`].
+    hashes: Arc<Semaphore>,
     /// The accounts whose print sheet is being made (one at a time each).
     sheet_makers: Arc<Mutex<HashSet<String>>>,
 }
@@ -119,6 +123,7 @@ impl Console {
             clicks_interval_secs: crate::clicks::writer::DEFAULT_INTERVAL_SECS,
             http,
             sheets: Arc::new(Semaphore::new(SHEETS_AT_ONCE)),
+            hashes: Arc::new(Semaphore::new(HASHES_AT_ONCE)),
             sheet_makers: Arc::default(),
         })
     }
@@ -199,6 +204,33 @@ impl Console {
                     }
                     Ok(Err(reason)) => json_error(400, "bad_request", &reason),
                     Err(_) => json_error(500, "internal", "the sheet could not be made"),
+                }
+            }
+            Route::PasswordHash => {
+                // Only for someone CouchDB knows: the hash is work the console does for them.
+                if let Err(refused) = self.visitor_name(&parts).await {
+                    return refused;
+                }
+                let Ok(turn) = self.hashes.clone().try_acquire_owned() else {
+                    let mut busy = json_error(429, "too_many_requests", "other passwords are being hashed: try again");
+                    busy.headers_mut().insert("retry-after", HeaderValue::from(1));
+                    return busy;
+                };
+                let Some(password) = serde_json::from_slice::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v.get("password").and_then(|p| p.as_str()).map(str::to_owned))
+                else {
+                    return json_error(400, "bad_request", "send {\"password\": \"...\"}");
+                };
+                let made = tokio::task::spawn_blocking(move || {
+                    let _turn = turn;
+                    crate::domain::PasswordHash::create(password.as_bytes())
+                })
+                .await;
+                match made {
+                    Ok(Ok(hash)) => respond(200, "application/json", Bytes::from(json!({"password": hash.as_str()}).to_string())),
+                    Ok(Err(bad)) => json_error(400, "bad_request", &bad.to_string()),
+                    Err(_) => json_error(500, "internal", "the password could not be hashed"),
                 }
             }
             Route::Couch { path } => self.pass(parts, path, body).await,
@@ -474,7 +506,7 @@ mod tests {
                 "/couch/links_clicks/_design/clicks/_view/by_day_link", "/couch/links/_design/clicks/_view/by_month_link",
                 "/couch/links/../_users", "/couch/links/%48%38%33if", "/couch//links", "/couch/links/",
                 "/couch/_session/x", "/couch/links_clicks/H83if", "/couch/other/H83if", "/qr/links/sheet.pdf",
-                "/qr/links/H83if.svg", "/console.json", "/", "/app.js", "/couch", "/couchlinks/H83if",
+                "/qr/links/H83if.svg", "/console.json", "/", "/app.js", "/couch", "/couchlinks/H83if", "/password",
             ]),
             prefix in proptest::sample::select(vec!["/couch", "/couch/", "/qr", "/", "", "/couch/.."]),
             segments in proptest::collection::vec(proptest::sample::select(vec![
@@ -525,7 +557,7 @@ mod tests {
                     proptest::prop_assert!(matches!(method, "GET" | "HEAD") || own, "{} {} written without Origin", method, target);
                     proptest::prop_assert_eq!(format!("/couch{passed}"), parts.uri.path());
                 }
-                Ok(Route::Sheet { .. }) => proptest::prop_assert!(method == "POST" && own),
+                Ok(Route::Sheet { .. } | Route::PasswordHash) => proptest::prop_assert!(method == "POST" && own),
                 Ok(Route::Qr { .. } | Route::Asset(_) | Route::Sites) => {
                     proptest::prop_assert!(matches!(method, "GET" | "HEAD"), "{} {}", method, target)
                 }

@@ -47,6 +47,9 @@ pub enum Route {
         /// Index into the sites.
         site: usize,
     },
+    /// A link password's hash, for the page to write into the document (`POST /password`,
+    /// from the console's own page only): the password is hashed here, never stored or sent on.
+    PasswordHash,
     /// Passed to CouchDB as `path` (with the request's query): under `/couch/`, the rest.
     Couch {
         /// CouchDB's path, beginning with `/`.
@@ -128,6 +131,12 @@ pub fn route(method: &str, target: &str, source: Source, sites: &[ConsoleSite]) 
         }
         let site = sites.iter().position(|s| s.db == db).ok_or_else(|| refuse(404, "not a database of the console"))?;
         return Ok(Route::Sheet { site });
+    }
+    if (path, method) == ("/password", "POST") {
+        if source != Source::OwnPage {
+            return Err(refuse(403, "a password is hashed for the console's own page (Origin)"));
+        }
+        return Ok(Route::PasswordHash);
     }
     if !read {
         return Err(refuse(405, format!("{method} is not allowed here")));
@@ -245,6 +254,10 @@ mod tests {
         assert_eq!(route("GET", "/console.json", Source::OwnPage, &s), Ok(Route::Sites));
         assert_eq!(route("GET", "/../Cargo.toml", Source::OwnPage, &s).unwrap_err().status, 404);
         assert_eq!(route("POST", "/", Source::OwnPage, &s).unwrap_err().status, 405);
+        assert_eq!(route("POST", "/password", Source::OwnPage, &s), Ok(Route::PasswordHash));
+        assert_eq!(route("POST", "/password", Source::Unsaid, &s).unwrap_err().status, 403);
+        assert_eq!(route("POST", "/password", Source::Elsewhere, &s).unwrap_err().status, 403);
+        assert_eq!(route("GET", "/password", Source::OwnPage, &s).unwrap_err().status, 404);
     }
 
     #[test]

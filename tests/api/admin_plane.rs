@@ -246,7 +246,7 @@ async fn create_shows_couchdbs_reason_for_a_bad_url() {
 }
 
 /// Runs `couchlink create ...args` as the editor against `db`.
-fn create_with_the_binary(db: &TestDb, args: &[&str]) -> std::process::Output {
+pub(crate) fn create_with_the_binary(db: &TestDb, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_couchlink"))
         .arg("create")
         .args(args)

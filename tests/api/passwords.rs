@@ -133,3 +133,30 @@ async fn couchdb_keeps_a_password_out_of_the_document_and_takes_only_its_hash() 
     let r = db.request_as(Some(EDITOR), Method::PUT, "Clear", Some(&doc)).await;
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
 }
+
+#[tokio::test]
+async fn the_binary_stores_the_hash_of_a_password_read_from_a_file_and_the_proxy_asks_for_it() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("password");
+    std::fs::write(&file, "staff only\n").unwrap();
+    let output = crate::admin_plane::create_with_the_binary(
+        &app.db,
+        &[TARGET, "--password-file", file.to_str().unwrap(), "--public-url", "https://0x1f.ie"],
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let id = printed.trim().strip_prefix("https://0x1f.ie/").unwrap().to_owned();
+    let doc: serde_json::Value = app.db.admin(Method::GET, &id, None).await.json().await.unwrap();
+    let stored = doc["password"].as_str().unwrap();
+    assert!(stored.starts_with("$argon2id$v=19$m=19456,t=2,p=1$") && !stored.contains("staff only"), "{stored}");
+    assert_asks(get_with(&app, &format!("/{id}"), None).await, &id).await;
+    // The line end is not part of the password.
+    assert_redirects_to(&get_with(&app, &format!("/{id}"), Some("staff only")).await, TARGET);
+
+    std::fs::write(&file, "\n").unwrap();
+    let empty = crate::admin_plane::create_with_the_binary(&app.db, &[TARGET, "--password-file", file.to_str().unwrap()]);
+    assert!(!empty.status.success());
+    let stderr = String::from_utf8(empty.stderr).unwrap();
+    assert!(stderr.contains("--password-file") && stderr.contains("cannot be empty"), "{stderr}");
+}

@@ -401,6 +401,31 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     assert_eq!(restored["targets"], Value::Null, "the version as it was, without the rules added since");
     page_says(&browser, &format!("restores {}", summer["rev"].as_str().unwrap())).await;
 
+    // A password, set in the editor: only its hash is stored, the proxy asks for it, and the
+    // editor removes it again.
+    click_button(&browser, "Edit").await;
+    fill(&browser, "#f-password", "staff only").await;
+    click_button(&browser, "Save").await;
+    page_says(&browser, "asks for a password").await;
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    let hash = stored["password"].as_str().unwrap_or_else(|| panic!("no hash stored: {stored}"));
+    assert!(hash.starts_with("$argon2id$v=19$") && !hash.contains("staff only"), "{hash}");
+    let started = Instant::now();
+    while http.get(format!("http://{}/{id}", proxy.addr)).send().await.unwrap().status() != 401 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the proxy never asked for the password");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let opened = http.get(format!("http://{}/{id}", proxy.addr)).basic_auth("", Some("staff only")).send().await.unwrap();
+    assert_eq!(opened.headers().get("location").map(|l| l.to_str().unwrap()), Some("https://example.com/summer"));
+    click_button(&browser, "Edit").await;
+    browser.click("#f-remove-password").await;
+    click_button(&browser, "Save").await;
+    let started = Instant::now();
+    while location(&proxy, &id).await.as_deref() != Some("https://example.com/summer") {
+        assert!(started.elapsed() < Duration::from_secs(10), "the proxy still asks for the removed password");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     db.put_link(
         &id,
         json!({"url": "https://example.com/summer", "title": "Spring flyer",
