@@ -260,7 +260,13 @@ fn site(dir: &Path, flushers: &mut Vec<Flusher>) -> Site {
     flushers.push(flusher);
     // Counting on, as a proxy runs by default (the tally is never taken here: its writer is
     // not on the redirect path).
-    Site { store: Some(Arc::new(store)), log, metrics, clicks: Some(Arc::default()) }
+    Site {
+        store: Some(Arc::new(store)),
+        log,
+        metrics,
+        clicks: Some(Arc::default()),
+        limits: Arc::new(couchlink::clicks::limits::Limits::new(None)),
+    }
 }
 
 /// The proxy as one serving thread runs it, with one domain or [`DOMAINS`].

@@ -54,18 +54,12 @@ export function targetProblem(url) {
   return tailProblem(end === -1 ? '' : rest.slice(end));
 }
 
-// Why a `password` field is not a hash the proxy checks against, or null (src/domain/password.rs,
-// PasswordHash::parse; tests/password_cases.json holds both): Argon2id, version 19, m=7168 to
-// 65536, t=1 to 5, p=1 to 4, a salt of 16 to 64 bytes and a 32-byte hash, unpadded base64.
+// Why a `password` is no hash the proxy checks, or null (src/domain/password.rs, as
+// tests/password_cases.json holds both).
 export function passwordProblem(text) {
-  const phc = typeof text === 'string'
-    && /^\$argon2id\$v=19\$m=([1-9][0-9]{0,5}),t=([1-9][0-9]{0,5}),p=([1-9][0-9]{0,5})\$([^$]*)\$([^$]*)$/.exec(text);
-  if (!phc) return 'it is not an Argon2id hash';
-  const [m, t, p] = [Number(phc[1]), Number(phc[2]), Number(phc[3])];
-  if (m < 7168 || m > 65536 || t > 5 || p > 4) return 'its parameters are out of bounds';
-  const unpadded = (b64, min, max) => b64.length >= min && b64.length <= max && b64.length % 4 !== 1 && /^[A-Za-z0-9+/]*$/.test(b64);
-  if (!unpadded(phc[4], 22, 86) || !unpadded(phc[5], 43, 43)) return 'its salt or hash is not base64 of the right length';
-  return null;
+  const [, m, t, p, salt, hash] = /^\$argon2id\$v=19\$m=([1-9]\d{0,5}),t=([1-9]\d{0,5}),p=([1-9]\d{0,5})\$([^$]*)\$([^$]*)$/.exec(text) || [];
+  const b64 = (s, min, max) => s.length >= min && s.length <= max && s.length % 4 !== 1 && /^[A-Za-z0-9+/]*$/.test(s);
+  return m && m >= 7168 && m <= 65536 && t <= 5 && p <= 4 && b64(salt, 22, 86) && b64(hash, 43, 43) ? null : 'not an Argon2id hash in bounds';
 }
 
 export const isWeb = (url) => typeof url === 'string' && /^https?:\/\//.test(url);
@@ -91,11 +85,10 @@ export function linkStatus(doc, now = new Date()) {
     times[name] = ms;
   }
   if (present(doc, 'fallback') && typeof doc.fallback !== 'string') return refused('fallback', '"fallback" has the wrong JSON type');
-  if (present(doc, 'password')) {
-    if (typeof doc.password !== 'string') return refused('password', '"password" has the wrong JSON type');
-    const problem = passwordProblem(doc.password);
-    if (problem) return refused('password', `"password": ${problem}`);
-  }
+  if (present(doc, 'max_visits_bots') && typeof doc.max_visits_bots !== 'boolean') return refused('max_visits_bots', 'not true or false');
+  const max = doc.max_visits;
+  if (present(doc, 'max_visits') && !(typeof max === 'number' && max % 1 === 0 && max >= 1 && max <= 1e9)) return refused('max_visits', 'not a whole number from 1 to 1e9');
+  if (present(doc, 'password') && passwordProblem(String(doc.password))) return refused('password', 'not an Argon2id hash in bounds');
   if (present(doc, 'targets')) {
     if (!Array.isArray(doc.targets)) return refused('targets', '"targets" has the wrong JSON type');
     for (const [i, rule] of doc.targets.entries()) {
@@ -120,7 +113,8 @@ export function linkStatus(doc, now = new Date()) {
 // A refusal of the validation function, by the path it names in brackets (docs/reference.md,
 // "Refusals"; src/domain/refusal.rs reads the same form): never by its wording. `form` is the
 // form field it is shown under, '' for the form as a whole.
-const FORM_FIELD = { _id: 'id', url: 'url', fallback: 'fallback', expires: 'expires', valid_from: 'valid_from', targets: 'targets', password: 'password' };
+const FORM_FIELD = { _id: 'id', url: 'url', fallback: 'fallback', expires: 'expires', valid_from: 'valid_from', targets: 'targets', password: 'password',
+  max_visits: 'max_visits', max_visits_bots: 'max_visits' };
 
 export function refusalOf(reason) {
   const text = String(reason);
@@ -208,8 +202,9 @@ export function toForm(doc) {
     url: String(doc.url || ''), title: String(doc.title || ''), tags: (Array.isArray(doc.tags) ? doc.tags : []).join(', '),
     expires: doc.expires || '', valid_from: doc.valid_from || '', fallback: doc.fallback || '',
     targets: Array.isArray(doc.targets) ? doc.targets.map(toRule) : [],
-    // A password is never shown (the document holds only its hash): a new one, or its removal.
+    // Never the hash: a new password, or its removal.
     protected: typeof doc.password === 'string', password: '', removePassword: false,
+    max_visits: doc.max_visits == null ? '' : String(doc.max_visits), max_visits_bots: doc.max_visits_bots === true,
   };
 }
 
@@ -224,6 +219,10 @@ export function fromForm(form, base) {
   if (tags.length) doc.tags = tags; else delete doc.tags;
   if (form.targets.length) doc.targets = form.targets.map(fromRule); else delete doc.targets;
   if (form.removePassword) delete doc.password;
+  const max = form.max_visits.trim();
+  // Not a number: written as typed, for the validation function to refuse under its field.
+  if (max) doc.max_visits = Number.isNaN(Number(max)) ? max : Number(max); else delete doc.max_visits;
+  if (max && form.max_visits_bots) doc.max_visits_bots = true; else delete doc.max_visits_bots;
   if (doc.inactive === undefined) doc.inactive = false;
   return doc;
 }
@@ -241,6 +240,15 @@ export function sumClicks(rows, now = new Date()) {
     if (d === today) sum.today += row.value[0];
   }
   return sum;
+}
+
+// A limited link's visits from its `by_link` rows at group level 1 ([redirects, bots, ...]), as
+// the proxies count them (bots only with `max_visits_bots`): { used, left }, or null.
+export function visits(doc, rows) {
+  if (typeof doc.max_visits !== 'number') return null;
+  const [all = 0, bots = 0] = rows.length ? rows[0].value : [];
+  const used = doc.max_visits_bots ? all : all - bots;
+  return { used, left: Math.max(0, doc.max_visits - used) };
 }
 
 // The list's rows: a link whose several words begin alike is found once, rows without their
@@ -301,6 +309,8 @@ export function bulkChange(doc, change) {
     if (!Object.prototype.hasOwnProperty.call(change, name)) continue;
     if (change[name] === null) delete out[name]; else out[name] = change[name];
   }
+  if (change.max_visits === null) { delete out.max_visits; delete out.max_visits_bots; }
+  else if (typeof change.max_visits === 'number') out.max_visits = change.max_visits;
   if (Array.isArray(change.replace_rules)) {
     if (change.replace_rules.length) out.targets = change.replace_rules; else delete out.targets;
   }

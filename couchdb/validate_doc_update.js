@@ -196,6 +196,18 @@ function (newDoc, oldDoc, userCtx, secObj) {
         'without padding.');
     }
   }
+  // A visit limit (src/domain/link.rs, Link::from_doc, reads the same; tests/link_status.json).
+  if (newDoc.hasOwnProperty('max_visits')) {
+    var max = newDoc.max_visits;
+    if (typeof max !== 'number' || max % 1 !== 0 || max < 1 || max > 1000000000) {
+      refuse('max_visits', '"max_visits" must be a whole number from 1 to 1000000000 (without quotes): the redirects ' +
+        'after which the link acts as expired (its "fallback", or 404).');
+    }
+  }
+  if (newDoc.hasOwnProperty('max_visits_bots') && typeof newDoc.max_visits_bots !== 'boolean') {
+    refuse('max_visits_bots', '"max_visits_bots" must be true or false (without quotes): true when bots\' redirects ' +
+      'count toward "max_visits" too.');
+  }
   if (newDoc.hasOwnProperty('targets')) {
     // Kept in step with src/visitor/mod.rs (Os::NAMES, Device::NAMES) and src/domain/link.rs
     // (Rule::from_value).

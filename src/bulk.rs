@@ -32,6 +32,8 @@ pub struct Change {
     /// `Some(Some(hash))`: set the password (its hash, one for every link); `Some(None)`:
     /// remove it.
     pub password: Option<Option<String>>,
+    /// `Some(Some(n))`: set `max_visits`; `Some(None)`: remove it.
+    pub max_visits: Option<Option<u32>>,
 }
 
 impl Change {
@@ -64,7 +66,9 @@ impl Change {
         if let Some(inactive) = self.inactive {
             out.insert("inactive".into(), json!(inactive));
         }
-        for (name, value) in [("expires", &self.expires), ("valid_from", &self.valid_from), ("password", &self.password)] {
+        for (name, value) in
+            [("expires", &self.expires), ("valid_from", &self.valid_from), ("password", &self.password)]
+        {
             match value {
                 Some(Some(t)) => {
                     out.insert(name.into(), json!(t));
@@ -74,6 +78,16 @@ impl Change {
                 }
                 None => {}
             }
+        }
+        match self.max_visits {
+            Some(Some(max)) => {
+                out.insert("max_visits".into(), json!(max));
+            }
+            Some(None) => {
+                out.remove("max_visits");
+                out.remove("max_visits_bots");
+            }
+            None => {}
         }
         if let Some(rules) = &self.replace_rules {
             if rules.is_empty() {
@@ -246,6 +260,7 @@ mod tests {
             add_rule: c.get("add_rule").cloned(),
             replace_rules: c["replace_rules"].as_array().cloned(),
             password: instant("password"),
+            max_visits: c.get("max_visits").map(|v| v.as_u64().map(|n| n as u32)),
         }
     }
 

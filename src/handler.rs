@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 
 use crate::access_log::{logged_target, AccessLog, Entry};
 use crate::clicks::by::Seen;
+use crate::clicks::limits::Limits;
 use crate::clicks::{Click, Tally};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{clock, Host, Link, LinkId, TrackingId};
@@ -44,6 +45,8 @@ pub struct Site {
     pub metrics: Arc<Metrics>,
     /// Its live counts per link, when counting is on.
     pub clicks: Option<Arc<Tally>>,
+    /// Its links' visit limits: what every proxy counted (the live counts), and this one.
+    pub limits: Arc<Limits>,
 }
 
 /// The sites a proxy serves, and which one a request is for: its host (the absolute-form
@@ -250,6 +253,7 @@ pub async fn respond(app: &App, request: &Request<'_>, peer: SocketAddr) -> Repl
                                 visitor: &visitor,
                                 authorization: headers.field(Field::Authorization),
                                 client,
+                                limits: &site.limits,
                             };
                             locate(store, asked, request.path, request.query, now).await
                         }
@@ -431,6 +435,9 @@ struct LiveLinks<'a, 'v> {
     first_known: AtomicBool,
     /// That link is live, has a password, and its gate stays shut with this status.
     shut: std::sync::OnceLock<Status>,
+    /// That link's visit limit, asked once: `Some(true)` this visit was admitted, `Some(false)`
+    /// its visits are used up and it acts as expired.
+    admitted: std::sync::OnceLock<bool>,
 }
 
 /// Where a link sends people now, borrowed from the shared document or the settings.
@@ -456,6 +463,8 @@ struct Asked<'a, 'v> {
     authorization: Option<&'v [u8]>,
     /// The client's address (as believed, never anonymised): wrong guesses are counted by it.
     client: IpAddr,
+    /// The site's visit limits.
+    limits: &'a Limits,
 }
 
 impl Asked<'_, '_> {
@@ -495,7 +504,7 @@ impl LiveLinks<'_, '_> {
     /// Where `link` (`id`'s) sends this visitor now, `None` for a 404; what its rules were
     /// asked is noted for `Vary`.
     fn target(&self, id: LinkId, link: &Arc<Link>) -> Option<Target> {
-        let live = link.live_target(self.now).is_some();
+        let live = self.live(id, link);
         let mut chosen = None;
         if live && !link.targets().is_empty() {
             self.varied.store(true, Relaxed);
@@ -510,9 +519,38 @@ impl LiveLinks<'_, '_> {
     /// What `link` (`id`'s) decided for this visitor, as [`LiveLinks::target`] found it while
     /// resolving, asked again without noting or counting anything twice.
     fn decided(&self, id: LinkId, link: Arc<Link>) -> Option<Target> {
-        let live = link.live_target(self.now).is_some();
+        let live = self.live(id, &link);
         let chosen = if live { self.asked.matching(id, &link) } else { None };
         self.as_target(live, chosen, link)
+    }
+
+    /// Whether `link` (`id`'s) works now: live, and for the link the path begins with, not out
+    /// of visits.
+    fn live(&self, id: LinkId, link: &Link) -> bool {
+        link.live_target(self.now).is_some() && !(id == self.first && self.admitted.get() == Some(&false))
+    }
+
+    /// For the link the path begins with, live and with a visit limit: whether this visit is
+    /// admitted (counted now), asked once per request. Other links' limits count their own
+    /// short URL's visits, as the live counts do, so a link reached through another's internal
+    /// redirect is not asked.
+    async fn within_limit(&self, id: LinkId, link: &Link) -> bool {
+        let Some(limit) = link.limit().filter(|_| id == self.first) else { return true };
+        if let Some(admitted) = self.admitted.get() {
+            return *admitted;
+        }
+        let bot = self.asked.visitor.client().bot;
+        let admitted = self.asked.limits.admit(id, limit, bot).await;
+        *self.admitted.get_or_init(|| admitted)
+    }
+
+    /// For a live link the path names alone: `Err` with its password's refusal, else whether
+    /// this visit is within its limit.
+    async fn open(&self, id: LinkId, link: &Link) -> Result<bool, Outcome> {
+        if let Some(status) = self.asked.shut(id, link).await {
+            return Err(Outcome::Shut(status));
+        }
+        Ok(self.within_limit(id, link).await)
     }
 
     /// A link working (`live`, with the rule and variant `chosen`) or not, as a target.
@@ -580,6 +618,9 @@ impl Ruleset for LiveLinks<'_, '_> {
                 return Ok(None);
             }
         }
+        if let Some(link) = found.as_ref().filter(|l| l.limit().is_some() && l.live_target(self.now).is_some()) {
+            self.within_limit(id, link).await;
+        }
         Ok(found.and_then(|link| self.target(id, &link)))
     }
 }
@@ -609,6 +650,7 @@ async fn locate(
         first,
         first_known: AtomicBool::new(false),
         shut: std::sync::OnceLock::new(),
+        admitted: std::sync::OnceLock::new(),
     };
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
@@ -620,10 +662,12 @@ async fn locate(
                 // Counted in the metrics; the feed's state change is what gets a warning.
                 Err(_) => return Outcome::Unavailable,
             };
-            if link.live_target(now).is_some() {
-                if let Some(status) = asked.shut(id, &link).await {
-                    return Outcome::Shut(status);
-                }
+            // Out of visits, it acts as expired (below).
+            let open = if link.live_target(now).is_some() { rules.open(id, &link).await } else { Ok(false) };
+            if let Err(shut) = open {
+                return shut;
+            }
+            if matches!(open, Ok(true)) {
                 let chosen = asked.choose(id, &link);
                 let vary = match chosen {
                     _ if link.targets().is_empty() => Vary::Nothing,
@@ -708,7 +752,7 @@ async fn invitation(store: &LinkStore, path: &str, now: OffsetDateTime) -> Optio
     let id = LinkId::parse_bytes(path.strip_prefix('/')?.as_bytes())?;
     match store.get(id).await {
         // A protected link's invitation is behind its gate, on the usual way.
-        Ok(Some(link)) if link.live_target(now).is_some() && link.password().is_none() => {
+        Ok(Some(link)) if link.live_target(now).is_some() && link.password().is_none() && link.limit().is_none() => {
             link.oob_invitation().map(|json| Outcome::Invitation(Bytes::from(json)))
         }
         Ok(_) => None,
@@ -745,7 +789,7 @@ mod tests {
                 crate::access_log::LogOptions { queue_bytes: 1 << 20, ..Default::default() },
             )
             .unwrap();
-            Site { store: None, log, metrics: Arc::default(), clicks: None }
+            Site { store: None, log, metrics: Arc::default(), clicks: None, limits: Arc::new(Limits::new(None)) }
         };
         let hosts = vec![
             (Host::parse("0x1f.ie").unwrap(), site("a")),

@@ -21,6 +21,7 @@ use tokio::sync::{oneshot, watch};
 use crate::access_log::{AccessLog, Flusher, LogOptions, OpenError};
 use crate::admin::{Admin, AdminSite};
 use crate::clicks::doc::Writer as ClicksIdentity;
+use crate::clicks::limits::Limits as VisitLimits;
 use crate::clicks::writer::{ClicksStatus, ClicksWriter};
 use crate::clicks::Tally;
 use crate::client_ip::TrustedProxies;
@@ -334,6 +335,8 @@ struct RunningSite {
     store: Arc<LinkStore>,
     /// Its live counts, and their state, when counting is on.
     clicks: Option<(Arc<Tally>, Arc<ClicksStatus>)>,
+    /// Its links' visit limits.
+    limits: Arc<VisitLimits>,
     /// Its history recorder's state, when it records.
     history: Option<Arc<crate::history::recorder::RecorderStatus>>,
     metrics: Arc<Metrics>,
@@ -630,6 +633,7 @@ impl RunningSite {
             log: self.log.clone(),
             metrics: self.metrics.clone(),
             clicks: self.clicks.as_ref().map(|(tally, _)| tally.clone()),
+            limits: self.limits.clone(),
         }
     }
 }
@@ -698,7 +702,13 @@ fn handler_app(
         // Requests for no configured host: a 404 logged apart, written as the first
         // domain's (no shortlink is named; the cookie's Secure follows that domain).
         let log = unknown.map_or(&running[0].log, |(log, _, _)| log);
-        let sink = Site { store: None, log: log.clone(), metrics: unknown_metrics, clicks: None };
+        let sink = Site {
+            store: None,
+            log: log.clone(),
+            metrics: unknown_metrics,
+            clicks: None,
+            limits: Arc::new(VisitLimits::new(None)),
+        };
         shapes.push(Shape::new(running[default.unwrap_or(0)].public_url.clone(), &config.cookie_name));
         Sites::new(hosts, default, sink)
     };
@@ -813,9 +823,12 @@ async fn start_site(
         tasks.push(tokio::spawn(recorder.run(warmed, stopped.clone())));
         status
     });
+    // Visit limits count from the live counts' view when they are on; else from this start.
+    let mut limits = Arc::new(VisitLimits::new(None));
     let clicks = match clicks {
         Some((settings, writer)) => {
             let db = settings.db.clone().unwrap_or_else(|| crate::clicks::database_of(couch.database()));
+            limits = Arc::new(VisitLimits::new(Some(couch.for_database(&db))));
             let clicks = ClicksWriter {
                 couch: couch.for_database(&db),
                 tally: Arc::default(),
@@ -823,6 +836,7 @@ async fn start_site(
                 interval_secs: settings.interval_secs,
                 queue_bytes: settings.queue_bytes,
                 status: Arc::default(),
+                limits: limits.clone(),
             };
             let handles = (clicks.tally.clone(), clicks.status.clone());
             tasks.push(tokio::spawn(clicks.run(stopped)));
@@ -836,6 +850,7 @@ async fn start_site(
         couch,
         store,
         clicks,
+        limits,
         history,
         metrics,
         feed,

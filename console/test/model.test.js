@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  bulkChange, changes, fromForm, linkStatus, passwordProblem, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, undoPlan, uniqueRows,
+  bulkChange, changes, fromForm, linkStatus, passwordProblem, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, undoPlan, uniqueRows, visits,
 } from '../model.js';
 
 const shared = (name) => JSON.parse(readFileSync(new URL(`../../tests/${name}`, import.meta.url), 'utf8'));
@@ -85,6 +85,22 @@ test('the form keeps what it does not show, and writes back what it edits', () =
   assert.equal(edited.tags, undefined);
   assert.equal(edited.owner, 'ops');
   assert.equal(fromForm(toForm({ url: 'https://x.example/' }), {}).inactive, false);
+});
+
+test('a visit limit is edited as a number, and its visits left read from the proxies\' counts', () => {
+  const doc = { _id: 'Coupn', url: 'https://example.com/', max_visits: 500 };
+  const form = toForm(doc);
+  assert.equal(form.max_visits, '500');
+  assert.deepEqual(fromForm(form, doc), { ...doc, inactive: false });
+  assert.equal(fromForm({ ...form, max_visits: ' ' }, doc).max_visits, undefined);
+  assert.equal(fromForm({ ...form, max_visits: 'lots' }, doc).max_visits, 'lots', 'left for the validation function to refuse');
+  assert.equal(fromForm({ ...form, max_visits_bots: true }, doc).max_visits_bots, true);
+  const rows = [{ key: ['Coupn'], value: [120, 20, 90, 3] }];
+  assert.deepEqual(visits(doc, rows), { used: 100, left: 400 });
+  assert.deepEqual(visits({ ...doc, max_visits_bots: true }, rows), { used: 120, left: 380 });
+  assert.deepEqual(visits({ ...doc, max_visits: 50 }, rows), { used: 100, left: 0 });
+  assert.deepEqual(visits(doc, []), { used: 0, left: 500 });
+  assert.equal(visits({ url: 'https://example.com/' }, rows), null);
 });
 
 test('a password is never shown in the form: kept as its hash, or removed when asked', () => {

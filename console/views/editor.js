@@ -59,7 +59,7 @@ export function Editor({ site, doc, onSaved, onCancel }) {
     delete body._id;
     if (creating) body.created = new Date().toISOString();
     try {
-      // A new password goes to the console to be hashed; only the hash is written.
+      // The console hashes a new password; only the hash is written.
       if (form.password && !form.removePassword) {
         try {
           body.password = await client.passwordHash(form.password);
@@ -118,7 +118,7 @@ export function Editor({ site, doc, onSaved, onCancel }) {
     ${field('fallback', 'Fallback URL (where people go once it has expired or is inactive)', 'url')}
     <fieldset aria-label="Password">
       <legend>Password: visitors' browsers ask for it before the link opens</legend>
-      ${form.protected && html`<p>This link asks for a password (only its hash is stored, so it cannot be shown).</p>
+      ${form.protected && html`<p>This link asks for a password.</p>
         <label><input id="f-remove-password" type="checkbox" checked=${form.removePassword}
           onChange=${(e) => setForm({ ...form, removePassword: e.target.checked })} /> Remove the password</label>`}
       <label for="f-password">${form.protected ? 'New password (empty: keep it)' : 'Password (empty: none)'}</label>
@@ -126,6 +126,9 @@ export function Editor({ site, doc, onSaved, onCancel }) {
         disabled=${form.removePassword} />
       <${FieldRefusal} error=${error} field="password" />
     </fieldset>
+    ${field('max_visits', 'At most this many visits, then as expired (empty: no limit)', 'number', { min: 1 })}
+    <label><input id="f-max-visits-bots" type="checkbox" checked=${form.max_visits_bots}
+      onChange=${(e) => setForm({ ...form, max_visits_bots: e.target.checked })} /> Bots' visits count too</label>
     <${Rules} rules=${form.targets} onChange=${(targets) => setForm({ ...form, targets })} />
     <${FieldRefusal} error=${error} field="targets" />
     <${FieldRefusal} error=${error} field="" />

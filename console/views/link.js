@@ -2,7 +2,7 @@
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client, each } from '../client.js';
 import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS } from '../chart.js';
-import { isWeb, linkStatus } from '../model.js';
+import { isWeb, linkStatus, visits } from '../model.js';
 import { BarChart, ChartCard, RowChart } from './charts.js';
 import { History } from './history.js';
 import { ColourPicker, Failure, StatusText, useEveryInterval, useLoad } from './common.js';
@@ -80,6 +80,14 @@ function Breakdowns({ name, by, range }) {
   })}</div>`;
 }
 
+// A limited link's visits used and left, as every proxy counted them (each interval).
+function Visits({ site, doc }) {
+  const rows = useLoad((signal) => client.view(site.clicks_db, 'clicks', 'by_link',
+    { group_level: 1, startkey: [doc._id], endkey: [doc._id, {}] }, { signal }), [site, doc._id, doc._rev]);
+  const v = rows.value && visits(doc, rows.value);
+  return v && html`<p>Visits: ${v.used} of ${doc.max_visits} (${v.left} left)</p>`;
+}
+
 // The tag in the colours picked; colours too alike are refused by the console with the
 // contrast they have: asked first, so the page can say why rather than show a broken picture.
 function Tag({ site, id, short }) {
@@ -117,6 +125,7 @@ export function LinkPage({ site, id, editor, go }) {
       <button onClick=${() => navigator.clipboard.writeText(short).then(() => setCopied(true))}>Copy the short URL</button>
       ${copied && html`<span class="notice"> copied</span>`}</p>
     <p>Status: <${StatusText} of=${linkStatus(doc)} />${typeof doc.password === 'string' && ', asks for a password'}</p>
+    ${typeof doc.max_visits === 'number' && site.clicks_db && html`<${Visits} site=${site} doc=${doc} />`}
     <p>Points to: ${isWeb(doc.url) ? html`<a href=${doc.url} rel="noopener noreferrer">${doc.url}</a>` : html`<code>${String(doc.url)}</code>`}</p>
     ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).map((t, i) => html`${i ? ', ' : ''}<a href=${go.href({ page: 'tag', tag: t })}>${t}</a>`)}</p>`}
     <${Tag} site=${site} id=${id} short=${short} />

@@ -6,6 +6,7 @@
 //!   memory, with no lock, and hands its counts over once an interval.
 //! - [`by`]: what a link's redirects are broken down by (country, device, campaign, ...).
 //! - [`doc`]: the documents an interval's counts become, and the clicks database's design.
+//! - [`limits`]: visit limits, from what every proxy counted and what this one admitted.
 //! - [`writer`]: the task that takes the tally every interval and writes it, keeping what
 //!   CouchDB could not take (up to a bound) for later.
 //! - [`rollup`]: old intervals rolled up into daily documents, by an admin.
@@ -20,6 +21,7 @@ use crate::domain::LinkId;
 
 pub mod by;
 pub mod doc;
+pub mod limits;
 pub mod rollup;
 pub mod writer;
 

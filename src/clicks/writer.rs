@@ -87,6 +87,8 @@ pub struct ClicksWriter {
     pub queue_bytes: usize,
     /// What `/healthz` and `/metrics` show.
     pub status: Arc<ClicksStatus>,
+    /// The visit limits, told what is written and read again after each interval's writes.
+    pub limits: Arc<super::limits::Limits>,
 }
 
 /// Documents waiting for CouchDB, oldest first.
@@ -141,6 +143,8 @@ impl ClicksWriter {
                 return;
             }
             self.write(&mut queue).await;
+            // What was just written is in the view now, and in the limits' own account.
+            self.limits.read_all().await;
             start = self.interval_start(OffsetDateTime::now_utc()).max(next);
         }
     }
@@ -195,6 +199,7 @@ impl ClicksWriter {
         while let Some(doc) = queue.docs.get(held) {
             match self.couch.create_doc_text(&doc.id, doc.json.clone()).await {
                 Ok(_) => {
+                    self.limits.written(&doc.json);
                     self.status.written.fetch_add(1, Relaxed);
                     self.recovered();
                     queue.take(held);
@@ -288,6 +293,7 @@ mod tests {
             interval_secs: 60,
             queue_bytes: 1 << 20,
             status: Arc::default(),
+            limits: Arc::new(crate::clicks::limits::Limits::new(None)),
         };
         let now = time::macros::datetime!(2026-11-26 15:31:42.5 UTC);
         assert_eq!(writer.interval_start(now), time::macros::datetime!(2026-11-26 15:31:00 UTC));

@@ -62,6 +62,10 @@ pub struct BulkArgs {
     /// Remove every link's password.
     #[arg(long)]
     pub remove_password: bool,
+    /// Set `max_visits` (after that many redirects a link acts as expired), or `none` to remove
+    /// it.
+    #[arg(long)]
+    pub max_visits: Option<String>,
     /// Show what would change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -158,10 +162,24 @@ impl BulkArgs {
             replace_rules: rules,
             password: match (&self.password_file, self.remove_password) {
                 (Some(file), _) => Some(Some(
-                    super::create::password_hash(file).map_err(|e| BulkCommandError::Usage(e.to_string()))?.as_str().to_owned(),
+                    super::create::password_hash(file)
+                        .map_err(|e| BulkCommandError::Usage(e.to_string()))?
+                        .as_str()
+                        .to_owned(),
                 )),
                 (None, true) => Some(None),
                 (None, false) => None,
+            },
+            max_visits: match self.max_visits.as_deref() {
+                None => None,
+                Some("none") => Some(None),
+                Some(n) => Some(Some(
+                    n.parse().ok().filter(|n| (1..=crate::domain::MAX_VISITS).contains(n)).ok_or_else(|| {
+                        BulkCommandError::Usage(format!(
+                            "--max-visits {n}: a whole number from 1 to 1000000000, or none"
+                        ))
+                    })?,
+                )),
             },
         };
         if change.is_empty() {

@@ -50,6 +50,12 @@ pub struct CreateArgs {
     /// standard input, its one trailing line end dropped. Only its Argon2id hash is stored.
     #[arg(long, value_name = "FILE")]
     pub password_file: Option<std::path::PathBuf>,
+    /// After this many redirects the link acts as expired (its fallback, or 404).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::domain::MAX_VISITS)))]
+    pub max_visits: Option<u32>,
+    /// Bots' redirects count toward --max-visits too.
+    #[arg(long, requires = "max_visits")]
+    pub max_visits_bots: bool,
     /// Address redirects are served on (the base of the printed URL when no public URL is set).
     #[arg(long, env = "COUCHLINK_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
@@ -96,6 +102,8 @@ impl CreateArgs {
             fallback: self.fallback.clone(),
             targets: self.targets.clone(),
             password: None,
+            max_visits: self.max_visits,
+            max_visits_bots: self.max_visits_bots,
         }
     }
 
@@ -127,6 +135,10 @@ pub struct NewLink {
     pub targets: Vec<serde_json::Value>,
     /// `password`: the hash of the password visitors must give.
     pub password: Option<String>,
+    /// `max_visits`.
+    pub max_visits: Option<u32>,
+    /// `max_visits_bots: true`.
+    pub max_visits_bots: bool,
 }
 
 impl NewLink {
@@ -219,6 +231,12 @@ pub async fn run(
     }
     if !link.targets.is_empty() {
         doc["targets"] = json!(link.targets);
+    }
+    if let Some(max) = link.max_visits {
+        doc["max_visits"] = json!(max);
+        if link.max_visits_bots {
+            doc["max_visits_bots"] = json!(true);
+        }
     }
     Ok(store_new(editor, &doc, ids).await?)
 }

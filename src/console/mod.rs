@@ -228,7 +228,9 @@ impl Console {
                 })
                 .await;
                 match made {
-                    Ok(Ok(hash)) => respond(200, "application/json", Bytes::from(json!({"password": hash.as_str()}).to_string())),
+                    Ok(Ok(hash)) => {
+                        respond(200, "application/json", Bytes::from(json!({"password": hash.as_str()}).to_string()))
+                    }
                     Ok(Err(bad)) => json_error(400, "bad_request", &bad.to_string()),
                     Err(_) => json_error(500, "internal", "the password could not be hashed"),
                 }

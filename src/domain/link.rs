@@ -44,6 +44,13 @@ pub struct LinkDoc {
     /// The hash of the password a visitor must give (docs/reference.md, "Passwords").
     #[serde(default)]
     pub password: Option<Typed<String>>,
+    /// Counted redirects after which the link acts as expired (docs/reference.md, "Visit
+    /// limits").
+    #[serde(default)]
+    pub max_visits: Option<Typed<serde_json::Number>>,
+    /// `true`: bots' redirects count toward `max_visits` too.
+    #[serde(default)]
+    pub max_visits_bots: Option<Typed<bool>>,
 }
 
 /// A field's value: of the expected JSON type, or of another.
@@ -117,6 +124,21 @@ pub enum UnusableLink {
     /// The `password` is not a hash the proxy checks against: the link is never served open.
     #[error("\"password\": {0}")]
     BadPassword(BadPasswordHash),
+    /// `max_visits` is not a whole number from 1 to [`MAX_VISITS`].
+    #[error("\"max_visits\" must be a whole number from 1 to {MAX_VISITS}")]
+    BadMaxVisits,
+}
+
+/// The largest `max_visits`.
+pub const MAX_VISITS: u32 = 1_000_000_000;
+
+/// A link's visit limit: after `max` counted redirects it acts as expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VisitLimit {
+    /// Counted redirects allowed, 1 to [`MAX_VISITS`].
+    pub max: u32,
+    /// Whether bots' redirects are counted too.
+    pub bots: bool,
 }
 
 impl UnusableLink {
@@ -128,6 +150,7 @@ impl UnusableLink {
             UnusableLink::BadFallback(_) => "fallback",
             UnusableLink::BadRule { .. } => "targets",
             UnusableLink::BadPassword(_) => "password",
+            UnusableLink::BadMaxVisits => "max_visits",
         }
     }
 }
@@ -208,6 +231,7 @@ struct Window {
     fallback: Option<Box<str>>,
     targets: Box<[Rule]>,
     password: Option<PasswordHash>,
+    limit: Option<VisitLimit>,
 }
 
 /// One of a link's `targets`: where it sends the visitors its conditions all match (an empty
@@ -499,6 +523,8 @@ pub struct LinkParts {
     pub oob: bool,
     /// `password`.
     pub password: Option<PasswordHash>,
+    /// `max_visits` and `max_visits_bots`.
+    pub limit: Option<VisitLimit>,
 }
 
 /// Whether `target` is one the proxy sends as written: an internal redirect (`/...`), or an
@@ -551,6 +577,19 @@ impl Link {
         let password = field(doc.password, "password")?
             .map(|text| PasswordHash::parse(&text).map_err(UnusableLink::BadPassword))
             .transpose()?;
+        let bots = field(doc.max_visits_bots, "max_visits_bots")?.unwrap_or(false);
+        let limit = match doc.max_visits {
+            None => None,
+            // A whole number however written (`500` or `500.0`: JavaScript, and so the
+            // validation function, cannot tell them apart).
+            Some(Typed::Right(n)) => match n.as_f64() {
+                Some(max) if max.fract() == 0.0 && (1.0..=f64::from(MAX_VISITS)).contains(&max) => {
+                    Some(VisitLimit { max: max as u32, bots })
+                }
+                _ => return Err(UnusableLink::BadMaxVisits),
+            },
+            Some(Typed::Wrong(_)) => return Err(UnusableLink::BadMaxVisits),
+        };
         let targets = field(doc.targets, "targets")?
             .unwrap_or_default()
             .iter()
@@ -566,13 +605,14 @@ impl Link {
             targets,
             oob: oob.unwrap_or(false),
             password,
+            limit,
         })
     }
 
     /// A link from what [`Link::parts`] gave (a cache snapshot), checked as a document's are:
     /// a snapshot written by another version of couchlink is not trusted to agree on targets.
     pub fn from_parts(parts: LinkParts) -> Result<Link, UnusableLink> {
-        let LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob, password } = parts;
+        let LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob, password, limit } = parts;
         // Served only as written (see `target`): the `Location` is the stored text itself, but
         // for an empty path's `/`.
         let (plain, plain_other) = match check_target(&url) {
@@ -594,17 +634,20 @@ impl Link {
             && expires_ns == i64::MAX
             && fallback.is_none()
             && targets.is_empty()
-            && password.is_none();
+            && password.is_none()
+            && limit.is_none();
         let window =
-            (!plain_link).then(|| Box::new(Window { valid_from_ns, expires_ns, fallback, targets, password }));
+            (!plain_link).then(|| Box::new(Window { valid_from_ns, expires_ns, fallback, targets, password, limit }));
         Ok(Link { url, inactive, plain, plain_other, oob, window })
     }
 
     /// What the link was made from, for [`Link::from_parts`].
     pub fn parts(&self) -> LinkParts {
-        let (valid_from_ns, expires_ns, fallback, targets, password) = match &self.window {
-            Some(w) => (w.valid_from_ns, w.expires_ns, w.fallback.clone(), w.targets.clone(), w.password.clone()),
-            None => (i64::MIN, i64::MAX, None, Box::default(), None),
+        let (valid_from_ns, expires_ns, fallback, targets, password, limit) = match &self.window {
+            Some(w) => {
+                (w.valid_from_ns, w.expires_ns, w.fallback.clone(), w.targets.clone(), w.password.clone(), w.limit)
+            }
+            None => (i64::MIN, i64::MAX, None, Box::default(), None, None),
         };
         LinkParts {
             url: self.url.clone(),
@@ -615,6 +658,7 @@ impl Link {
             targets,
             oob: self.oob,
             password,
+            limit,
         }
     }
 
@@ -635,6 +679,11 @@ impl Link {
     /// The hash of the password a visitor must give while the link works (`None` for most).
     pub fn password(&self) -> Option<&PasswordHash> {
         self.window.as_ref().and_then(|w| w.password.as_ref())
+    }
+
+    /// Its visit limit (`None` for most).
+    pub fn limit(&self) -> Option<VisitLimit> {
+        self.window.as_ref().and_then(|w| w.limit)
     }
 
     /// Where people go while the link does not work (inactive, expired, not yet started).

@@ -12,7 +12,9 @@ mod target;
 mod tracking_id;
 
 pub use host::{parse_domains, Domain, Host, InvalidHost};
-pub use link::{check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, Status, UnusableLink};
+pub use link::{
+    check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, Status, UnusableLink, VisitLimit, MAX_VISITS,
+};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use password::{BadPassword, BadPasswordHash, PasswordHash};
 pub use public_url::{InvalidPublicUrl, PublicUrl};

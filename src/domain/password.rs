@@ -39,7 +39,9 @@ pub enum BadPasswordHash {
     #[error("it is not an Argon2id hash (\"$argon2id$v=19$m=...,t=...,p=...$salt$hash\"): the document holds only a password's hash, made by `couchlink create --password-file` or the console")]
     NotArgon2id,
     /// Argon2id, but with parameters outside the bounds.
-    #[error("its parameters must be m={MIN_MEMORY_KIB} to {MAX_MEMORY_KIB} (KiB), t=1 to {MAX_PASSES}, p=1 to {MAX_LANES}")]
+    #[error(
+        "its parameters must be m={MIN_MEMORY_KIB} to {MAX_MEMORY_KIB} (KiB), t=1 to {MAX_PASSES}, p=1 to {MAX_LANES}"
+    )]
     Parameters,
     /// The salt or the output is not base64 of the right length.
     #[error("its salt must be 16 to 64 bytes and its hash 32 bytes, in base64 without padding")]
@@ -82,7 +84,9 @@ impl PasswordHash {
                 .ok_or(BadPasswordHash::NotArgon2id)
         };
         let (m, t, p) = (number(m)?, number(t)?, number(p)?);
-        if !(MIN_MEMORY_KIB..=MAX_MEMORY_KIB).contains(&m) || !(1..=MAX_PASSES).contains(&t) || !(1..=MAX_LANES).contains(&p)
+        if !(MIN_MEMORY_KIB..=MAX_MEMORY_KIB).contains(&m)
+            || !(1..=MAX_PASSES).contains(&t)
+            || !(1..=MAX_LANES).contains(&p)
         {
             return Err(BadPasswordHash::Parameters);
         }
@@ -177,8 +181,10 @@ mod tests {
         // stored parameters are the ones used, not those couchlink writes.
         let params = Params::new(7168, 5, 1, Some(32)).unwrap();
         let salt = argon2::password_hash::SaltString::encode_b64(b"somesaltsomesalt").unwrap();
-        let text =
-            Argon2::new(Algorithm::Argon2id, Version::V0x13, params).hash_password(b"password", &salt).unwrap().to_string();
+        let text = Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+            .hash_password(b"password", &salt)
+            .unwrap()
+            .to_string();
         let hash = PasswordHash::parse(&text).unwrap();
         assert!(hash.verify(b"password"));
         assert!(!hash.verify(b"Password"));

@@ -353,7 +353,9 @@ mod tests {
         assert!(unauthorized.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{unauthorized}");
         assert!(unauthorized.contains("\r\nwww-authenticate: Basic realm=\"H83if\", charset=\"UTF-8\"\r\n"));
         let waiting = written(&reply(Status::TooManyRequests(412), Body::Page), &shape, false);
-        assert!(waiting.starts_with("HTTP/1.1 429 Too Many Requests\r\n") && waiting.contains("\r\nretry-after: 412\r\n"));
+        assert!(
+            waiting.starts_with("HTTP/1.1 429 Too Many Requests\r\n") && waiting.contains("\r\nretry-after: 412\r\n")
+        );
         for text in [unauthorized, waiting] {
             let (head, body) = text.split_once("\r\n\r\n").unwrap();
             assert!(head.contains(&format!("content-length: {}\r\n", body.len())), "{head}");

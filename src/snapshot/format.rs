@@ -9,22 +9,23 @@
 //! body:
 //!   str identity, str database, str seq (JSON), i64 written at (Unix seconds), u8 complete,
 //!   u64 entry count, then per entry: 5-byte ID, u8 kind (0: known missing; else 1 | inactive<<1
-//!   | oob<<2 | has fallback<<3 | has targets<<4 | has password<<5), and for a link: i64 valid
-//!   from (Unix ns, i64::MIN always), i64 expires (i64::MAX never), str url, str fallback when it
-//!   has one, str targets (the rules as a document holds them, JSON) when it has any, and str
-//!   password (its hash) when it has one
+//!   | oob<<2 | has fallback<<3 | has targets<<4 | has password<<5 | has a visit limit<<6), and
+//!   for a link: i64 valid from (Unix ns, i64::MIN always), i64 expires (i64::MAX never), str
+//!   url, str fallback when it has one, str targets (the rules as a document holds them, JSON)
+//!   when it has any, str password (its hash) when it has one, and u32 max visits and u8 bots
+//!   counted (0 or 1) when it has a limit
 //! u32 CRC-32 of the body
 //! ```
 //! Integers are little-endian; a `str` is a u32 byte length and UTF-8.
 
 use serde_json::Value;
 
-use crate::domain::{LinkId, LinkParts, PasswordHash, Rule};
+use crate::domain::{LinkId, LinkParts, PasswordHash, Rule, VisitLimit, MAX_VISITS};
 
 /// The format this build writes and the only one it reads. Bump it with any change to the
 /// layout above: a snapshot of another version is not read, and the proxy warm-starts instead.
-/// (3: a link's password. A snapshot of 2 was written by a proxy that did not read passwords;
-/// read now, it would serve a protected link open until its next change.)
+/// (3: a link's password and visit limit. A snapshot of 2 was written by a proxy that did not
+/// read them; read now, it would serve a protected link open until its next change.)
 pub const FORMAT_VERSION: u32 = 3;
 const MAGIC: &[u8] = b"couchlink cache snapshot\n";
 const HEADER: usize = MAGIC.len() + 4 + 8;
@@ -93,7 +94,10 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
                 let fallback = u8::from(link.fallback.is_some()) << 3;
                 let targets = u8::from(!link.targets.is_empty()) << 4;
                 let password = u8::from(link.password.is_some()) << 5;
-                body.push(1 | u8::from(link.inactive) << 1 | u8::from(link.oob) << 2 | fallback | targets | password);
+                let limit = u8::from(link.limit.is_some()) << 6;
+                body.push(
+                    1 | u8::from(link.inactive) << 1 | u8::from(link.oob) << 2 | fallback | targets | password | limit,
+                );
                 body.extend_from_slice(&link.valid_from_ns.to_le_bytes());
                 body.extend_from_slice(&link.expires_ns.to_le_bytes());
                 put_str(&mut body, &link.url);
@@ -106,6 +110,10 @@ pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
                 }
                 if let Some(password) = &link.password {
                     put_str(&mut body, password.as_str());
+                }
+                if let Some(limit) = link.limit {
+                    body.extend_from_slice(&limit.max.to_le_bytes());
+                    body.push(limit.bots.into());
                 }
             }
         }
@@ -167,7 +175,7 @@ fn read_body(r: &mut Reader) -> Result<Snapshot, FormatError> {
         let kind = r.take(1)?[0];
         let link = match kind {
             0 => None,
-            k if k & 1 == 1 && k >> 6 == 0 => {
+            k if k & 1 == 1 && k >> 7 == 0 => {
                 let valid_from_ns = r.u64()? as i64;
                 let expires_ns = r.u64()? as i64;
                 let url = r.str()?.into();
@@ -180,8 +188,20 @@ fn read_body(r: &mut Reader) -> Result<Snapshot, FormatError> {
                             .map_err(|_| FormatError::Malformed("a password is not a hash this build reads"))?,
                     ),
                 };
+                let limit = match k & 64 {
+                    0 => None,
+                    _ => {
+                        let max = r.u32()?;
+                        let bots = r.take(1)?[0] != 0;
+                        (1..=MAX_VISITS)
+                            .contains(&max)
+                            .then_some(VisitLimit { max, bots })
+                            .map(Some)
+                            .ok_or(FormatError::Malformed("a visit limit out of bounds"))?
+                    }
+                };
                 let (inactive, oob) = (k & 2 != 0, k & 4 != 0);
-                Some(LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob, password })
+                Some(LinkParts { url, inactive, valid_from_ns, expires_ns, fallback, targets, oob, password, limit })
             }
             _ => return Err(FormatError::Malformed("an entry of unknown kind")),
         };
@@ -251,6 +271,7 @@ mod tests {
                 targets: Box::default(),
                 oob,
                 password: None,
+                limit: None,
             })
         };
         Snapshot {
@@ -279,6 +300,7 @@ mod tests {
                         .unwrap()]),
                         oob: false,
                         password: Some(PasswordHash::create(b"staff only").unwrap()),
+                        limit: Some(VisitLimit { max: 500, bots: true }),
                     }),
                 ),
             ],

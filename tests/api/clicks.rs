@@ -18,7 +18,7 @@ const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 
 const BOT: &str = "Googlebot/2.1 (+http://www.google.com/bot.html)";
 
 /// A test database set up with its clicks database (`<db>_clicks`).
-async fn counted_db() -> TestDb {
+pub(crate) async fn counted_db() -> TestDb {
     let db = TestDb::new().await;
     let options = couchlink::cmd::setup::SetupOptions { clicks_db: Some(clicks_name(&db)), ..test_setup() };
     let reader = couchlink::cmd::setup::Reader { name: READER.0.into(), password: READER.1.into() };
@@ -39,7 +39,7 @@ fn clicks_as(db: &TestDb, who: Option<(&str, &str)>) -> CouchClient {
 }
 
 /// Counting on, every `secs` seconds, as proxy `name`.
-fn counting(name: &str, secs: u32) -> ClicksConfig {
+pub(crate) fn counting(name: &str, secs: u32) -> ClicksConfig {
     ClicksConfig { interval_secs: secs, proxy_name: name.to_owned(), ..ClicksConfig::new() }
 }
 

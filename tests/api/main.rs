@@ -19,6 +19,7 @@ mod history;
 mod hostile_documents;
 mod http1;
 mod import;
+mod limits;
 mod passwords;
 mod qr;
 mod quickstart;

@@ -53,7 +53,10 @@ async fn a_protected_link_asks_for_its_password_and_answers_as_usual_with_it() {
     assert_eq!(head.headers()["location"], TARGET);
     // The rest of the path and the query, as for any link; behind the same gate.
     assert_asks(get_with(&app, "/Staff/rota?week=48", None).await, "Staff").await;
-    assert_redirects_to(&get_with(&app, "/Staff/rota?week=48", Some("staff only")).await, &format!("{TARGET}/rota?week=48"));
+    assert_redirects_to(
+        &get_with(&app, "/Staff/rota?week=48", Some("staff only")).await,
+        &format!("{TARGET}/rota?week=48"),
+    );
     // Never reached through another link's internal redirect, with or without the password.
     assert_eq!(get_with(&app, "/Via01", None).await.status(), 404);
     assert_eq!(get_with(&app, "/Via01", Some("staff only")).await.status(), 404);
@@ -73,7 +76,10 @@ async fn a_protected_link_asks_for_its_password_and_answers_as_usual_with_it() {
     assert!(asked.iter().all(|l| l.split(' ').count() == 6), "{asked:?}");
     let credential = base64::engine::general_purpose::STANDARD.encode("anyone:staff only");
     for line in &lines {
-        assert!(!line.contains("staff only") && !line.contains("staff%20only") && !line.contains(&credential), "{line}");
+        assert!(
+            !line.contains("staff only") && !line.contains("staff%20only") && !line.contains(&credential),
+            "{line}"
+        );
         assert!(!line.to_ascii_lowercase().contains("basic"), "{line}");
     }
 }
@@ -122,7 +128,11 @@ async fn wrong_guesses_from_one_address_end_in_429_while_the_right_password_stil
 #[tokio::test]
 async fn couchdb_keeps_a_password_out_of_the_document_and_takes_only_its_hash() {
     let db = TestDb::new().await;
-    for password in [json!("staff only"), json!(42), json!("$argon2id$v=19$m=4194304,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$Jd2VqXhN2y0m8y1aM7mGkU5s1bQmF0w0Lr0pQ8vYk2c")] {
+    for password in [
+        json!("staff only"),
+        json!(42),
+        json!("$argon2id$v=19$m=4194304,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$Jd2VqXhN2y0m8y1aM7mGkU5s1bQmF0w0Lr0pQ8vYk2c"),
+    ] {
         let doc = json!({"url": TARGET, "password": password});
         let r = db.request_as(Some(EDITOR), Method::PUT, "Clear", Some(&doc)).await;
         assert_eq!(r.status(), 403, "{password}");
@@ -155,7 +165,8 @@ async fn the_binary_stores_the_hash_of_a_password_read_from_a_file_and_the_proxy
     assert_redirects_to(&get_with(&app, &format!("/{id}"), Some("staff only")).await, TARGET);
 
     std::fs::write(&file, "\n").unwrap();
-    let empty = crate::admin_plane::create_with_the_binary(&app.db, &[TARGET, "--password-file", file.to_str().unwrap()]);
+    let empty =
+        crate::admin_plane::create_with_the_binary(&app.db, &[TARGET, "--password-file", file.to_str().unwrap()]);
     assert!(!empty.status.success());
     let stderr = String::from_utf8(empty.stderr).unwrap();
     assert!(stderr.contains("--password-file") && stderr.contains("cannot be empty"), "{stderr}");

@@ -415,7 +415,8 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         assert!(started.elapsed() < Duration::from_secs(10), "the proxy never asked for the password");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let opened = http.get(format!("http://{}/{id}", proxy.addr)).basic_auth("", Some("staff only")).send().await.unwrap();
+    let opened =
+        http.get(format!("http://{}/{id}", proxy.addr)).basic_auth("", Some("staff only")).send().await.unwrap();
     assert_eq!(opened.headers().get("location").map(|l| l.to_str().unwrap()), Some("https://example.com/summer"));
     click_button(&browser, "Edit").await;
     browser.click("#f-remove-password").await;

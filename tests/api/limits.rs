@@ -1,0 +1,93 @@
+//! Links that run out (docs/reference.md, "Visit limits"): `max_visits` counted redirects, then
+//! the link acts as expired (its `fallback`, or 404). Exact with one proxy, whatever arrives at
+//! once, and across its restart; bots counted or not as the document says; with two proxies,
+//! each knows the other's visits after an interval.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::clicks::{counted_db, counting};
+use crate::support::*;
+
+const COUPON: &str = "https://shop.example/coupon";
+const CAMPAIGN: &str = "https://shop.example/spring";
+const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0";
+const BOT: &str = "Googlebot/2.1 (+http://www.google.com/bot.html)";
+
+/// Where `path` sends `user_agent` now: its `Location`, or `None` for a 404.
+async fn sent_to(app: &TestApp, path: &str, user_agent: &str) -> Option<String> {
+    let r = http().get(format!("{}{path}", app.base)).header("user-agent", user_agent).send().await.unwrap();
+    match r.status().as_u16() {
+        302 => Some(r.headers()["location"].to_str().unwrap().to_owned()),
+        404 => None,
+        other => panic!("{path} answered {other}"),
+    }
+}
+
+#[tokio::test]
+async fn one_proxy_serves_exactly_max_visits_at_once_then_the_fallback_and_after_a_restart() {
+    let db = counted_db().await;
+    db.put_link("Coupn", json!({"url": COUPON, "max_visits": 25, "fallback": CAMPAIGN})).await;
+    let mut app = spawn_app_on(db, |c| {
+        c.clicks = Some(counting("proxy-a", 1));
+        c.workers = 2;
+    })
+    .await;
+    // 60 visitors at once, over two serving threads: 25 get the coupon, whatever the order.
+    let asked = (0..60).map(|_| sent_to(&app, "/Coupn", BROWSER));
+    let sent: Vec<Option<String>> = futures_util::future::join_all(asked).await;
+    assert_eq!(sent.iter().filter(|s| s.as_deref() == Some(COUPON)).count(), 25, "{sent:?}");
+    assert_eq!(sent.iter().filter(|s| s.as_deref() == Some(CAMPAIGN)).count(), 35);
+    // Used up: bots go to the fallback too.
+    assert_eq!(sent_to(&app, "/Coupn", BOT).await.as_deref(), Some(CAMPAIGN));
+    app.stop().await.unwrap();
+
+    // A new start reads what was counted from the live counts' view: still used up.
+    let db = TestDb { name: app.db.name.clone(), couch: app.db.couch.clone() };
+    let app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    assert_eq!(sent_to(&app, "/Coupn", BROWSER).await.as_deref(), Some(CAMPAIGN));
+}
+
+#[tokio::test]
+async fn bots_pass_uncounted_unless_the_document_counts_them_and_no_fallback_is_a_404() {
+    let db = counted_db().await;
+    db.put_link("Human", json!({"url": COUPON, "max_visits": 2})).await;
+    db.put_link("Every", json!({"url": COUPON, "max_visits": 2, "max_visits_bots": true})).await;
+    let app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    for _ in 0..3 {
+        assert_eq!(sent_to(&app, "/Human", BOT).await.as_deref(), Some(COUPON), "bots are not counted here");
+    }
+    assert_eq!(sent_to(&app, "/Human", BROWSER).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Human", BROWSER).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Human", BROWSER).await, None, "used up, without a fallback: 404");
+    assert_eq!(sent_to(&app, "/Human", BOT).await, None);
+    assert_eq!(sent_to(&app, "/Every", BOT).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Every", BROWSER).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Every", BROWSER).await, None);
+    // Raising the limit opens the link again for what is left (the wait asks as a bot: a
+    // request without a User-Agent is counted as one).
+    app.db.put_link("Human", json!({"url": COUPON, "max_visits": 3})).await;
+    app.wait_until_served("/Human", 302, Some(COUPON)).await;
+    assert_eq!(sent_to(&app, "/Human", BROWSER).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Human", BROWSER).await, None);
+}
+
+#[tokio::test]
+async fn two_proxies_know_each_others_visits_after_an_interval() {
+    let db = counted_db().await;
+    db.put_link("Split", json!({"url": COUPON, "max_visits": 10})).await;
+    let a = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    let db_b = TestDb { name: a.db.name.clone(), couch: a.db.couch.clone() };
+    let b = spawn_app_on(db_b, |c| c.clicks = Some(counting("proxy-b", 1))).await;
+    for _ in 0..6 {
+        assert_eq!(sent_to(&a, "/Split", BROWSER).await.as_deref(), Some(COUPON));
+    }
+    // Once A has written its interval and B has read the view after its own: 4 left for B.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut from_b = 0;
+    for _ in 0..10 {
+        from_b += usize::from(sent_to(&b, "/Split", BROWSER).await.is_some());
+    }
+    assert_eq!(from_b, 4);
+}
