@@ -544,15 +544,6 @@ impl LiveLinks<'_, '_> {
         *self.admitted.get_or_init(|| admitted)
     }
 
-    /// For a live link the path names alone: `Err` with its password's refusal, else whether
-    /// this visit is within its limit.
-    async fn open(&self, id: LinkId, link: &Link) -> Result<bool, Outcome> {
-        if let Some(status) = self.asked.shut(id, link).await {
-            return Err(Outcome::Shut(status));
-        }
-        Ok(self.within_limit(id, link).await)
-    }
-
     /// A link working (`live`, with the rule and variant `chosen`) or not, as a target.
     fn as_target(&self, live: bool, chosen: Option<(usize, usize)>, link: Arc<Link>) -> Option<Target> {
         if live {
@@ -607,18 +598,16 @@ impl Ruleset for LiveLinks<'_, '_> {
         if found.is_some() && self.first == id {
             self.first_known.store(true, Relaxed);
         }
-        if let Some(link) = found.as_ref().filter(|l| l.password().is_some() && l.live_target(self.now).is_some()) {
+        if let Some(link) = found.as_ref().filter(|l| l.guarded() && l.live_target(self.now).is_some()) {
             // A protected link is reached by its own short URL only, never through another's
             // internal redirect (whose visitors were never asked for its password).
-            if self.first != id {
+            if link.password().is_some() && self.first != id {
                 return Ok(None);
             }
             if let Some(status) = self.asked.shut(id, link).await {
                 let _ = self.shut.set(status);
                 return Ok(None);
             }
-        }
-        if let Some(link) = found.as_ref().filter(|l| l.limit().is_some() && l.live_target(self.now).is_some()) {
             self.within_limit(id, link).await;
         }
         Ok(found.and_then(|link| self.target(id, &link)))
@@ -641,17 +630,8 @@ async fn locate(
     let Some(first) = LinkId::parse_bytes(first_segment.as_bytes()) else {
         return Outcome::NotFound(None);
     };
-    let rules = LiveLinks {
-        store,
-        asked,
-        now,
-        varied: AtomicBool::new(false),
-        split: AtomicBool::new(false),
-        first,
-        first_known: AtomicBool::new(false),
-        shut: std::sync::OnceLock::new(),
-        admitted: std::sync::OnceLock::new(),
-    };
+    // A guarded link's visit, when the common case below admitted it (or found it used up).
+    let mut admitted = std::sync::OnceLock::new();
     // The common case, `GET /{id}` alone: the answer was worked out when the link (and each of
     // its rules) was read.
     if query.is_none() {
@@ -663,11 +643,23 @@ async fn locate(
                 Err(_) => return Outcome::Unavailable,
             };
             // Out of visits, it acts as expired (below).
-            let open = if link.live_target(now).is_some() { rules.open(id, &link).await } else { Ok(false) };
-            if let Err(shut) = open {
-                return shut;
-            }
-            if matches!(open, Ok(true)) {
+            let open = match link.live_target(now) {
+                None => false,
+                // Most links have neither a password nor a visit limit: nothing to ask.
+                Some(_) if !link.guarded() => true,
+                Some(_) => {
+                    if let Some(status) = asked.shut(id, &link).await {
+                        return Outcome::Shut(status);
+                    }
+                    let open = match link.limit() {
+                        Some(limit) => asked.limits.admit(id, limit, asked.visitor.client().bot).await,
+                        None => true,
+                    };
+                    admitted = std::sync::OnceLock::from(open);
+                    open
+                }
+            };
+            if open {
                 let chosen = asked.choose(id, &link);
                 let vary = match chosen {
                     _ if link.targets().is_empty() => Vary::Nothing,
@@ -686,12 +678,23 @@ async fn locate(
                 }
             }
             // An internal redirect, a target to refuse, or a fallback: the full resolution
-            // decides.
-            if rules.target(id, &link).is_none() {
+            // decides (a link that works, or has a fallback, or the server's).
+            if !(open || link.fallback().is_some() || asked.settings.fallback.is_some()) {
                 return Outcome::NotFound(Some(id));
             }
         }
     }
+    let rules = LiveLinks {
+        store,
+        asked,
+        now,
+        varied: AtomicBool::new(false),
+        split: AtomicBool::new(false),
+        first,
+        first_known: AtomicBool::new(false),
+        shut: std::sync::OnceLock::new(),
+        admitted,
+    };
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let resolved = resolve(path, &query, "", &rules).await;
     if let Some(status) = rules.shut.get() {

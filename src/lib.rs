@@ -38,7 +38,7 @@
 //!   checks each), reported per link, undone as one from the history.
 //! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
 //! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
-//!   database once per interval, where a view sums every proxy.
+//!   database once per interval, where a view sums every proxy; visit limits read them.
 //! - [`history`]: every revision of every link recorded in the history database by the
 //!   proxies (who, when, before and after), for `history`, `restore` and undo.
 //! - [`log_retention`]: finished days of the access log gzipped, old ones deleted.

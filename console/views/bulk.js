@@ -1,5 +1,5 @@
 // A bulk change of the links ticked in the list (url, tags, status, expires, valid_from, a rule
-// added or the rules replaced, a password set or removed): the change asked, a preview of every link and
+// added or the rules replaced, a password or visit limit set or removed): the change asked, a preview of every link and
 // each field it changes (nothing written yet), then one `_bulk_docs` write (CouchDB checks each
 // document; a link edited meanwhile is a conflict, never written over), the outcome per link,
 // and "Undo this change", which puts every link back from the history but those edited since.
@@ -24,6 +24,9 @@ function changeOf(form) {
     if (v) change[name] = v === 'none' ? null : v;
   }
   if (form.removePassword) change.password = null;
+  const max = form.maxVisits.trim();
+  if (max && max !== 'none' && !/^\d+$/.test(max)) throw new Error('The visits: a whole number, or none.');
+  if (max) change.max_visits = max === 'none' ? null : Number(max);
   if (form.rule.trim()) {
     let rule;
     try { rule = JSON.parse(form.rule); } catch (e) { throw new Error(`The rule is not JSON: ${e.message}`); }
@@ -42,7 +45,7 @@ const outcome = (r) => (!r ? 'not written' : r.ok ? 'applied'
 
 export function BulkForm({ site, selected }) {
   const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add',
-    password: '', removePassword: false });
+    password: '', removePassword: false, maxVisits: '' });
   const [plan, setPlan] = useState(null);
   const [done, setDone] = useState(null);
   const [undone, setUndone] = useState(null);
@@ -101,6 +104,8 @@ export function BulkForm({ site, selected }) {
     <label for="b-rule-mode">The rule</label>
     <select id="b-rule-mode" value=${form.ruleMode} onChange=${set('ruleMode')}>
       <option value="add">added after the others</option><option value="replace">replaces the rules</option></select>
+    <label for="b-max-visits">At most this many visits (none removes the limit)</label>
+    <input id="b-max-visits" type="text" value=${form.maxVisits} onInput=${set('maxVisits')} />
     <label for="b-password">Ask for this password (empty: as it is)</label>
     <input id="b-password" type="password" autocomplete="new-password" value=${form.password} onInput=${set('password')}
       disabled=${form.removePassword} />

@@ -681,6 +681,11 @@ impl Link {
         self.window.as_ref().and_then(|w| w.password.as_ref())
     }
 
+    /// Whether it has a password or a visit limit (most links have neither).
+    pub fn guarded(&self) -> bool {
+        self.window.as_ref().is_some_and(|w| w.password.is_some() || w.limit.is_some())
+    }
+
     /// Its visit limit (`None` for most).
     pub fn limit(&self) -> Option<VisitLimit> {
         self.window.as_ref().and_then(|w| w.limit)

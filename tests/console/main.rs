@@ -426,6 +426,15 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         assert!(started.elapsed() < Duration::from_secs(10), "the proxy still asks for the removed password");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A visit limit, set in the editor; the link's page says what is left, as the proxies
+    // counted it (the one redirect above, and those of the rules' steps before).
+    click_button(&browser, "Edit").await;
+    fill(&browser, "#f-max_visits", "1000").await;
+    click_button(&browser, "Save").await;
+    let said = page_says(&browser, "of 1000 (").await;
+    assert!(said.contains("Visits: "), "{said}");
+    let stored: Value = db.admin(reqwest::Method::GET, &id, None).await.json().await.unwrap();
+    assert_eq!(stored["max_visits"], json!(1000));
 
     db.put_link(
         &id,
