@@ -11,12 +11,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use blake2::digest::{consts::U16, Mac};
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 
 use crate::domain::{LinkId, PasswordHash};
 use crate::metrics::{Metrics, PasswordAnswer};
@@ -48,6 +48,9 @@ pub struct Gate {
     /// The digests' key, drawn at start: a remembered verdict says nothing outside the process.
     key: [u8; 32],
     verdicts: Mutex<Verdicts>,
+    /// Checks running, by digest: a second request with the same credential waits for the
+    /// first one's verdict rather than hashing again (a browser opens several connections).
+    running: Mutex<HashMap<[u8; 16], Arc<OnceCell<bool>>>>,
     guesses: Mutex<HashMap<u128, Guesses>>,
     /// Checks running at once (each holds its 19 MiB while it runs).
     hashing: Semaphore,
@@ -79,6 +82,7 @@ impl Gate {
         Gate {
             key: rand::random(),
             verdicts: Mutex::default(),
+            running: Mutex::default(),
             guesses: Mutex::default(),
             hashing: Semaphore::new(at_once.max(1)),
         }
@@ -125,13 +129,18 @@ impl Gate {
         let right = match remembered {
             Some(right) => right,
             None => {
-                let right = {
-                    let _turn = self.hashing.acquire().await.expect("the semaphore is never closed");
-                    metrics.password_hash();
-                    let hash = hash.clone();
-                    tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false)
-                };
-                self.remember(digest, right);
+                let running = self.running.lock().expect("running").entry(digest).or_default().clone();
+                let right = *running
+                    .get_or_init(|| async {
+                        let _turn = self.hashing.acquire().await.expect("the semaphore is never closed");
+                        metrics.password_hash();
+                        let hash = hash.clone();
+                        let right = tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false);
+                        self.remember(digest, right);
+                        right
+                    })
+                    .await;
+                self.running.lock().expect("running").remove(&digest);
                 right
             }
         };
@@ -279,6 +288,28 @@ mod tests {
         // The window over, guesses are counted afresh.
         let after = t0 + WINDOW;
         assert_eq!(gate.check_at(id, &hash, Some(&next), me, &metrics, after).await, Verdict::Ask);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_at_once_with_one_credential_cost_one_hash() {
+        let gate = Arc::new(Gate::new(2));
+        let metrics = Arc::new(Metrics::default());
+        let id = LinkId::parse("H83if").unwrap();
+        let hash = PasswordHash::create(b"staff only").unwrap();
+        let asked: Vec<_> = (0..8)
+            .map(|_| {
+                let (gate, metrics, hash) = (gate.clone(), metrics.clone(), hash.clone());
+                tokio::spawn(async move {
+                    let right = basic("x:staff only");
+                    gate.check(id, &hash, Some(&right), IpAddr::V4(Ipv4Addr::LOCALHOST), &metrics).await
+                })
+            })
+            .collect();
+        for verdict in asked {
+            assert_eq!(verdict.await.unwrap(), Verdict::Open);
+        }
+        assert_eq!(metrics.password_hashes(), 1);
+        assert!(gate.running.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -472,7 +472,10 @@ impl Asked<'_, '_> {
     /// (`None`: open, or no password).
     async fn shut(&self, id: LinkId, link: &Link) -> Option<Status> {
         let hash = link.password()?;
-        match self.settings.gate.check(id, hash, self.authorization, self.client, self.metrics).await {
+        // Boxed: its future (a hash on the blocking pool) would otherwise grow every request's,
+        // which a new connection's task copies whole (bench/budget.sh's `close`: +7%).
+        let check = Box::pin(self.settings.gate.check(id, hash, self.authorization, self.client, self.metrics));
+        match check.await {
             Verdict::Open => None,
             Verdict::Ask => Some(Status::Unauthorized(id)),
             Verdict::Wait(seconds) => Some(Status::TooManyRequests(seconds)),
@@ -540,7 +543,7 @@ impl LiveLinks<'_, '_> {
             return *admitted;
         }
         let bot = self.asked.visitor.client().bot;
-        let admitted = self.asked.limits.admit(id, limit, bot).await;
+        let admitted = Box::pin(self.asked.limits.admit(id, limit, bot)).await;
         *self.admitted.get_or_init(|| admitted)
     }
 
@@ -652,7 +655,8 @@ async fn locate(
                         return Outcome::Shut(status);
                     }
                     let open = match link.limit() {
-                        Some(limit) => asked.limits.admit(id, limit, asked.visitor.client().bot).await,
+                        // Boxed, as the gate's check is: its first read of CouchDB is a large future.
+                        Some(limit) => Box::pin(asked.limits.admit(id, limit, asked.visitor.client().bot)).await,
                         None => true,
                     };
                     admitted = std::sync::OnceLock::from(open);
