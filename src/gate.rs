@@ -32,6 +32,19 @@ pub const WINDOW: Duration = Duration::from_secs(600);
 /// forgotten first, then any.
 const ADDRESSES: usize = 65_536;
 
+/// A request for a protected link, as its gate sees it.
+#[derive(Clone, Copy)]
+pub struct Presented<'a> {
+    /// The link.
+    pub id: LinkId,
+    /// Its password's hash.
+    pub hash: &'a PasswordHash,
+    /// The request's `Authorization` header, if any.
+    pub authorization: Option<&'a [u8]>,
+    /// Its client's address.
+    pub client: IpAddr,
+}
+
 /// What a request for a protected link gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -88,28 +101,13 @@ impl Gate {
         }
     }
 
-    /// The verdict for a request for link `id`, protected by `hash`, presenting `authorization`
-    /// (the header's value), from `client`; counted in `metrics`.
-    pub async fn check(
-        &self,
-        id: LinkId,
-        hash: &PasswordHash,
-        authorization: Option<&[u8]>,
-        client: IpAddr,
-        metrics: &Metrics,
-    ) -> Verdict {
-        self.check_at(id, hash, authorization, client, metrics, Instant::now()).await
+    /// The verdict for `request`; counted in `metrics`.
+    pub async fn check(&self, request: Presented<'_>, metrics: &Metrics) -> Verdict {
+        self.check_at(request, metrics, Instant::now()).await
     }
 
-    async fn check_at(
-        &self,
-        id: LinkId,
-        hash: &PasswordHash,
-        authorization: Option<&[u8]>,
-        client: IpAddr,
-        metrics: &Metrics,
-        now: Instant,
-    ) -> Verdict {
+    async fn check_at(&self, request: Presented<'_>, metrics: &Metrics, now: Instant) -> Verdict {
+        let Presented { id, hash, authorization, client } = request;
         let Some(password) = authorization.and_then(basic_password) else {
             metrics.password(PasswordAnswer::Missing);
             return Verdict::Ask;
@@ -232,6 +230,10 @@ mod tests {
     use super::*;
     use std::net::Ipv4Addr;
 
+    fn ask<'a>(id: LinkId, hash: &'a PasswordHash, authorization: Option<&'a [u8]>, client: IpAddr) -> Presented<'a> {
+        Presented { id, hash, authorization, client }
+    }
+
     fn basic(user_password: &str) -> Vec<u8> {
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_password)).into_bytes()
     }
@@ -269,25 +271,25 @@ mod tests {
         let other = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
         let t0 = Instant::now();
         let right = basic("x:staff only");
-        assert_eq!(gate.check_at(id, &hash, None, me, &metrics, t0).await, Verdict::Ask);
-        assert_eq!(gate.check_at(id, &hash, Some(&right), me, &metrics, t0).await, Verdict::Open);
-        assert_eq!(gate.check_at(id, &hash, Some(&right), other, &metrics, t0).await, Verdict::Open);
+        assert_eq!(gate.check_at(ask(id, &hash, None, me), &metrics, t0).await, Verdict::Ask);
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&right), me), &metrics, t0).await, Verdict::Open);
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&right), other), &metrics, t0).await, Verdict::Open);
         assert_eq!(metrics.password_hashes(), 1, "the second right request is remembered, not hashed");
         for n in 0..GUESSES {
             let guess = basic(&format!("x:guess {n}"));
-            assert_eq!(gate.check_at(id, &hash, Some(&guess), me, &metrics, t0).await, Verdict::Ask);
+            assert_eq!(gate.check_at(ask(id, &hash, Some(&guess), me), &metrics, t0).await, Verdict::Ask);
         }
         let next = basic("x:guess again");
-        assert_eq!(gate.check_at(id, &hash, Some(&next), me, &metrics, t0).await, Verdict::Wait(600));
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&next), me), &metrics, t0).await, Verdict::Wait(600));
         let later = t0 + Duration::from_secs(200);
-        assert_eq!(gate.check_at(id, &hash, Some(&next), me, &metrics, later).await, Verdict::Wait(400));
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&next), me), &metrics, later).await, Verdict::Wait(400));
         assert_eq!(metrics.password_hashes(), 1 + u64::from(GUESSES), "a waiting address is not hashed for");
         // Another address is not held back, and the right password still opens for anyone.
-        assert_eq!(gate.check_at(id, &hash, Some(&next), other, &metrics, later).await, Verdict::Ask);
-        assert_eq!(gate.check_at(id, &hash, Some(&right), me, &metrics, later).await, Verdict::Open);
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&next), other), &metrics, later).await, Verdict::Ask);
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&right), me), &metrics, later).await, Verdict::Open);
         // The window over, guesses are counted afresh.
         let after = t0 + WINDOW;
-        assert_eq!(gate.check_at(id, &hash, Some(&next), me, &metrics, after).await, Verdict::Ask);
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&next), me), &metrics, after).await, Verdict::Ask);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,7 +303,13 @@ mod tests {
                 let (gate, metrics, hash) = (gate.clone(), metrics.clone(), hash.clone());
                 tokio::spawn(async move {
                     let right = basic("x:staff only");
-                    gate.check(id, &hash, Some(&right), IpAddr::V4(Ipv4Addr::LOCALHOST), &metrics).await
+                    let asking = Presented {
+                        id,
+                        hash: &hash,
+                        authorization: Some(&right),
+                        client: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    };
+                    gate.check(asking, &metrics).await
                 })
             })
             .collect();
@@ -321,9 +329,9 @@ mod tests {
         let old = PasswordHash::create(b"old").unwrap();
         let new = PasswordHash::create(b"new").unwrap();
         let t = Instant::now();
-        assert_eq!(gate.check_at(id, &old, Some(&basic(":old")), me, &metrics, t).await, Verdict::Open);
-        assert_eq!(gate.check_at(id, &new, Some(&basic(":old")), me, &metrics, t).await, Verdict::Ask);
-        assert_eq!(gate.check_at(id, &new, Some(&basic(":new")), me, &metrics, t).await, Verdict::Open);
+        assert_eq!(gate.check_at(ask(id, &old, Some(&basic(":old")), me), &metrics, t).await, Verdict::Open);
+        assert_eq!(gate.check_at(ask(id, &new, Some(&basic(":old")), me), &metrics, t).await, Verdict::Ask);
+        assert_eq!(gate.check_at(ask(id, &new, Some(&basic(":new")), me), &metrics, t).await, Verdict::Open);
         // The same hash under another link ID is another verdict.
         let other = LinkId::parse("Other").unwrap();
         assert_ne!(gate.digest(id, &new, b"new"), gate.digest(other, &new, b"new"));

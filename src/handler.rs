@@ -16,7 +16,7 @@ use crate::clicks::limits::Limits;
 use crate::clicks::{Click, Tally};
 use crate::client_ip::TrustedProxies;
 use crate::domain::{clock, Host, Link, LinkId, TrackingId};
-use crate::gate::{Gate, Verdict};
+use crate::gate::{Gate, Presented, Verdict};
 use crate::message::{Body, Field, Headers, Reply, Request, Status, Vary};
 use crate::metrics::Metrics;
 use crate::resolve::{climbs_out, resolve, safe_location, ResolveError, Resolved, Ruleset};
@@ -474,7 +474,8 @@ impl Asked<'_, '_> {
         let hash = link.password()?;
         // Boxed: its future (a hash on the blocking pool) would otherwise grow every request's,
         // which a new connection's task copies whole (bench/budget.sh's `close`: +7%).
-        let check = Box::pin(self.settings.gate.check(id, hash, self.authorization, self.client, self.metrics));
+        let presented = Presented { id, hash, authorization: self.authorization, client: self.client };
+        let check = Box::pin(self.settings.gate.check(presented, self.metrics));
         match check.await {
             Verdict::Open => None,
             Verdict::Ask => Some(Status::Unauthorized(id)),
