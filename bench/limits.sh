@@ -41,6 +41,9 @@ put_link() {
     -d "{\"url\": \"https://shop.example/coupon\", \"max_visits\": $max}" >/dev/null
 }
 stop() { kill "${pid[$1]}"; wait "${pid[$1]}" 2>/dev/null || true; }
+# A browser's User-Agent: a request without one is counted as a bot's, which a limit does not
+# count unless the document says so.
+browser='User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 for run in $(seq 1 "$runs"); do
   id=$(printf 'Lim%02d' "$run")
   put_link "$id"
@@ -49,7 +52,7 @@ for run in $(seq 1 "$runs"); do
   echo "== $(date -u +%H:%M:%S) run $run: $id, max_visits $max, two proxies, interval ${interval}s"
   clients=()
   for who in a b; do
-    BENCH_IDS=$work/ids-$id.txt wrk -t1 -c32 -d$((4 * interval + max / 20000))s -s bench/random.lua \
+    BENCH_IDS=$work/ids-$id.txt wrk -t1 -c32 -d$((4 * interval + max / 20000))s -H "$browser" -s bench/random.lua \
       "http://127.0.0.1:${port[$who]}" >"$work/wrk-$who-$run.txt" 2>&1 &
     clients+=($!)
   done
@@ -62,7 +65,7 @@ done
 # One proxy alone: exactly the limit.
 id=Alone; put_link "$id"; echo "$id" >"$work/ids-$id.txt"
 serve a
-BENCH_IDS=$work/ids-$id.txt wrk -t1 -c64 -d$((2 * interval + max / 20000))s -s bench/random.lua \
+BENCH_IDS=$work/ids-$id.txt wrk -t1 -c64 -d$((2 * interval + max / 20000))s -H "$browser" -s bench/random.lua \
   "http://127.0.0.1:${port[a]}" >/dev/null 2>&1
 stop a
 read -r alone _ < <(admitted a "$id")
