@@ -112,6 +112,12 @@ impl Gate {
             metrics.password(PasswordAnswer::Missing);
             return Verdict::Ask;
         };
+        // Longer than any password couchlink sets: wrong without a hash, and counted as a guess.
+        if password.len() > crate::domain::MAX_PASSWORD_BYTES {
+            metrics.password(PasswordAnswer::Wrong);
+            self.guessed_wrong(client, now);
+            return Verdict::Ask;
+        }
         let digest = self.digest(id, hash, &password);
         let remembered = self.verdicts.lock().expect("verdicts").right.get(&digest).copied();
         // A remembered right password lets in even an address that is waiting: whoever
@@ -275,6 +281,9 @@ mod tests {
         assert_eq!(gate.check_at(ask(id, &hash, Some(&right), me), &metrics, t0).await, Verdict::Open);
         assert_eq!(gate.check_at(ask(id, &hash, Some(&right), other), &metrics, t0).await, Verdict::Open);
         assert_eq!(metrics.password_hashes(), 1, "the second right request is remembered, not hashed");
+        let long = basic(&format!("x:{}", "a".repeat(crate::domain::MAX_PASSWORD_BYTES + 1)));
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&long), other), &metrics, t0).await, Verdict::Ask);
+        assert_eq!(metrics.password_hashes(), 1, "a password longer than any set is wrong without a hash");
         for n in 0..GUESSES {
             let guess = basic(&format!("x:guess {n}"));
             assert_eq!(gate.check_at(ask(id, &hash, Some(&guess), me), &metrics, t0).await, Verdict::Ask);

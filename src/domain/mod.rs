@@ -16,7 +16,7 @@ pub use link::{
     check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, Status, UnusableLink, VisitLimit, MAX_VISITS,
 };
 pub use link_id::{InvalidLinkId, LinkId};
-pub use password::{BadPassword, BadPasswordHash, PasswordHash};
+pub use password::{BadPassword, BadPasswordHash, PasswordHash, MAX_PASSWORD_BYTES};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub use refusal::Refusal;
 pub use roles::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
