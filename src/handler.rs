@@ -483,6 +483,16 @@ impl Asked<'_, '_> {
         }
     }
 
+    /// Whether this visit of `link` (`id`'s) is within its visit limit, counted if so (`true`
+    /// without a limit).
+    async fn admit(&self, id: LinkId, link: &Link) -> bool {
+        match link.limit() {
+            // Boxed, as the gate's check is: its first read of CouchDB is a large future.
+            Some(limit) => Box::pin(self.limits.admit(id, limit, self.visitor.client().bot)).await,
+            None => true,
+        }
+    }
+
     /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant; a
     /// country asked without a GeoIP database is said and counted.
     fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
@@ -539,12 +549,13 @@ impl LiveLinks<'_, '_> {
     /// short URL's visits, as the live counts do, so a link reached through another's internal
     /// redirect is not asked.
     async fn within_limit(&self, id: LinkId, link: &Link) -> bool {
-        let Some(limit) = link.limit().filter(|_| id == self.first) else { return true };
+        if link.limit().is_none() || id != self.first {
+            return true;
+        }
         if let Some(admitted) = self.admitted.get() {
             return *admitted;
         }
-        let bot = self.asked.visitor.client().bot;
-        let admitted = Box::pin(self.asked.limits.admit(id, limit, bot)).await;
+        let admitted = self.asked.admit(id, link).await;
         *self.admitted.get_or_init(|| admitted)
     }
 
@@ -655,11 +666,7 @@ async fn locate(
                     if let Some(status) = asked.shut(id, &link).await {
                         return Outcome::Shut(status);
                     }
-                    let open = match link.limit() {
-                        // Boxed, as the gate's check is: its first read of CouchDB is a large future.
-                        Some(limit) => Box::pin(asked.limits.admit(id, limit, asked.visitor.client().bot)).await,
-                        None => true,
-                    };
+                    let open = asked.admit(id, &link).await;
                     admitted = std::sync::OnceLock::from(open);
                     open
                 }
@@ -759,8 +766,8 @@ fn wants_json(headers: &Headers<'_>) -> bool {
 async fn invitation(store: &LinkStore, path: &str, now: OffsetDateTime) -> Option<Outcome> {
     let id = LinkId::parse_bytes(path.strip_prefix('/')?.as_bytes())?;
     match store.get(id).await {
-        // A protected link's invitation is behind its gate, on the usual way.
-        Ok(Some(link)) if link.live_target(now).is_some() && link.password().is_none() && link.limit().is_none() => {
+        // A guarded link's invitation is behind its gate and limit, on the usual way.
+        Ok(Some(link)) if link.live_target(now).is_some() && !link.guarded() => {
             link.oob_invitation().map(|json| Outcome::Invitation(Bytes::from(json)))
         }
         Ok(_) => None,
