@@ -289,7 +289,11 @@ impl Console {
         let body: serde_json::Value = answer.json().await.unwrap_or_default();
         match body["userCtx"]["name"].as_str() {
             Some(name) => Ok(name.to_owned()),
-            None => Err(json_error(401, "unauthorized", "log in to make print sheets")),
+            None => Err(json_error(
+                401,
+                "unauthorized",
+                "log in first: print sheets and password hashes are made for CouchDB accounts",
+            )),
         }
     }
 

@@ -111,6 +111,22 @@ async fn a_visitor_without_credentials_is_anonymous_to_couchdb_and_gets_nothing_
         request
     };
     assert_eq!(post_sheet().send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    // A password is hashed only for someone CouchDB knows, asking from the page itself.
+    let hash = |origin: &str, who: Option<(&str, &str)>, password: &str| {
+        let mut request =
+            http().post(format!("{console}/password")).header("origin", origin).json(&json!({"password": password}));
+        if let Some((user, pass)) = who {
+            request = request.basic_auth(user, Some(pass));
+        }
+        request.send()
+    };
+    assert_eq!(hash(&console, None, "staff only").await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(hash("http://evil.example", Some(EDITOR), "staff only").await.unwrap().status(), StatusCode::FORBIDDEN);
+    let long = "x".repeat(couchlink::domain::MAX_PASSWORD_BYTES + 1);
+    assert_eq!(hash(&console, Some(EDITOR), &long).await.unwrap().status(), StatusCode::BAD_REQUEST);
+    let made: Value = hash(&console, Some(EDITOR), "staff only").await.unwrap().json().await.unwrap();
+    let made = couchlink::domain::PasswordHash::parse(made["password"].as_str().unwrap()).unwrap();
+    assert!(made.verify(b"staff only"));
     // The page's files stay open to anyone.
     assert_eq!(get("/").await.unwrap().status(), StatusCode::OK);
 
