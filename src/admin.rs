@@ -86,7 +86,16 @@ impl AdminSite {
             }),
             history: self.history.as_ref().map_or_else(Default::default, |h| {
                 let (gaps, missing) = h.gaps();
-                crate::metrics::HistoryGauges { entries: h.entries(), gaps, missing, failing: h.failing().is_some() }
+                crate::metrics::HistoryGauges {
+                    entries: h.entries(),
+                    gaps,
+                    missing,
+                    failing: h.failing().is_some(),
+                    refused: h.refused(),
+                    checkpoint_resets: h.resets().0,
+                    recording: h.is_recording(),
+                    behind: h.is_behind(),
+                }
             }),
         }
     }
@@ -125,8 +134,16 @@ impl AdminSite {
         }
         if let Some(history) = &self.history {
             let (gaps, missing) = history.gaps();
+            let (resets, reset) = history.resets();
+            if history.is_degraded() {
+                body["status"] = json!("degraded");
+            }
             body["history"] = json!({
-                "status": if history.failing().is_some() { "waiting" } else if history.is_live() { "ok" } else { "catching up" },
+                "status": history.state(),
+                "recording": history.is_recording(),
+                "refused": history.refused(),
+                "checkpoint_resets": resets,
+                "checkpoint_reset": reset,
                 "entries_recorded": history.entries(),
                 "gaps": gaps,
                 "missing_revisions": missing,

@@ -196,7 +196,7 @@ pub async fn write(
         let docs: Vec<Value> = page.iter().map(|(_, d)| d.clone()).collect();
         for ((i, _), outcome) in page.iter().zip(links.bulk_create(&docs).await?) {
             outcomes[*i] = Some(match outcome {
-                BulkOutcome::Stored => Outcome::Applied,
+                BulkOutcome::Stored(_) => Outcome::Applied,
                 BulkOutcome::Conflict => Outcome::Conflict,
                 BulkOutcome::Refused { reason, .. } => Outcome::Refused(reason),
             });

@@ -211,8 +211,8 @@ pub enum IdState {
 /// How one document of a `_bulk_docs` request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BulkOutcome {
-    /// Stored.
-    Stored,
+    /// Stored, as this revision.
+    Stored(String),
     /// The ID was taken meanwhile.
     Conflict,
     /// Refused, in CouchDB's words (`forbidden` and the validation function's reason, say).
@@ -445,6 +445,8 @@ struct KeyRow {
 struct BulkRow {
     #[serde(default)]
     id: String,
+    #[serde(default)]
+    rev: String,
     #[serde(default)]
     error: Option<String>,
     #[serde(default)]
@@ -916,7 +918,7 @@ impl CouchClient {
         Ok(rows
             .into_iter()
             .map(|row| match row.error.as_deref() {
-                None => BulkOutcome::Stored,
+                None => BulkOutcome::Stored(row.rev),
                 Some("conflict") => BulkOutcome::Conflict,
                 Some(error) => BulkOutcome::Refused {
                     error: error.to_owned(),
@@ -1017,6 +1019,20 @@ impl CouchClient {
         let url = format!("{}?include_docs=true&{}", self.in_db("_all_docs"), Self::prefix_range(prefix));
         let page: AllDocsWithDocs = self.get(&url).await?;
         Ok(page.rows.into_iter().filter_map(|row| row.doc).collect())
+    }
+
+    /// Whether any document's ID lies between `start` and `end` (`_all_docs`, which orders IDs
+    /// by their code points).
+    pub async fn any_id_between(&self, start: &str, end: &str) -> Result<bool, CouchError> {
+        let key = |k: &str| utf8_percent_encode(&Value::String(k.to_owned()).to_string(), NON_ALPHANUMERIC).to_string();
+        let url = format!("{}?limit=1&startkey={}&endkey={}", self.in_db("_all_docs"), key(start), key(end));
+        let page: AllDocsWithDocs = self.get(&url).await?;
+        Ok(!page.rows.is_empty())
+    }
+
+    /// Document `id` as stored (`_rev` included), whatever its ID; `None` when there is none.
+    pub async fn doc(&self, id: &str) -> Result<Option<Value>, CouchError> {
+        self.get_optional(&self.in_db(&segment(id))).await
     }
 
     /// Local (never replicated) document `_local/{name}`, `None` when there is none.

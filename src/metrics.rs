@@ -115,13 +115,22 @@ pub struct HistoryGauges {
     pub missing: u64,
     /// Whether recording fails now.
     pub failing: bool,
+    /// Entries CouchDB refused for good, recorded as gaps with its reason.
+    pub refused: u64,
+    /// Times the checkpoint named a place CouchDB could not resume from (recorded again from
+    /// the beginning).
+    pub checkpoint_resets: u64,
+    /// Whether this proxy's recorder is the one that records.
+    pub recording: bool,
+    /// Whether changes wait longer than they should to be recorded.
+    pub behind: bool,
 }
 
 /// One plain (unlabelled) sample: name, type, help, and where its value comes from.
 type Plain = (&'static str, &'static str, &'static str, fn(&Metrics, &Gauges) -> u64);
 
 /// Every unlabelled sample, in exposition order.
-const PLAIN: [Plain; 30] = [
+const PLAIN: [Plain; 34] = [
     ("couchlink_cache_hits_total", "counter", "Link lookups answered from memory.", |m, _| m.cache_hits.load(Relaxed)),
     ("couchlink_cache_misses_total", "counter", "Link lookups that went to CouchDB.", |m, _| {
         m.cache_misses.load(Relaxed)
@@ -226,6 +235,24 @@ const PLAIN: [Plain; 30] = [
     }),
     ("couchlink_history_failing", "gauge", "1 while the history cannot be recorded (CouchDB away, no history database, no recorder role).", |_, g| {
         g.history.failing.into()
+    }),
+    (
+        "couchlink_history_refused_total",
+        "counter",
+        "History entries CouchDB refused for good, recorded as gaps with its reason.",
+        |_, g| g.history.refused,
+    ),
+    (
+        "couchlink_history_checkpoint_resets_total",
+        "counter",
+        "Times the recorders' checkpoint named no place CouchDB resumes from: recorded again from the beginning.",
+        |_, g| g.history.checkpoint_resets,
+    ),
+    ("couchlink_history_recording", "gauge", "1 while this proxy's recorder is the one recording (the others stand by).", |_, g| {
+        g.history.recording.into()
+    }),
+    ("couchlink_history_behind", "gauge", "1 while changes wait longer than they should to be recorded.", |_, g| {
+        g.history.behind.into()
     }),
     (
         "couchlink_access_log_lines_lost_total",
@@ -431,7 +458,7 @@ mod tests {
             snapshot_failures: 1,
             snapshot_written_at: Some(1_795_000_000),
             clicks: ClicksGauges { written: 5, pending: 2, pending_bytes: 900, lost: 3, set_aside: 1, failing: true },
-            history: HistoryGauges { entries: 7, gaps: 1, missing: 2, failing: false },
+            history: HistoryGauges { entries: 7, gaps: 1, missing: 2, refused: 3, ..HistoryGauges::default() },
         });
         assert!(text.contains("couchlink_responses_total{status=\"302\"} 2\n"), "{text}");
         assert!(text.contains("couchlink_responses_total{status=\"other\"} 1\n"));
@@ -463,6 +490,7 @@ mod tests {
         assert!(text.contains("couchlink_history_entries_total 7\n"));
         assert!(text.contains("couchlink_history_gaps_total 1\n"));
         assert!(text.contains("couchlink_history_missing_revisions_total 2\n"));
+        assert!(text.contains("couchlink_history_refused_total 3\n"));
     }
 
     #[test]

@@ -112,6 +112,9 @@ pub struct ServerConfig {
     /// Record every link's history into each links database's `<db>_history`
     /// (docs/reference.md, "History").
     pub history: bool,
+    /// How the proxies' recorders share the recording: one records, the others take over
+    /// from it within the lease (docs/reference.md, "History").
+    pub history_timing: crate::history::recorder::Timing,
     /// What SIGUSR2 starts in this process's place (`None`: SIGUSR2 is refused with a
     /// warning; tests serving in their own process leave it so).
     pub upgrade: Option<Upgrade>,
@@ -211,6 +214,7 @@ impl ServerConfig {
             default_domain: None,
             clicks: Some(ClicksConfig::new()),
             history: true,
+            history_timing: crate::history::recorder::Timing::default(),
             upgrade: None,
             pid_file: None,
             geoip: None,
@@ -807,11 +811,12 @@ async fn start_site(
         tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
     }
     let history = config.history.then(|| {
-        let recorder = crate::history::recorder::Recorder {
-            links: couch.clone(),
-            history: couch.for_database(&crate::history::database_of(couch.database())),
-            status: Arc::default(),
-        };
+        let recorder = crate::history::recorder::Recorder::new(
+            couch.clone(),
+            couch.for_database(&crate::history::database_of(couch.database())),
+            &config.clicks.as_ref().map_or_else(host_name, |c| c.proxy_name.clone()),
+            config.history_timing,
+        );
         let status = recorder.status.clone();
         // After the warm-up: a start reads links first, history after.
         let store = store.clone();

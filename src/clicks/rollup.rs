@@ -230,7 +230,7 @@ fn counts_of(doc: &Value) -> Counts {
 }
 
 fn check(day: &str, outcomes: Vec<BulkOutcome>) -> Result<(), RollupError> {
-    match outcomes.into_iter().find(|o| *o != BulkOutcome::Stored) {
+    match outcomes.into_iter().find(|o| !matches!(o, BulkOutcome::Stored(_))) {
         None => Ok(()),
         Some(BulkOutcome::Conflict) => {
             Err(RollupError::Refused { day: day.into(), reason: "a document changed meanwhile; run it again".into() })
@@ -238,6 +238,6 @@ fn check(day: &str, outcomes: Vec<BulkOutcome>) -> Result<(), RollupError> {
         Some(BulkOutcome::Refused { error, reason }) => {
             Err(RollupError::Refused { day: day.into(), reason: format!("{error}: {reason}") })
         }
-        Some(BulkOutcome::Stored) => Ok(()),
+        Some(BulkOutcome::Stored(_)) => Ok(()),
     }
 }

@@ -231,6 +231,7 @@ impl ServeArgs {
             default_domain,
             clicks,
             history: self.history,
+            history_timing: crate::history::recorder::Timing::default(),
             // Set by `execute`: only the process `couchlink serve` runs in can start itself anew.
             upgrade: None,
             pid_file: self.pid_file,

@@ -338,7 +338,9 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
     };
 
     let history = match &options.history_db {
-        Some(name) => Some(ensure_history(&admin.for_database(name), options, &plan.shared_roles).await?),
+        Some(name) => {
+            Some(ensure_history(&admin.for_database(name), options, &plan.shared_roles, &editor_roles).await?)
+        }
         None => None,
     };
 
@@ -367,11 +369,13 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
 /// The history database (docs/reference.md, "History"): made if missing; its `_security`
 /// admits the links database's readers and editors (and the shared roles while the links
 /// database does) and the recorders, keeping what admins added; its design document holds the
-/// validation (only the recorder role writes, each entry once) and the views.
+/// validation (only the recorder role writes entries, each once; `editor_roles` record their
+/// own bulk changes) and the views.
 async fn ensure_history(
     history: &CouchClient,
     options: &SetupOptions,
     shared_roles: &[String],
+    editor_roles: &[&str],
 ) -> Result<(String, Step, Step, Step), SetupError> {
     let created = history.ensure_database(history.database()).await?;
     let database = if created { Step::Created } else { Step::Unchanged };
@@ -390,7 +394,9 @@ async fn ensure_history(
             Step::Updated
         }
     };
-    let design = ensure_design(history, crate::history::DESIGN_DOC, crate::history::design(&[&roles.recorder])).await?;
+    let design =
+        ensure_design(history, crate::history::DESIGN_DOC, crate::history::design(&[&roles.recorder], editor_roles))
+            .await?;
     Ok((history.database().to_owned(), database, security, design))
 }
 

@@ -1,6 +1,7 @@
 //! Domain types: parsed, validated values that the rest of couchlink can trust.
 
 pub mod clock;
+mod edit;
 mod host;
 mod link;
 mod link_id;
@@ -11,6 +12,7 @@ mod roles;
 mod target;
 mod tracking_id;
 
+pub use edit::{is_batch_name, is_stated_time, Stated};
 pub use host::{parse_domains, Domain, Host, InvalidHost};
 pub use link::{
     check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, Status, UnusableLink, VisitLimit, MAX_VISITS,

@@ -58,16 +58,24 @@ const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/history/validate_d
 const BY_BATCH: &str = include_str!("../../couchdb/history/by_batch.js");
 const GAPS: &str = include_str!("../../couchdb/history/gaps.js");
 
-/// `_design/history` for recorders holding one of `writer_roles`: the validation (only they
-/// write, each entry once) and the views (a bulk change's entries, the gaps).
-pub fn design(writer_roles: &[&str]) -> Value {
-    let validate = function(VALIDATE_DOC_UPDATE);
-    let template = r#"var WRITER_ROLES = ["links:recorder"];"#;
-    assert!(validate.contains(template), "couchdb/history/validate_doc_update.js declares WRITER_ROLES");
-    let roles = format!("var WRITER_ROLES = {};", serde_json::to_string(writer_roles).expect("strings serialise"));
+/// `_design/history` for recorders holding one of `writer_roles` and editors holding one of
+/// `editor_roles`: the validation (only recorders write entries, each once, and their
+/// checkpoint; an editor records their own bulk change) and the views (a bulk change's
+/// entries, the gaps).
+pub fn design(writer_roles: &[&str], editor_roles: &[&str]) -> Value {
+    let mut validate = function(VALIDATE_DOC_UPDATE);
+    for (template, roles) in [
+        (r#"var WRITER_ROLES = ["links:recorder"];"#, writer_roles),
+        (r#"var EDITOR_ROLES = ["links:editor"];"#, editor_roles),
+    ] {
+        assert!(validate.contains(template), "couchdb/history/validate_doc_update.js declares {template}");
+        let name = &template[4..template.find(" =").expect("a declaration")];
+        let declared = format!("var {name} = {};", serde_json::to_string(roles).expect("strings serialise"));
+        validate = validate.replacen(template, &declared, 1);
+    }
     json!({
         "language": "javascript",
-        "validate_doc_update": validate.replacen(template, &roles, 1),
+        "validate_doc_update": validate,
         "views": {
             "by_batch": {"map": function(BY_BATCH)},
             "gaps": {"map": function(GAPS), "reduce": "_sum"},

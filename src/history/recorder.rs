@@ -1,18 +1,34 @@
 //! The recorder: follows the links database's `_changes` and writes each new revision's entry
-//! to the history database, within a second of the write while it runs; every proxy runs one.
+//! to the history database, within a second of the write while it runs.
 //!
-//! Exactly once however many run: an entry's ID is its link and revision, so a second
-//! recorder writing it meets a conflict and moves on. What was written while none ran is
-//! recorded when one starts, from the checkpoint (`_local/recorder` in the history database,
-//! the last sequence any recorder finished): each link's unrecorded revisions are walked back
-//! through its ancestry to the newest one recorded, and those CouchDB no longer holds become
-//! a gap ([`super::entry`]). The first recorder of a new history records every link as it is
-//! (a baseline), since what came before history began is not a gap.
+//! Every proxy runs one, and one of them records: the one holding the checkpoint (`~recorder`
+//! in the history database: where recording stands in the links' changes, and which recorder
+//! records). The others stand by and watch it; the first to see it unchanged for the lease
+//! ([`Timing::lease`]; the holder rewrites it more often than that) takes over from where it
+//! stands, and a holder that stops hands it over at once. Two that both record a while (a
+//! take-over while the other still ran) meet conflicts, never duplicates: an entry's ID is its
+//! link and revision ([`super::entry::entry_id`]), so each revision is recorded exactly once.
+//!
+//! The checkpoint is an ordinary document, so the history's validation function decides who
+//! writes it: the recorder role (and an admin), never a reader or an editor, who could
+//! otherwise move it past writes to leave them unrecorded. A checkpoint CouchDB cannot resume
+//! from (written by hand, a restored backup) is said in `/healthz` and `/metrics`, and
+//! recording starts over from the beginning of the links' changes: what was recorded meets
+//! conflicts, the rest is recorded late, and revisions CouchDB no longer holds become gaps.
+//!
+//! What was written while none ran is recorded from the checkpoint: each link's unrecorded
+//! revisions are walked back through its ancestry to the newest one recorded, and those
+//! CouchDB no longer holds become a gap ([`super::entry`]). The first recorder of a new history
+//! records every link as it is (a baseline), since what came before history began is not a gap.
+//!
+//! No document stops it: every entry is made to be one the history takes
+//! ([`super::entry::entries`]), a page is split where CouchDB finds it too large, and an entry
+//! CouchDB still refuses is recorded as a gap with CouchDB's reason while the rest go on.
 //!
 //! The follower that keeps the cache current reads nothing of this: recording costs the
 //! redirect path nothing but a share of a core when links change.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -24,23 +40,57 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use super::entry::{entries, entry_id, rev_number, Prior, Recording, Revision, Start};
-use crate::couch::{BulkOutcome, CouchClient, CouchError, IdState};
-use crate::domain::LinkId;
+use super::entry::{
+    ancestry, entries, entry_id, json_len, refused_gap, rev_number, shrunk, Prior, Recording, Revision, Start,
+};
+use crate::couch::{BulkOutcome, CouchClient, CouchError, Created, IdState};
+use crate::domain::{is_stated_time, LinkId};
 use crate::errors::Causes;
 
-/// The checkpoint's local document in the history database.
-const CHECKPOINT: &str = "recorder";
-/// Changes read per request.
+/// The checkpoint's document in the history database (`~` sorts after every link's entries).
+pub const CHECKPOINT: &str = "~recorder";
+/// Where couchlink before 0.1 kept its place: a local document, which any member could write.
+/// Read only for when history began.
+const LEGACY_CHECKPOINT: &str = "recorder";
+/// Changes read per request, and entries written per request at most.
 const PAGE: usize = 500;
-/// How long a long poll waits for a change.
-const WAIT: Duration = Duration::from_secs(30);
-/// The checkpoint is written at most this often while changes stream in (on every page while
-/// catching up): a restart redoes at most this much, each entry then meeting a conflict.
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// Entries written per request, in bytes of JSON at most (CouchDB's `max_http_request_size`
+/// is 4 GiB by default; a page this size is one CouchDB takes in well under a second).
+const PAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Waits after a failure, doubling up to the last.
 const BACKOFF: [Duration; 4] =
     [Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(10), Duration::from_secs(60)];
+
+/// How the recorders share the work, and when one counts as behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// A checkpoint unchanged this long, as a standby sees it, is taken over.
+    pub lease: Duration,
+    /// The holder rewrites the checkpoint at least this often (well within the lease).
+    pub renew: Duration,
+    /// How long a long poll waits for a change.
+    pub wait: Duration,
+    /// The checkpoint is written at most this often while changes stream in: a restart or a
+    /// take-over redoes at most this much, each entry then meeting a conflict.
+    pub checkpoint_every: Duration,
+    /// How often a standby looks at the checkpoint.
+    pub standby_poll: Duration,
+    /// Changes waiting this long to be recorded (or failing rounds) make the recorder behind.
+    pub behind: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            lease: Duration::from_secs(30),
+            renew: Duration::from_secs(10),
+            wait: Duration::from_secs(30),
+            checkpoint_every: Duration::from_secs(5),
+            standby_poll: Duration::from_secs(5),
+            behind: Duration::from_secs(60),
+        }
+    }
+}
 
 /// Why a round of recording stopped.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +98,8 @@ pub enum RecorderError {
     /// CouchDB refused or could not be reached.
     #[error("cannot record the history")]
     Couch(#[from] CouchError),
-    /// The history database refused an entry (the account without the recorder role, say).
+    /// The history database refused an entry and the gap that stands for it (the account
+    /// without the recorder role, say).
     #[error("the history database refused entry {id}: {reason}")]
     Refused {
         /// The entry.
@@ -59,16 +110,47 @@ pub enum RecorderError {
 }
 
 /// What the recorder did, for `/metrics` and `/healthz`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RecorderStatus {
     entries: AtomicU64,
     gaps: AtomicU64,
     missing: AtomicU64,
+    refused: AtomicU64,
+    resets: AtomicU64,
+    holding: AtomicBool,
+    standing_by: AtomicBool,
     live: AtomicBool,
-    failing: Mutex<Option<String>>,
+    /// Since when changes have waited (the last time the recorder was at the end of them).
+    caught_up_at: Mutex<Instant>,
+    failing: Mutex<Option<(String, Instant)>>,
+    reset: Mutex<Option<String>>,
+    behind: Duration,
+}
+
+impl Default for RecorderStatus {
+    fn default() -> Self {
+        RecorderStatus::new(Timing::default().behind)
+    }
 }
 
 impl RecorderStatus {
+    fn new(behind: Duration) -> Self {
+        RecorderStatus {
+            entries: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
+            missing: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+            holding: AtomicBool::new(false),
+            standing_by: AtomicBool::new(false),
+            live: AtomicBool::new(false),
+            caught_up_at: Mutex::new(Instant::now()),
+            failing: Mutex::new(None),
+            reset: Mutex::new(None),
+            behind,
+        }
+    }
+
     /// Entries this recorder wrote (others' are not counted).
     pub fn entries(&self) -> u64 {
         self.entries.load(Relaxed)
@@ -79,14 +161,74 @@ impl RecorderStatus {
         (self.gaps.load(Relaxed), self.missing.load(Relaxed))
     }
 
+    /// Entries CouchDB refused for good, recorded as gaps with its reason.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Relaxed)
+    }
+
+    /// Times the checkpoint named a place CouchDB could not resume from, and why the last time.
+    pub fn resets(&self) -> (u64, Option<String>) {
+        (self.resets.load(Relaxed), self.reset.lock().expect("recorder status lock").clone())
+    }
+
+    /// Whether this recorder is the one that records (the others stand by).
+    pub fn is_recording(&self) -> bool {
+        self.holding.load(Relaxed)
+    }
+
     /// Whether it has caught up and follows the changes as they come.
     pub fn is_live(&self) -> bool {
-        self.live.load(Relaxed)
+        self.holding.load(Relaxed) && self.live.load(Relaxed)
     }
 
     /// Why the last round failed, while rounds fail.
     pub fn failing(&self) -> Option<String> {
-        self.failing.lock().expect("recorder status lock").clone()
+        self.failing.lock().expect("recorder status lock").as_ref().map(|(said, _)| said.clone())
+    }
+
+    /// Whether changes have waited longer than they should: recording that fails, or the one
+    /// that records not at the end of the changes for [`Timing::behind`].
+    pub fn is_behind(&self) -> bool {
+        let failing_long = self
+            .failing
+            .lock()
+            .expect("recorder status lock")
+            .as_ref()
+            .is_some_and(|(_, since)| since.elapsed() >= self.behind);
+        let waiting = self.holding.load(Relaxed)
+            && self.caught_up_at.lock().expect("recorder status lock").elapsed() >= self.behind;
+        failing_long || waiting
+    }
+
+    /// One word for `/healthz`: `ok` (recording, at the end of the changes), `standby` (another
+    /// proxy records), `starting` (after the cache's warm-up), `catching up`, `behind`,
+    /// `waiting` (rounds fail).
+    pub fn state(&self) -> &'static str {
+        if self.failing().is_some() {
+            "waiting"
+        } else if self.is_behind() {
+            "behind"
+        } else if !self.holding.load(Relaxed) {
+            if self.standing_by.load(Relaxed) {
+                "standby"
+            } else {
+                "starting"
+            }
+        } else if self.live.load(Relaxed) {
+            "ok"
+        } else {
+            "catching up"
+        }
+    }
+
+    /// Whether the history is not as it should be: recording fails or lags, or CouchDB refused
+    /// entries (recorded as gaps).
+    pub fn is_degraded(&self) -> bool {
+        self.failing().is_some() || self.is_behind() || self.refused() > 0
+    }
+
+    fn caught_up(&self) {
+        *self.caught_up_at.lock().expect("recorder status lock") = Instant::now();
     }
 }
 
@@ -98,6 +240,12 @@ pub struct Recorder {
     pub history: CouchClient,
     /// What it did.
     pub status: Arc<RecorderStatus>,
+    /// How it shares the work.
+    pub timing: Timing,
+    /// Who it is, in the checkpoint: the proxy's name and a random part, unique per start.
+    pub holder: String,
+    /// The checkpoint as this recorder last wrote it: `(revision, sequence, began)`.
+    held: Mutex<Option<(String, Value, String)>>,
 }
 
 /// How a page of changes is recorded.
@@ -111,10 +259,30 @@ enum Pass {
     Live,
 }
 
+/// The checkpoint, taken: where recording resumes.
+struct Held {
+    rev: String,
+    since: Option<Value>,
+    began: String,
+    pass: Pass,
+}
+
 impl Recorder {
+    /// A recorder of `links` into `history`, named after `proxy` in the checkpoint.
+    pub fn new(links: CouchClient, history: CouchClient, proxy: &str, timing: Timing) -> Self {
+        Recorder {
+            links,
+            history,
+            status: Arc::new(RecorderStatus::new(timing.behind)),
+            timing,
+            holder: format!("{proxy}-{:08x}", rand::random::<u32>()),
+            held: Mutex::new(None),
+        }
+    }
+
     /// Records until `stopped`, once `ready` resolves (the cache's warm-up done: recording
     /// never competes with a start for CouchDB); a failure is said once, then retried with a
-    /// growing pause.
+    /// growing pause. Stopped while it records, it hands the checkpoint over.
     pub async fn run(self, ready: impl std::future::Future<Output = ()>, mut stopped: watch::Receiver<bool>) {
         tokio::select! {
             _ = ready => {}
@@ -127,70 +295,216 @@ impl Recorder {
                     Ok(()) => return,
                     Err(e) => e,
                 },
-                _ = stopped.changed() => return,
+                _ = stopped.changed() => break,
             };
             self.status.live.store(false, Relaxed);
             let said = Causes(&error).to_string();
             {
                 let mut failing = self.status.failing.lock().expect("recorder status lock");
-                if failing.as_deref() != Some(said.as_str()) {
+                if failing.as_ref().map(|(s, _)| s.as_str()) != Some(said.as_str()) {
                     tracing::warn!("history not recorded for now in {}: {said}", self.history.database());
                 }
-                *failing = Some(said);
+                let since = failing.as_ref().map_or_else(Instant::now, |(_, since)| *since);
+                *failing = Some((said, since));
             }
             let pause = BACKOFF[failures.min(BACKOFF.len() - 1)];
             failures += 1;
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
-                _ = stopped.changed() => return,
+                _ = stopped.changed() => break,
             }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.release()).await;
+    }
+
+    /// Takes the checkpoint (standing by while another recorder holds it), then records while
+    /// it holds it; returns only on an error.
+    async fn follow(&self) -> Result<(), RecorderError> {
+        loop {
+            let held = self.take().await?;
+            self.status.standing_by.store(false, Relaxed);
+            self.status.holding.store(true, Relaxed);
+            self.status.caught_up();
+            let lost = self.record_while_held(held).await;
+            self.status.holding.store(false, Relaxed);
+            self.status.live.store(false, Relaxed);
+            lost?;
+            tracing::info!("history of {}: another proxy records it now", self.links.database());
         }
     }
 
-    /// Catches up from the checkpoint, then follows the changes (returns only on an error).
-    async fn follow(&self) -> Result<(), RecorderError> {
-        let checkpoint = self.history.local_doc(CHECKPOINT).await?;
-        let mut since = checkpoint.as_ref().and_then(|c| c.get("seq")).cloned();
-        let began = checkpoint
-            .as_ref()
-            .and_then(|c| c["began"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| now_text(OffsetDateTime::now_utc()));
-        let mut pass = if checkpoint.is_some() { Pass::CatchUp } else { Pass::First };
+    /// The checkpoint, once this recorder holds it: made when there is none (history begins),
+    /// taken at once when released or this recorder's own, else after it stayed unchanged for
+    /// the lease.
+    async fn take(&self) -> Result<Held, RecorderError> {
+        let mut watched: Option<(String, Instant)> = None;
+        loop {
+            let Some(current) = self.history.doc(CHECKPOINT).await? else {
+                let legacy = self.history.local_doc(LEGACY_CHECKPOINT).await?;
+                let began = legacy
+                    .as_ref()
+                    .and_then(|d| d["began"].as_str())
+                    .filter(|t| is_stated_time(t))
+                    .map_or_else(|| now_text(OffsetDateTime::now_utc()), str::to_owned);
+                let doc = self.checkpoint(None, &Value::Null, &began, Some(&self.holder));
+                if let Created::Stored(rev) = self.history.create_doc_raw(CHECKPOINT, &doc).await? {
+                    let pass = if legacy.is_some() || self.has_entries().await? { Pass::CatchUp } else { Pass::First };
+                    *self.held.lock().expect("recorder lock") = Some((rev.clone(), Value::Null, began.clone()));
+                    return Ok(Held { rev, since: None, began, pass });
+                }
+                continue; // Another recorder made it first.
+            };
+            let rev = current["_rev"].as_str().unwrap_or_default().to_owned();
+            let holder = current["holder"].as_str();
+            let stale = match &watched {
+                Some((seen, since)) if *seen == rev => since.elapsed() >= self.timing.lease,
+                _ => {
+                    watched = Some((rev.clone(), Instant::now()));
+                    false
+                }
+            };
+            if stale || holder.is_none() || holder == Some(self.holder.as_str()) {
+                let since = current.get("seq").filter(|s| !s.is_null()).cloned();
+                let began = current["began"]
+                    .as_str()
+                    .filter(|t| is_stated_time(t))
+                    .map_or_else(|| now_text(OffsetDateTime::now_utc()), str::to_owned);
+                let doc =
+                    self.checkpoint(Some(&rev), since.as_ref().unwrap_or(&Value::Null), &began, Some(&self.holder));
+                if let Created::Stored(rev) = self.history.create_doc_raw(CHECKPOINT, &doc).await? {
+                    if holder.is_some_and(|h| h != self.holder) {
+                        tracing::info!(
+                            "history of {}: taking over from {} (its checkpoint unchanged for {:?})",
+                            self.links.database(),
+                            holder.unwrap_or_default(),
+                            self.timing.lease
+                        );
+                    }
+                    let pass = if since.is_some() || self.has_entries().await? { Pass::CatchUp } else { Pass::First };
+                    *self.held.lock().expect("recorder lock") =
+                        Some((rev.clone(), since.clone().unwrap_or(Value::Null), began.clone()));
+                    return Ok(Held { rev, since, began, pass });
+                }
+                watched = None; // Another recorder took it first.
+                continue;
+            }
+            self.status.caught_up();
+            self.status.standing_by.store(true, Relaxed);
+            tokio::time::sleep(self.timing.standby_poll).await;
+        }
+    }
+
+    /// Catches up from the checkpoint, then follows the changes, while it holds the checkpoint:
+    /// `Ok` once another recorder took it over.
+    async fn record_while_held(&self, held: Held) -> Result<(), RecorderError> {
+        let Held { mut rev, mut since, began, mut pass } = held;
         let mut saved = Instant::now();
         loop {
-            let wait = (pass == Pass::Live).then_some(WAIT);
-            let page = self.links.change_revs(since.as_ref(), PAGE, wait).await?;
+            let wait = (pass == Pass::Live).then_some(self.timing.wait);
+            // The checkpoint is renewed while the long poll waits, whatever the server makes of
+            // its `timeout` (pouchdb-server ignores it and answers at the next change only).
+            let polled = {
+                let poll = self.links.change_revs(since.as_ref(), PAGE, wait);
+                tokio::pin!(poll);
+                loop {
+                    tokio::select! {
+                        polled = &mut poll => break polled,
+                        _ = tokio::time::sleep_until((saved + self.timing.renew).into()) => {
+                            let seq = since.clone().unwrap_or(Value::Null);
+                            if !self.save(&mut rev, &seq, &began).await? {
+                                return Ok(());
+                            }
+                            saved = Instant::now();
+                        }
+                    }
+                }
+            };
+            let page = match polled {
+                // The checkpoint names no place in these changes (CouchDB 3 answers 400
+                // "Malformed sequence"): recorded again from the beginning.
+                Err(CouchError::Refused { status: 400, error, reason }) if since.is_some() => {
+                    let said = format!(
+                        "the checkpoint's place {} is not one CouchDB resumes from ({error}: {reason}); recorded again \
+                         from the beginning at {}",
+                        since.as_ref().map(Value::to_string).unwrap_or_default().chars().take(80).collect::<String>(),
+                        now_text(OffsetDateTime::now_utc()),
+                    );
+                    tracing::warn!("history of {}: {said}", self.links.database());
+                    self.status.resets.fetch_add(1, Relaxed);
+                    *self.status.reset.lock().expect("recorder status lock") = Some(said);
+                    since = None;
+                    pass = Pass::CatchUp;
+                    self.status.live.store(false, Relaxed);
+                    continue;
+                }
+                result => result?,
+            };
             let done = page.results.len() < PAGE;
             self.record(&page.results, pass, &began).await?;
             let moved = since.as_ref() != Some(&page.last_seq);
             since = Some(page.last_seq);
-            if pass != Pass::Live || (moved && saved.elapsed() >= CHECKPOINT_EVERY) || (done && moved) {
-                self.save_checkpoint(since.as_ref().expect("set above"), &began).await?;
+            let due = pass != Pass::Live || (moved && saved.elapsed() >= self.timing.checkpoint_every);
+            if due {
+                if !self.save(&mut rev, since.as_ref().expect("set above"), &began).await? {
+                    return Ok(());
+                }
                 saved = Instant::now();
             }
-            if done && pass != Pass::Live {
-                pass = Pass::Live;
-                self.status.live.store(true, Relaxed);
-                *self.status.failing.lock().expect("recorder status lock") = None;
+            if done {
+                self.status.caught_up();
+                if pass != Pass::Live {
+                    pass = Pass::Live;
+                    self.status.live.store(true, Relaxed);
+                    *self.status.failing.lock().expect("recorder status lock") = None;
+                }
             }
         }
     }
 
-    /// The checkpoint written over whichever recorder wrote it last: any sequence a recorder
-    /// finished is a safe place to resume, so the last writer may win.
-    async fn save_checkpoint(&self, seq: &Value, began: &str) -> Result<(), RecorderError> {
-        for _ in 0..3 {
-            let mut doc = json!({"seq": seq, "began": began});
-            if let Some(rev) = self.history.local_doc(CHECKPOINT).await?.and_then(|d| d.get("_rev").cloned()) {
-                doc["_rev"] = rev;
+    /// Writes the checkpoint at `seq` over revision `rev` (then the new one): `false` when
+    /// another recorder took it over meanwhile (this one was taken for gone).
+    async fn save(&self, rev: &mut String, seq: &Value, began: &str) -> Result<bool, RecorderError> {
+        let doc = self.checkpoint(Some(rev), seq, began, Some(&self.holder));
+        match self.history.create_doc_raw(CHECKPOINT, &doc).await? {
+            Created::Stored(new) => {
+                *rev = new;
+                *self.held.lock().expect("recorder lock") = Some((rev.clone(), seq.clone(), began.to_owned()));
+                Ok(true)
             }
-            match self.history.put_local_doc(CHECKPOINT, &doc).await {
-                Ok(_) => return Ok(()),
-                Err(CouchError::Refused { status: 409, .. }) => continue,
-                Err(e) => return Err(e.into()),
+            Created::Conflict => {
+                *self.held.lock().expect("recorder lock") = None;
+                Ok(false)
             }
         }
-        Ok(()) // Others keep writing it: theirs will do.
+    }
+
+    /// Hands the checkpoint over at a stop: the next recorder takes it at once.
+    async fn release(&self) {
+        let Some((rev, seq, began)) = self.held.lock().expect("recorder lock").take() else { return };
+        let doc = self.checkpoint(Some(&rev), &seq, &began, None);
+        match self.history.create_doc_raw(CHECKPOINT, &doc).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("history of {}: checkpoint not handed over: {}", self.links.database(), Causes(&e))
+            }
+        }
+    }
+
+    /// The checkpoint document: where recording stands, since when history is kept, and who
+    /// records (`None`: nobody, handed over).
+    fn checkpoint(&self, rev: Option<&str>, seq: &Value, began: &str, holder: Option<&str>) -> Value {
+        let mut doc = json!({"_id": CHECKPOINT, "type": "checkpoint", "seq": seq, "began": began, "holder": holder});
+        if let Some(rev) = rev {
+            doc["_rev"] = json!(rev);
+        }
+        doc
+    }
+
+    /// Whether any link has an entry: entries' IDs start with a link's (letters and digits),
+    /// the design document's with `_`, the checkpoint's and bulk changes' with `~`.
+    async fn has_entries(&self) -> Result<bool, CouchError> {
+        Ok(self.history.any_id_between("0", "Z\u{fff0}").await?
+            || self.history.any_id_between("a", "z\u{fff0}").await?)
     }
 
     /// Records one page of changes: `(ID, latest revision)`.
@@ -208,7 +522,8 @@ impl Recorder {
         for (id, rev) in &changes {
             keys.push(entry_id(id, rev));
         }
-        let parents: Vec<Option<String>> = bodies.iter().map(|b| b.as_ref().and_then(parent_rev)).collect();
+        let parents: Vec<Option<String>> =
+            bodies.iter().map(|b| b.as_ref().and_then(|b| ancestry(b).into_iter().nth(1))).collect();
         for ((id, _), parent) in changes.iter().zip(&parents) {
             keys.extend(parent.as_ref().map(|p| entry_id(id, p)));
         }
@@ -234,7 +549,7 @@ impl Recorder {
             };
             out.extend(entries(id, &chain, &start, &recording));
         }
-        self.write(&out).await
+        self.write(out, &recording.now).await
     }
 
     /// The revisions of `id` after the newest one recorded, oldest first, `current` last, and
@@ -269,10 +584,13 @@ impl Recorder {
             Some((i, entry)) => (&ancestry[1..i], Start::After(prior_of(&entry))),
             // History begins: what CouchDB still holds of the link is recorded, the rest was
             // before it.
-            None if first => (&ancestry[1..], Start::Began),
+            None if first => (ancestry.get(1..).unwrap_or_default(), Start::Began),
             None => {
                 let oldest = ancestry.last().map_or(1, |r| rev_number(r));
-                (&ancestry[1..], Start::Unrecorded { began: began.to_owned(), forgotten: oldest.saturating_sub(1) })
+                (
+                    ancestry.get(1..).unwrap_or_default(),
+                    Start::Unrecorded { began: began.to_owned(), forgotten: oldest.saturating_sub(1) },
+                )
             }
         };
         let wanted: Vec<(String, String)> = unrecorded.iter().rev().map(|r| (id.to_owned(), r.clone())).collect();
@@ -283,35 +601,113 @@ impl Recorder {
         Ok((chain, start))
     }
 
-    async fn write(&self, out: &[Value]) -> Result<(), RecorderError> {
-        for page in out.chunks(PAGE) {
-            for (doc, outcome) in page.iter().zip(self.history.bulk_create(page).await?) {
-                match outcome {
-                    BulkOutcome::Stored => {
-                        self.status.entries.fetch_add(1, Relaxed);
-                        if doc["type"] == "gap" {
-                            self.status.gaps.fetch_add(1, Relaxed);
-                            self.status.missing.fetch_add(doc["missing"].as_u64().unwrap_or(0), Relaxed);
-                            tracing::warn!(
-                                "history of {}: {} revision(s) written while no recorder ran were compacted away \
-                                 before being recorded (between {} and {}); recorded as a gap",
-                                doc["link"].as_str().unwrap_or(""),
-                                doc["missing"],
-                                doc["from"].as_str().unwrap_or(""),
-                                doc["to"].as_str().unwrap_or(""),
-                            );
+    /// Writes `out` in pages CouchDB takes. A page CouchDB finds too large is split, an entry
+    /// too large alone is written with what it says of the document as sizes and digests, and
+    /// an entry CouchDB refuses is recorded as a gap with its reason; only a gap it refuses too
+    /// (the account's fault, not the document's) stops the round.
+    async fn write(&self, out: Vec<Value>, now: &str) -> Result<(), RecorderError> {
+        let mut queue: VecDeque<Vec<Value>> = pages(out).into();
+        while let Some(page) = queue.pop_front() {
+            let outcomes = match self.history.bulk_create(&page).await {
+                Ok(outcomes) => outcomes,
+                // One document over `max_document_size` refuses the whole request (413
+                // `document_too_large`, naming it), as a request over `max_http_request_size`
+                // does.
+                Err(CouchError::Refused { status: 413, error, reason }) => {
+                    if page.len() > 1 {
+                        let mut first = page;
+                        let second = first.split_off(first.len() / 2);
+                        queue.push_front(second);
+                        queue.push_front(first);
+                    } else {
+                        let entry = &page[0];
+                        let small = shrunk(entry);
+                        if entry["type"] == "change" && small != *entry {
+                            queue.push_front(vec![small]);
+                        } else if entry["reason"] == "refused" {
+                            return Err(RecorderError::Refused {
+                                id: entry["_id"].as_str().unwrap_or_default().to_owned(),
+                                reason: format!("{error}: {reason}"),
+                            });
+                        } else {
+                            queue.push_front(vec![refused_gap(entry, &format!("{error}: {reason}"), now)]);
                         }
                     }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let mut gaps = Vec::new();
+            for (doc, outcome) in page.iter().zip(outcomes) {
+                match outcome {
+                    BulkOutcome::Stored(_) => self.stored(doc),
                     // Another recorder wrote it first.
                     BulkOutcome::Conflict => {}
-                    BulkOutcome::Refused { reason, .. } => {
-                        return Err(RecorderError::Refused { id: doc["_id"].as_str().unwrap_or("").to_owned(), reason })
+                    BulkOutcome::Refused { error, reason } if doc["reason"] == "refused" => {
+                        return Err(RecorderError::Refused {
+                            id: doc["_id"].as_str().unwrap_or_default().to_owned(),
+                            reason: format!("{error}: {reason}"),
+                        })
+                    }
+                    BulkOutcome::Refused { error, reason } => {
+                        gaps.push(refused_gap(doc, &format!("{error}: {reason}"), now));
                     }
                 }
+            }
+            if !gaps.is_empty() {
+                queue.push_front(gaps);
             }
         }
         Ok(())
     }
+
+    /// Counts and says an entry written.
+    fn stored(&self, doc: &Value) {
+        self.status.entries.fetch_add(1, Relaxed);
+        if doc["type"] != "gap" {
+            return;
+        }
+        self.status.gaps.fetch_add(1, Relaxed);
+        self.status.missing.fetch_add(doc["missing"].as_u64().unwrap_or(0), Relaxed);
+        let link = doc["link"].as_str().unwrap_or("");
+        if doc["reason"] == "refused" {
+            self.status.refused.fetch_add(1, Relaxed);
+            tracing::warn!(
+                "history of {link}: CouchDB refused the entry of revision {}, recorded as a gap: {}",
+                doc["first"].as_str().unwrap_or(""),
+                doc["detail"].as_str().unwrap_or("")
+            );
+        } else {
+            tracing::warn!(
+                "history of {link}: {} revision(s) written while no recorder ran were compacted away before being \
+                 recorded (between {} and {}); recorded as a gap",
+                doc["missing"],
+                doc["from"].as_str().unwrap_or(""),
+                doc["to"].as_str().unwrap_or(""),
+            );
+        }
+    }
+}
+
+/// `out` in pages of at most [`PAGE`] entries and about [`PAGE_BYTES`] of JSON (an entry
+/// larger than that alone on its page).
+fn pages(out: Vec<Value>) -> Vec<Vec<Value>> {
+    let mut pages: Vec<Vec<Value>> = Vec::new();
+    let mut bytes = 0;
+    for entry in out {
+        let size = json_len(&entry);
+        match pages.last_mut() {
+            Some(page) if page.len() < PAGE && bytes + size <= PAGE_BYTES => {
+                bytes += size;
+                page.push(entry);
+            }
+            _ => {
+                bytes = size;
+                pages.push(vec![entry]);
+            }
+        }
+    }
+    pages
 }
 
 /// What a recorded entry says came before the revisions after it.
@@ -319,22 +715,8 @@ fn prior_of(entry: &Value) -> Prior {
     Prior {
         after: if entry["type"] == "change" { entry.get("after").filter(|a| a.is_object()).cloned() } else { None },
         recorded_at: entry["recorded_at"].as_str().unwrap_or("").to_owned(),
+        large: entry["large"]["after"].as_object().cloned().unwrap_or_default(),
     }
-}
-
-/// A document's ancestry from its `_revisions`, newest (itself) first.
-fn ancestry(body: &Value) -> Vec<String> {
-    let start = body["_revisions"]["start"].as_u64().unwrap_or(0);
-    let ids = body["_revisions"]["ids"].as_array().cloned().unwrap_or_default();
-    ids.iter()
-        .enumerate()
-        .filter_map(|(i, h)| Some(format!("{}-{}", start.checked_sub(i as u64)?, h.as_str()?)))
-        .collect()
-}
-
-/// The revision a document's revision replaced, from its `_revisions`.
-fn parent_rev(body: &Value) -> Option<String> {
-    ancestry(body).into_iter().nth(1)
 }
 
 fn now_text(now: OffsetDateTime) -> String {
@@ -349,7 +731,19 @@ mod tests {
     fn the_ancestry_is_read_newest_first() {
         let body = json!({"_revisions": {"start": 3, "ids": ["c", "b", "a"]}});
         assert_eq!(ancestry(&body), ["3-c", "2-b", "1-a"]);
-        assert_eq!(parent_rev(&body).as_deref(), Some("2-b"));
-        assert_eq!(parent_rev(&json!({"_revisions": {"start": 1, "ids": ["a"]}})), None);
+        assert_eq!(ancestry(&body).into_iter().nth(1).as_deref(), Some("2-b"));
+        assert_eq!(ancestry(&json!({"_revisions": {"start": 0, "ids": ["x", "y"]}})), ["0-x"]);
+    }
+
+    #[test]
+    fn entries_are_written_in_pages_of_a_bounded_count_and_size() {
+        let small: Vec<Value> = (0..1200).map(|i| json!({"n": i})).collect();
+        let sizes: Vec<usize> = pages(small).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [500, 500, 200]);
+        let large: Vec<Value> = (0..10).map(|_| json!({"x": "y".repeat(PAGE_BYTES / 3)})).collect();
+        let sizes: Vec<usize> = pages(large).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [2, 2, 2, 2, 2]);
+        let huge = vec![json!({"x": "y".repeat(PAGE_BYTES * 2)}), json!({"n": 1})];
+        assert_eq!(pages(huge).iter().map(Vec::len).collect::<Vec<_>>(), [1, 1]);
     }
 }

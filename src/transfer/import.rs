@@ -383,7 +383,7 @@ async fn write(
                 };
                 for ((entry, id, kept, n, _), result) in batch.iter().zip(results) {
                     match result {
-                        BulkOutcome::Stored => outcome.written.push(stored(entry, *id, *kept)),
+                        BulkOutcome::Stored(_) => outcome.written.push(stored(entry, *id, *kept)),
                         BulkOutcome::Conflict if system == System::Jsonl => outcome.invalid.push(Invalid {
                             place: entry.place.clone(),
                             reason: format!("{id} was taken by another link while this import ran"),

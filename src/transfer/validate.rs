@@ -175,6 +175,22 @@ mod tests {
         }
     }
 
+    /// What a write may state of itself in `edit`: the form the recorder keeps and the
+    /// history's function accepts (src/domain/edit.rs, src/history/entry.rs: the same table).
+    #[test]
+    fn the_edit_field_is_judged_as_the_shared_table_says() {
+        let table: Value = serde_json::from_str(include_str!("../../tests/edit_cases.json")).unwrap();
+        let source = crate::design::validate_doc_update_source(&["links:editor"]);
+        let user = json!({"db": "links", "name": "maria", "roles": ["links:editor"]});
+        let validator = Validator::new(&[("_design/couchlink".into(), source)], &user, &json!({})).unwrap();
+        for case in table["cases"].as_array().unwrap() {
+            let mut edit = json!({"by": "maria"});
+            edit[case["field"].as_str().unwrap()] = case["value"].clone();
+            let judged = validator.check(&json!({"_id": "H83if", "url": "https://example.com/", "edit": edit}));
+            assert_eq!(judged.is_ok(), case["valid"] == true, "{case}: {judged:?}");
+        }
+    }
+
     #[test]
     fn an_account_without_the_editor_role_is_refused_as_couchdb_would() {
         let source = crate::design::validate_doc_update_source(&["links:editor"]);

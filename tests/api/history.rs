@@ -34,12 +34,12 @@ async fn recording(db: &TestDb) -> TestApp {
 }
 
 /// Waits until `app`'s recorder follows the changes as they come (after the cache's warm-up
-/// and its catch-up).
+/// and its catch-up), or stands by while another proxy's does.
 async fn wait_recording(app: &TestApp) {
     let began = Instant::now();
     loop {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["history"]["status"] == "ok" {
+        if health["history"]["status"] == "ok" || health["history"]["status"] == "standby" {
             return;
         }
         assert!(began.elapsed() < Duration::from_secs(15), "the recorder never caught up: {health}");
@@ -409,4 +409,224 @@ async fn an_editor_of_one_database_reads_no_other_history_and_changes_no_other_l
         let mine = cli(own, editor, &["bulk", "--ids", "Same1", "--add-tag", "mine"]);
         assert!(mine.contains("Same1: applied"), "{mine}");
     }
+}
+
+/// Recorders that hand over and take over in a second or two, for tests of the hand-over.
+fn quick() -> couchlink::history::recorder::Timing {
+    couchlink::history::recorder::Timing {
+        lease: Duration::from_millis(1500),
+        renew: Duration::from_millis(400),
+        wait: Duration::from_millis(300),
+        checkpoint_every: Duration::from_millis(200),
+        standby_poll: Duration::from_millis(200),
+        behind: Duration::from_secs(60),
+    }
+}
+
+async fn recording_quick(db: &TestDb) -> TestApp {
+    spawn_app_on(same_db(db), |c| {
+        c.history = true;
+        c.history_timing = quick();
+    })
+    .await
+}
+
+/// A reader of the links and their history, and nothing more (the tests' shared reader is the
+/// proxies' account too, and so a recorder).
+const PLAIN_READER: (&str, &str) = ("couchlink-test-plain-reader", "plain-reader-pw");
+
+async fn plain_reader() -> (&'static str, &'static str) {
+    crate::support::couch::ensure_user(couch(), PLAIN_READER, READER_ROLE).await;
+    PLAIN_READER
+}
+
+async fn health(app: &TestApp) -> Value {
+    app.admin_get("/healthz").await.json().await.unwrap()
+}
+
+/// The recorders keep their place in an ordinary document the history's validation function
+/// guards: a reader can neither move it past writes (to leave them unrecorded) nor garble it
+/// (to stop recording); a place CouchDB cannot resume from (written by an admin) is said, and
+/// everything is recorded again from the beginning.
+#[tokio::test]
+async fn a_reader_can_neither_skip_nor_stop_the_recorders_and_an_unreadable_place_is_recorded_again() {
+    let db = recorded_db().await;
+    let mut app = recording(&db).await;
+    wait_recording(&app).await;
+    assert_eq!(edit(&db, "Place", json!({"url": "https://a.example/"})).await.0, 201);
+    wait_for_entries(&db, "Place", 1).await;
+    let (status, checkpoint) = on_history(&db, Some(READER), reqwest::Method::GET, "~recorder", None).await;
+    assert_eq!(status, 200, "the readers see where recording stands: {checkpoint}");
+    assert_eq!(checkpoint["type"], "checkpoint");
+    app.stop().await.unwrap();
+
+    // While no proxy runs, a reader and an editor try to move the place to the end of the
+    // changes, and to garble it.
+    let end: Value = db.admin(reqwest::Method::GET, "_changes?since=now&limit=0", None).await.json().await.unwrap();
+    for who in [plain_reader().await, EDITOR] {
+        let (_, current) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
+        for seq in [end["last_seq"].clone(), json!("garbage")] {
+            let mut moved = current.clone();
+            moved["seq"] = seq;
+            let (status, body) = on_history(&db, Some(who), reqwest::Method::PUT, "~recorder", Some(&moved)).await;
+            assert_eq!(status, 403, "{who:?} may not move the recorders' place: {body}");
+        }
+    }
+    // An earlier couchlink's place, a local document CouchDB lets any member write, is read no more.
+    let (status, body) = on_history(
+        &db,
+        Some(plain_reader().await),
+        reqwest::Method::PUT,
+        "_local/recorder",
+        Some(&json!({"seq": end["last_seq"], "began": "2026-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert!(status == 201 || status == 200, "CouchDB takes a member's local document: {status} {body}");
+    for url in ["https://b.example/", "https://c.example/"] {
+        assert_eq!(edit(&db, "Place", json!({"url": url})).await.0, 201);
+    }
+    let mut app = recording(&db).await;
+    let (found, _) = wait_for_entries(&db, "Place", 3).await;
+    assert_eq!(found.len(), 3, "every write recorded: {found:#?}");
+    assert_eq!(found[2]["after"]["url"], "https://c.example/");
+    app.stop().await.unwrap();
+
+    // An admin writes a place CouchDB cannot resume from: said, and recorded from the beginning.
+    let (_, current) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
+    let mut garbled = current.clone();
+    garbled["seq"] = json!("garbage");
+    let (status, body) = on_history(&db, None, reqwest::Method::PUT, "~recorder", Some(&garbled)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(edit(&db, "Place", json!({"url": "https://d.example/"})).await.0, 201);
+    assert_eq!(edit(&db, "Plac2", json!({"url": "https://e.example/"})).await.0, 201);
+    if db.couch.is_pouchdb {
+        // pouchdb-server answers an unknown sequence with no changes and no error, and the
+        // recorder waits at it: the place is said, and recorded again, where CouchDB refuses it.
+        return;
+    }
+    let mut app = recording(&db).await;
+    let (found, _) = wait_for_entries(&db, "Place", 4).await;
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert_eq!(
+        (found[3]["after"]["url"].as_str(), found[3]["late"].as_bool()),
+        (Some("https://d.example/"), Some(true))
+    );
+    assert_eq!(wait_for_entries(&db, "Plac2", 1).await.0.len(), 1);
+    app.wait_for_metric("couchlink_history_checkpoint_resets_total", 1.0).await;
+    let said = health(&app).await;
+    assert_eq!(said["history"]["checkpoint_resets"], 1, "{said}");
+    assert!(said["history"]["checkpoint_reset"].as_str().unwrap().contains("\"garbage\""), "{said}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(entries(&db, "Place").await.len(), 4, "recorded once however often it is read");
+    app.stop().await.unwrap();
+}
+
+/// No document an editor may write stops recording or is left unrecorded: a stated time CouchDB
+/// takes in any of its forms, a revision a replicating client names itself, a link of
+/// megabytes; and an entry CouchDB refuses (here an admin's own validation in the history
+/// database) is recorded as a gap with CouchDB's reason while the rest go on.
+#[tokio::test]
+async fn no_document_stops_the_recorder_and_a_refused_entry_is_a_gap_with_its_reason() {
+    let db = recorded_db().await;
+    // An admin's own rule in the history database: no entry of link Refu1.
+    let strict = json!({"validate_doc_update":
+        "function (doc) { if (doc.type === 'change' && doc.link === 'Refu1') { throw({forbidden: 'not this one'}); } }"});
+    let (status, body) = on_history(&db, None, reqwest::Method::PUT, "_design/strict", Some(&strict)).await;
+    assert_eq!(status, 201, "{body}");
+    let mut app = recording(&db).await;
+    wait_recording(&app).await;
+    // A stated time with a lower-case t, which the links' validation takes.
+    let (status, body) = edit(
+        &db,
+        "Lower",
+        json!({"url": "https://a.example/", "edit": {"by": EDITOR.0, "at": "2026-11-28t09:00:00z"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // A revision named by the writer, as a replicating client does.
+    let replicated =
+        json!({"new_edits": false, "docs": [{"_id": "Repl1", "_rev": "1-ABCDEF", "url": "https://r.example/"}]});
+    let r = db.request_as(Some(EDITOR), reqwest::Method::POST, "_bulk_docs", Some(&replicated)).await;
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    // A link of 4.2 MB, edited once.
+    let notes = "n".repeat(4_200_000);
+    assert_eq!(edit(&db, "Large", json!({"url": "https://l.example/", "notes": notes})).await.0, 201);
+    assert_eq!(edit(&db, "Large", json!({"url": "https://m.example/", "notes": notes})).await.0, 201);
+    assert_eq!(edit(&db, "Refu1", json!({"url": "https://x.example/"})).await.0, 201);
+    assert_eq!(edit(&db, "After", json!({"url": "https://y.example/"})).await.0, 201);
+
+    let (lower, _) = wait_for_entries(&db, "Lower", 1).await;
+    assert_eq!(lower[0]["at"], "2026-11-28t09:00:00z", "shown as stated");
+    let (repl, _) = wait_for_entries(&db, "Repl1", 1).await;
+    assert_eq!((repl[0]["rev"].as_str(), repl[0]["kind"].as_str()), (Some("1-ABCDEF"), Some("created")));
+    let (large, _) = wait_for_entries(&db, "Large", 2).await;
+    assert_eq!(large.len(), 2, "{:?}", large.iter().map(|e| &e["_id"]).collect::<Vec<_>>());
+    assert_eq!(large[1]["after"]["url"], "https://m.example/");
+    assert_eq!(large[1]["large"]["after"]["notes"]["bytes"], 4_200_002);
+    assert_eq!(large[1]["large"]["before"]["notes"], large[1]["large"]["after"]["notes"]);
+    assert_eq!(wait_for_entries(&db, "After", 1).await.0.len(), 1, "recording goes on");
+    let (refused, _) = wait_for_entries(&db, "Refu1", 1).await;
+    assert_eq!((refused[0]["type"].as_str(), refused[0]["reason"].as_str()), (Some("gap"), Some("refused")));
+    assert!(refused[0]["detail"].as_str().unwrap().contains("not this one"), "{}", refused[0]);
+    app.wait_for_metric("couchlink_history_refused_total", 1.0).await;
+    let said = health(&app).await;
+    assert_eq!((said["status"].as_str(), said["history"]["refused"].as_u64()), (Some("degraded"), Some(1)), "{said}");
+    // And later writes are recorded as they come.
+    assert_eq!(edit(&db, "After", json!({"url": "https://z.example/"})).await.0, 201);
+    assert_eq!(wait_for_entries(&db, "After", 2).await.0.len(), 2);
+    assert_eq!(health(&app).await["history"]["status"], "ok");
+    app.stop().await.unwrap();
+}
+
+/// One proxy records, the others stand by: a stopped one hands over at once, and one that
+/// stops without a word (its checkpoint unchanged) is taken over after the lease; each
+/// revision is recorded once all the same.
+#[tokio::test]
+async fn one_proxy_records_at_a_time_and_another_takes_over_when_it_stops() {
+    let db = recorded_db().await;
+    let first = recording_quick(&db).await;
+    let second = recording_quick(&db).await;
+    wait_recording(&first).await;
+    wait_recording(&second).await;
+    let holders =
+        first.metric("couchlink_history_recording").await + second.metric("couchlink_history_recording").await;
+    assert_eq!(holders, 1.0, "one records");
+    let (mut holder, mut standby) =
+        if first.metric("couchlink_history_recording").await == 1.0 { (first, second) } else { (second, first) };
+    assert_eq!(health(&standby).await["history"]["status"], "standby");
+    assert_eq!(edit(&db, "Hand1", json!({"url": "https://a.example/"})).await.0, 201);
+    wait_for_entries(&db, "Hand1", 1).await;
+
+    // Stopped, the holder hands over: the other records at once.
+    holder.stop().await.unwrap();
+    assert_eq!(edit(&db, "Hand1", json!({"url": "https://b.example/"})).await.0, 201);
+    let (found, took) = wait_for_entries(&db, "Hand1", 2).await;
+    assert_eq!(found.len(), 2);
+    assert!(took < Duration::from_secs(10), "taken over in {took:?}");
+    standby.wait_for_metric("couchlink_history_recording", 1.0).await;
+
+    // A holder gone without a word: its checkpoint stays as it left it, and is taken over
+    // after the lease.
+    let (_, current) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
+    let mut gone = current.clone();
+    gone["holder"] = json!("a-proxy-that-died");
+    let (status, body) = on_history(&db, None, reqwest::Method::PUT, "~recorder", Some(&gone)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(edit(&db, "Hand1", json!({"url": "https://c.example/"})).await.0, 201);
+    let (found, _) = wait_for_entries(&db, "Hand1", 3).await;
+    assert_eq!(found.len(), 3, "{found:#?}");
+    let began = Instant::now();
+    loop {
+        let (_, now) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
+        if now["holder"] != "a-proxy-that-died" {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(10), "never taken over: {now}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(edit(&db, "Hand1", json!({"url": "https://d.example/"})).await.0, 201);
+    assert_eq!(wait_for_entries(&db, "Hand1", 4).await.0.len(), 4);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(entries(&db, "Hand1").await.len(), 4, "each revision once");
+    standby.stop().await.unwrap();
 }
