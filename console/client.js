@@ -25,6 +25,9 @@ export const isCancelled = (e) => e && e.name === 'AbortError';
 
 const enc = encodeURIComponent;
 const key = (value) => enc(JSON.stringify(value));
+// A history document's ID in a path: `:` as it is (RFC 3986 allows it in a path segment, and
+// the console passes on no path with an escape in it).
+const historyId = (id) => enc(id).replace(/%3A/g, ':');
 
 // `fetcher` is the browser's fetch; `base` the console's address (the page's own by default).
 export function createClient({ fetcher = (...args) => globalThis.fetch(...args), base = '' } = {}) {
@@ -76,19 +79,34 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
       const rows = (await couch(`${db(site.db)}/_all_docs?include_docs=true&keys=${key(ids)}`, options)).rows;
       return rows.map((r) => (r.doc && !r.value?.deleted ? r.doc : null));
     },
-    // Writes `docs` at once through `_bulk_docs`, each stating the writer and `batch`: CouchDB
-    // checks each. Each link's outcome by ID: {ok} or {error, reason} (a stale revision is a
-    // `conflict`, never written over).
-    bulk: async (site, docs, batch, options) => {
-      const body = { docs: docs.map((d) => stating(d, writer, new Date(), { batch })) };
+    // What each link of a bulk change states: the writer, now, and `extra` (its `batch`).
+    editOf: (extra, now = new Date()) => ({ by: writer, at: now.toISOString(), ...extra }),
+    // Writes `docs` at once through `_bulk_docs`, each stating `edit` (one for the whole
+    // change): CouchDB checks each. Each link's outcome by ID: {ok, rev} or {error, reason} (a
+    // stale revision is a `conflict`, never written over).
+    bulk: async (site, docs, edit, options) => {
+      const body = { docs: docs.map((d) => ({ ...d, edit })) };
       const rows = await couch(`${db(site.db)}/_bulk_docs`, { method: 'POST', body, ...options });
       return new Map(rows.map((r) => [r.id, r]));
     },
-    // A bulk change's history entries, one per link (newest revision it wrote).
-    batch: async (site, name, options) => {
-      const rows = (await couch(`${db(site.history_db)}/_design/history/_view/by_batch?include_docs=true`
-        + `&startkey=${key([name])}&endkey=${key([name, {}])}`, options)).rows;
+    // A part of a bulk change's record (console/batch.js), in the history database.
+    record: (site, doc, options) =>
+      couch(`${db(site.history_db)}/${historyId(doc._id)}`, { method: 'PUT', body: doc, ...options }),
+    // The documents under bulk change `name`'s record.
+    recorded: async (site, name, options) => {
+      const prefix = `~batch:${name}:`;
+      const rows = (await couch(`${db(site.history_db)}/_all_docs?include_docs=true`
+        + `&startkey=${key(prefix)}&endkey=${key(`${prefix}\ufff0`)}`, options)).rows;
       return rows.map((r) => r.doc).filter(Boolean);
+    },
+    // Link `id` at revision `rev` (null when CouchDB no longer holds it).
+    revision: async (site, id, rev, options) => {
+      try {
+        return await couch(`${db(site.db)}/${enc(id)}?rev=${enc(rev)}`, options);
+      } catch (e) {
+        if (e.status === 404) return null;
+        throw e;
+      }
     },
     // A link's history entries (changes and gaps), newest first.
     history: async (site, id, options) => {

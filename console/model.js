@@ -269,16 +269,25 @@ export function stating(doc, name, now = new Date(), extra = {}) {
 }
 
 // What a history entry says changed: [field, before, after] in name order (null: absent),
-// `edit` left out (it says who, not what). tests/history_cases.json holds the cases the CLI
-// agrees on.
+// `edit` left out (it says who, not what); a field kept as its size and digest (too long to
+// keep) is {large: {bytes, blake2b}}. tests/history_cases.json holds the cases the CLI agrees on.
 export function changes(entry) {
-  const before = (entry.before && typeof entry.before === 'object') ? entry.before : {};
-  const after = (entry.after && typeof entry.after === 'object') ? entry.after : {};
-  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) => k !== 'edit').sort();
-  const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+  const side = (name) => {
+    const fields = (entry[name] && typeof entry[name] === 'object') ? entry[name] : {};
+    const large = (entry.large && entry.large[name] && typeof entry.large[name] === 'object') ? entry.large[name] : {};
+    const has = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+    return {
+      names: [...Object.keys(fields), ...Object.keys(large)],
+      value: (k) => (has(fields, k) ? fields[k] : has(large, k) ? { large: large[k] } : undefined),
+    };
+  };
+  const before = side('before');
+  const after = side('after');
+  const names = [...new Set([...before.names, ...after.names])].filter((k) => k !== 'edit').sort();
   return names
-    .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]) || has(before, k) !== has(after, k))
-    .map((k) => [k, has(before, k) ? before[k] : null, has(after, k) ? after[k] : null]);
+    .map((k) => [k, before.value(k), after.value(k)])
+    .filter(([, b, a]) => JSON.stringify(b) !== JSON.stringify(a) || (b === undefined) !== (a === undefined))
+    .map(([k, b, a]) => [k, b === undefined ? null : b, a === undefined ? null : a]);
 }
 
 // A recorded version as a new revision over `current`: the version's fields (without its
@@ -320,23 +329,9 @@ export function bulkChange(doc, change) {
   return same(out, doc) ? null : out;
 }
 
-// Undoing a bulk change (src/bulk.rs, plan_undo): for each of the batch's history entries and
-// the link as it is now, the document to write back (what the link was before the batch), or,
-// for a link edited since the batch, `edited: true` and nothing written.
-export function undoPlan(entries, current) {
-  return entries.map((entry, i) => {
-    const doc = current[i];
-    if (!doc) return { id: entry.link, missing: true };
-    if (doc._rev !== entry.rev) return { id: entry.link, edited: true };
-    if (!entry.before) return { id: entry.link, unknown: true };
-    const back = { ...entry.before, _id: entry.link, _rev: doc._rev };
-    delete back.edit;
-    return { id: entry.link, doc: back };
-  });
-}
-
-// A fresh bulk change's name, as `couchlink bulk` names its own: `bulk-20261128T090000-a1b2c3d4`.
-export function batchName(now = new Date(), bytes = (n) => crypto.getRandomValues(new Uint8Array(n))) {
+// A fresh bulk change's name, as `couchlink bulk` names its own: `bulk-20261128T090000-a1b2c3d4`
+// (an undo's `undo-...`).
+export function batchName(now = new Date(), bytes = (n) => crypto.getRandomValues(new Uint8Array(n)), kind = 'bulk') {
   const stamp = now.toISOString().slice(0, 19).replace(/[-:]/g, '');
-  return `bulk-${stamp}-${[...bytes(4)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+  return `${kind}-${stamp}-${[...bytes(4)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
 }

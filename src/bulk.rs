@@ -1,14 +1,21 @@
 //! A bulk change (docs/reference.md, "Bulk changes"): one change applied to many links at once,
 //! previewed before anything is written, written through `_bulk_docs` so that CouchDB checks
-//! each document, reported link by link, and undone as one from the history.
+//! each document, reported link by link, and undone as one.
 //!
 //! The change itself is plain ([`Change::apply`]: a document in, the document it becomes out);
 //! CouchDB does the rest: each write carries the revision it was computed from, so a link
 //! edited meanwhile is a conflict, never written over.
+//!
+//! Undo reads the change's own record, written to the history database by its writer as the
+//! change is made ([`write`]): each link, the revision it had and what it was, written before
+//! the link is, then the revision the change gave it. So an undo made at once puts back every
+//! link (it waits for no recorder), and what a later write states (an `edit.batch` naming
+//! someone else's change) makes nothing part of a change: a link is put back only while it is
+//! still at the revision the change gave it ([`plan_undo`]).
 
 use serde_json::{json, Map, Value};
 
-use crate::couch::{BulkOutcome, CouchClient, CouchError, IdState};
+use crate::couch::{BulkOutcome, CouchClient, CouchError, Created, IdState};
 
 /// One field change applied to every link picked.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -126,8 +133,8 @@ pub struct Planned {
 /// How one link's write ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Written.
-    Applied,
+    /// Written, as this revision.
+    Applied(String),
     /// Left alone: the change changes nothing.
     Unchanged,
     /// Someone edited it since it was read: nothing written over.
@@ -136,6 +143,8 @@ pub enum Outcome {
     Refused(String),
     /// There is no such link.
     Missing,
+    /// Not written: the bulk change stopped before it (said in [`Written::stopped`]).
+    NotWritten,
 }
 
 /// Why a bulk change could not run.
@@ -164,80 +173,321 @@ pub async fn plan(links: &CouchClient, ids: &[String], change: &Change) -> Resul
     Ok(out)
 }
 
+/// Links recorded per part of a bulk change's record (and written per `_bulk_docs`).
+pub const PART: usize = 500;
+/// A part of a record holds about this many bytes of JSON at most.
+pub const PART_BYTES: usize = 2 * 1024 * 1024;
+/// A link whose fields are longer than this as JSON is recorded without them: undo reads its
+/// revision back from CouchDB (which holds it until the links database is compacted).
+pub const KEPT_BEFORE: usize = 64 * 1024;
+
+/// The ID of part `part` of bulk change `batch`'s record (`~` sorts after every link's entries),
+/// and of the revisions it wrote (`written`).
+pub fn part_id(batch: &str, part: usize, written: bool) -> String {
+    format!("~batch:{batch}:{part:04}{}", if written { ":written" } else { "" })
+}
+
+/// What a bulk change wrote, link by link, and whether it stopped before the end.
+#[derive(Debug)]
+pub struct Written {
+    /// Each planned link's outcome, in the plan's order.
+    pub outcomes: Vec<Outcome>,
+    /// Why it stopped before writing every link (its record could not be written: nothing
+    /// is written that undo could not put back).
+    pub stopped: Option<String>,
+}
+
 /// Writes the planned changes as batch `batch`, each stating `writer` (CouchDB refuses another
-/// name), in pages of 500 through `_bulk_docs`: each link's outcome, in the plan's order.
+/// name), in parts of [`PART`] links through `_bulk_docs`: each link's outcome, in the plan's
+/// order. With a history database, each part's record (its links, their revisions and what
+/// they were) is written there before its links, and the revisions they got after: undo reads
+/// them, never what the links' later writes state. `undoes`: the batch this one undoes.
+/// `Ok(None)` when the name is taken (another change of that name was recorded): nothing is
+/// written, and another name will do.
 pub async fn write(
     links: &CouchClient,
+    history: Option<&CouchClient>,
     planned: &[Planned],
     writer: &str,
     batch: &str,
-) -> Result<Vec<Outcome>, BulkError> {
-    let edit = crate::history::edit(writer, Some(batch));
-    let mut outcomes: Vec<Option<Outcome>> = planned
+    undoes: Option<&str>,
+) -> Result<Option<Written>, BulkError> {
+    let edit = crate::history::edit(writer, Some(batch)).unwrap_or(Value::Null);
+    let mut outcomes: Vec<Outcome> = planned
         .iter()
         .map(|p| match (&p.before, &p.after) {
-            (Value::Null, _) => Some(Outcome::Missing),
-            (_, None) => Some(Outcome::Unchanged),
-            _ => None,
+            (Value::Null, _) => Outcome::Missing,
+            (_, None) => Outcome::Unchanged,
+            _ => Outcome::NotWritten,
         })
         .collect();
-    let to_write: Vec<(usize, Value)> = planned
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| {
-            let mut doc = p.after.clone()?;
-            if let Some(edit) = &edit {
-                doc["edit"] = edit.clone();
+    let to_write: Vec<usize> = (0..planned.len()).filter(|i| outcomes[*i] == Outcome::NotWritten).collect();
+    let parts = record_parts(batch, writer, &edit, undoes, planned, &to_write);
+    let count = parts.len();
+    let at = edit["at"].clone();
+    for (n, (indices, record)) in parts.into_iter().enumerate() {
+        let part = n + 1;
+        if let Some(history) = history {
+            match history.create_doc_raw(&part_id(batch, part, false), &record).await {
+                Ok(Created::Stored(_)) => {}
+                Ok(Created::Conflict) if part == 1 => return Ok(None),
+                refused => {
+                    let why = match refused {
+                        Ok(_) => "its record was written by someone else first".to_owned(),
+                        Err(e) => crate::errors::Causes(&e).to_string(),
+                    };
+                    return Ok(Some(Written {
+                        outcomes,
+                        stopped: Some(format!(
+                            "the record of part {part} of {count} could not be written to {} ({why}), so its links \
+                             were not written (undo reads the record)",
+                            history.database()
+                        )),
+                    }));
+                }
             }
-            Some((i, doc))
-        })
-        .collect();
-    for page in to_write.chunks(500) {
-        let docs: Vec<Value> = page.iter().map(|(_, d)| d.clone()).collect();
-        for ((i, _), outcome) in page.iter().zip(links.bulk_create(&docs).await?) {
-            outcomes[*i] = Some(match outcome {
-                BulkOutcome::Stored(_) => Outcome::Applied,
+        }
+        let docs: Vec<Value> = indices
+            .iter()
+            .map(|&i| {
+                let mut doc = planned[i].after.clone().expect("only changed links are written");
+                if !edit.is_null() {
+                    doc["edit"] = edit.clone();
+                }
+                doc
+            })
+            .collect();
+        let mut revs = Map::new();
+        for (&i, outcome) in indices.iter().zip(links.bulk_create(&docs).await?) {
+            outcomes[i] = match outcome {
+                BulkOutcome::Stored(rev) => {
+                    revs.insert(planned[i].id.clone(), json!(rev));
+                    Outcome::Applied(rev)
+                }
                 BulkOutcome::Conflict => Outcome::Conflict,
                 BulkOutcome::Refused { reason, .. } => Outcome::Refused(reason),
-            });
+            };
+        }
+        if let Some(history) = history {
+            let written = json!({"type": "batch_written", "batch": batch, "by": writer, "at": at, "part": part,
+                "parts": count, "written": revs});
+            if let Err(e) = history.create_doc_raw(&part_id(batch, part, true), &written).await {
+                // Undo finds these links by their revisions' ancestry instead.
+                tracing::warn!(
+                    "bulk change {batch}: the revisions of part {part} were not recorded: {}",
+                    crate::errors::Causes(&e)
+                );
+            }
         }
     }
-    Ok(outcomes.into_iter().map(|o| o.expect("every link has an outcome")).collect())
+    Ok(Some(Written { outcomes, stopped: None }))
 }
 
-/// What undoing batch `batch` would do, from its history entries (`entries`: each link's entry
-/// of the batch): each link put back as it was before the batch, unless edited since (its
-/// current revision is not the batch's), which is left alone and said.
-pub fn plan_undo(entries: &[Value], current: &[IdState]) -> Vec<(Planned, bool)> {
-    entries
-        .iter()
-        .zip(current)
-        .map(|(entry, state)| {
-            let id = entry["link"].as_str().unwrap_or("").to_owned();
-            let before_batch = entry["before"].as_object();
-            match state {
-                IdState::Taken(doc) if doc["_rev"] == entry["rev"] => {
-                    let restored = before_batch.map(|fields| {
-                        let mut out = fields.clone();
-                        out.remove("edit");
-                        out.insert("_id".into(), json!(id));
-                        out.insert("_rev".into(), doc["_rev"].clone());
-                        Value::Object(out)
-                    });
-                    (Planned { id, before: doc.clone(), after: restored }, false)
-                }
-                IdState::Taken(doc) => (Planned { id, before: doc.clone(), after: None }, true),
-                _ => (Planned { id, before: Value::Null, after: None }, false),
+/// The record of the links `to_write` of `planned`, in parts: each part's indices into
+/// `planned` and its document.
+fn record_parts(
+    batch: &str,
+    by: &str,
+    edit: &Value,
+    undoes: Option<&str>,
+    planned: &[Planned],
+    to_write: &[usize],
+) -> Vec<(Vec<usize>, Value)> {
+    let mut parts: Vec<(Vec<usize>, Vec<Value>, usize)> = Vec::new();
+    for &i in to_write {
+        let p = &planned[i];
+        let fields = crate::history::entry::own_fields(&p.before);
+        let size = crate::history::entry::json_len(&fields);
+        let before = if size <= KEPT_BEFORE { fields } else { Value::Null };
+        let member = json!({"id": p.id, "rev": p.before["_rev"], "before": before});
+        let size = crate::history::entry::json_len(&member);
+        match parts.last_mut() {
+            Some((indices, members, bytes)) if indices.len() < PART && *bytes + size <= PART_BYTES => {
+                indices.push(i);
+                members.push(member);
+                *bytes += size;
             }
+            _ => parts.push((vec![i], vec![member], size)),
+        }
+    }
+    let count = parts.len();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(n, (indices, members, _))| {
+            let doc = json!({"type": "batch", "batch": batch, "by": by, "at": edit["at"], "part": n + 1,
+                "parts": count, "edit": edit, "undoes": undoes, "links": members});
+            (indices, doc)
         })
         .collect()
 }
 
-/// The entries of batch `batch` in history database `history`, one per link (its `by_batch`
-/// view): the revision each link got in the batch, with what it was before.
-pub async fn batch_entries(history: &CouchClient, batch: &str) -> Result<Vec<Value>, BulkError> {
-    let rows = history.view_docs(crate::history::DESIGN_DOC, "by_batch", &json!([batch]), &json!([batch, {}])).await?;
-    Ok(rows)
+/// A bulk change as its record says: who made it, what each link stated, and each link with
+/// the revision it had before, what it was, and the revision the change wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// The change's name.
+    pub batch: String,
+    /// Its writer.
+    pub by: String,
+    /// What each of its links stated (`edit`).
+    pub edit: Value,
+    /// The change it undid, if it was an undo.
+    pub undoes: Option<String>,
+    /// Its links, in the order written.
+    pub members: Vec<Member>,
+    /// Documents under its name not of its writer (someone else's, never believed).
+    pub ignored: Vec<String>,
+}
+
+/// One link of a recorded bulk change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// The link.
+    pub id: String,
+    /// Its revision before the change.
+    pub rev: String,
+    /// What it was (its fields); `None` when too long to keep ([`KEPT_BEFORE`]).
+    pub before: Option<Value>,
+    /// What the change wrote of it.
+    pub written: WrittenAs,
+}
+
+/// What a bulk change wrote of one of its links.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WrittenAs {
+    /// This revision.
+    Rev(String),
+    /// Nothing (a conflict, a refusal).
+    Nothing,
+    /// Not recorded (the change was interrupted before it recorded its revisions).
+    Unknown,
+}
+
+/// The record of bulk change `batch` from the documents under its name (`~batch:<batch>:`),
+/// believing only those of the writer of its first part; `None` when it has no first part.
+pub fn read_record(batch: &str, docs: &[Value]) -> Option<Record> {
+    let head_id = part_id(batch, 1, false);
+    let head = docs.iter().find(|d| d["_id"] == head_id.as_str() && d["type"] == "batch")?;
+    let by = head["by"].as_str()?.to_owned();
+    let parts = head["parts"].as_u64().unwrap_or(1) as usize;
+    let mut ignored = Vec::new();
+    let mut members = Vec::new();
+    for part in 1..=parts {
+        let mine = |id: String| {
+            let doc = docs.iter().find(|d| d["_id"] == id.as_str())?;
+            if doc["by"] == by.as_str() && doc["batch"] == batch && doc["parts"] == head["parts"] {
+                Some(doc)
+            } else {
+                None
+            }
+        };
+        let Some(record) =
+            mine(part_id(batch, part, false)).filter(|d| d["type"] == "batch" && d["edit"] == head["edit"])
+        else {
+            continue; // Interrupted before this part: none of its links was written.
+        };
+        let written = mine(part_id(batch, part, true)).filter(|d| d["type"] == "batch_written");
+        for member in record["links"].as_array().into_iter().flatten() {
+            let (Some(id), Some(rev)) = (member["id"].as_str(), member["rev"].as_str()) else { continue };
+            let written = match written {
+                None => WrittenAs::Unknown,
+                Some(w) => w["written"][id].as_str().map_or(WrittenAs::Nothing, |r| WrittenAs::Rev(r.to_owned())),
+            };
+            let before = member["before"].as_object().map(|f| Value::Object(f.clone()));
+            members.push(Member { id: id.to_owned(), rev: rev.to_owned(), before, written });
+        }
+    }
+    for doc in docs.iter().filter(|d| d["batch"] == batch) {
+        if doc["by"] != by.as_str() || doc["parts"] != head["parts"] {
+            ignored.push(doc["_id"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    Some(Record {
+        batch: batch.to_owned(),
+        by,
+        edit: head["edit"].clone(),
+        undoes: head["undoes"].as_str().map(str::to_owned),
+        members,
+        ignored,
+    })
+}
+
+/// `member`'s revision as the change wrote it, found by its ancestry where the record of its
+/// revisions is missing: the link's current revision `current` (with `_revisions`), when it is
+/// the change's own write (the child of the revision the change read, stating the change's
+/// `edit`, which only its writer can state); still the revision the change read: nothing
+/// written; else unknown (written and edited since, or never written: nobody can tell).
+pub fn written_by_ancestry(record: &Record, member: &Member, current: Option<&Value>) -> WrittenAs {
+    match current {
+        Some(doc)
+            if doc["edit"] == record.edit
+                && crate::history::entry::ancestry(doc).get(1).map(String::as_str) == Some(member.rev.as_str()) =>
+        {
+            doc["_rev"].as_str().map_or(WrittenAs::Unknown, |r| WrittenAs::Rev(r.to_owned()))
+        }
+        Some(doc) if doc["_rev"] == member.rev.as_str() => WrittenAs::Nothing,
+        _ => WrittenAs::Unknown,
+    }
+}
+
+/// What undo does to one link of a bulk change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UndoStep {
+    /// Write this document back (the link as the change found it, at its current revision).
+    Restore(Value),
+    /// The link as the change found it is not in the record (too long to keep): read revision
+    /// `rev` from CouchDB, and write it back over the current revision `current`.
+    ReadBack {
+        /// The revision the change read.
+        rev: String,
+        /// The link's revision now.
+        current: String,
+    },
+    /// Edited since the change: left as it is.
+    EditedSince,
+    /// The change wrote nothing of it: nothing to undo.
+    NotChanged,
+    /// The change's revision of it is not recorded (interrupted): left as it is.
+    Unknown,
+    /// There is no such link any more.
+    Missing,
+}
+
+/// Link `id` as `fields` say (a document or its own fields), written over revision `rev`:
+/// without the `edit` it had (the write states its own).
+pub fn put_back(id: &str, fields: &Value, rev: &str) -> Value {
+    let mut back = crate::history::entry::own_fields(fields);
+    let object = back.as_object_mut().expect("own_fields is an object");
+    object.remove("edit");
+    object.insert("_id".into(), json!(id));
+    object.insert("_rev".into(), json!(rev));
+    back
+}
+
+/// What undoing `record` does to each of its links, given each as it is now (`current`, in
+/// the members' order): put back as the change found it where the link is still as the change
+/// left it, else left alone and said. The console's model holds itself to the same cases
+/// (tests/undo_cases.json).
+pub fn plan_undo(record: &Record, current: &[IdState]) -> Vec<(String, UndoStep)> {
+    record
+        .members
+        .iter()
+        .zip(current)
+        .map(|(member, state)| {
+            let step = match (&member.written, state) {
+                (WrittenAs::Nothing, _) => UndoStep::NotChanged,
+                (WrittenAs::Unknown, _) => UndoStep::Unknown,
+                (WrittenAs::Rev(_), IdState::Free | IdState::Deleted) => UndoStep::Missing,
+                (WrittenAs::Rev(rev), IdState::Taken(doc)) if doc["_rev"] == rev.as_str() => match &member.before {
+                    Some(fields) => UndoStep::Restore(put_back(&member.id, fields, rev)),
+                    None => UndoStep::ReadBack { rev: member.rev.clone(), current: rev.clone() },
+                },
+                (WrittenAs::Rev(_), IdState::Taken(_)) => UndoStep::EditedSince,
+            };
+            (member.id.clone(), step)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -277,20 +527,83 @@ mod tests {
         assert!(Change::default().is_empty());
     }
 
+    /// The cases the console's model is held to as well (console/test/model.test.js).
     #[test]
-    fn an_undo_puts_back_what_the_batch_found_and_spares_links_edited_since() {
-        let entries = [
-            json!({"link": "Aaaaa", "rev": "2-b", "before": {"url": "https://old.example/", "edit": {"by": "x"}}}),
-            json!({"link": "Bbbbb", "rev": "2-b", "before": {"url": "https://old.example/"}}),
-        ];
-        let current = [
-            IdState::Taken(json!({"_id": "Aaaaa", "_rev": "2-b", "url": "https://new.example/"})),
-            IdState::Taken(json!({"_id": "Bbbbb", "_rev": "3-c", "url": "https://edited.example/"})),
-        ];
-        let plan = plan_undo(&entries, &current);
-        assert_eq!(plan[0].0.after, Some(json!({"_id": "Aaaaa", "_rev": "2-b", "url": "https://old.example/"})));
-        assert!(!plan[0].1);
-        assert_eq!(plan[1].0.after, None);
-        assert!(plan[1].1, "edited since: left alone, and said");
+    fn an_undo_does_what_the_shared_table_says() {
+        let table: Value = serde_json::from_str(include_str!("../tests/undo_cases.json")).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() >= 6);
+        for case in cases {
+            let docs = case["record"].as_array().unwrap();
+            let Some(record) = read_record(case["batch"].as_str().unwrap(), docs) else {
+                assert_eq!(case["steps"], Value::Null, "{case}");
+                continue;
+            };
+            let current: Vec<IdState> = case["current"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| if d.is_null() { IdState::Free } else { IdState::Taken(d.clone()) })
+                .collect();
+            let steps: Vec<Value> = plan_undo(&record, &current)
+                .into_iter()
+                .map(|(id, step)| match step {
+                    UndoStep::Restore(doc) => json!({"id": id, "step": "restore", "doc": doc}),
+                    UndoStep::ReadBack { rev, current } => {
+                        json!({"id": id, "step": "read back", "rev": rev, "current": current})
+                    }
+                    UndoStep::EditedSince => json!({"id": id, "step": "edited since"}),
+                    UndoStep::NotChanged => json!({"id": id, "step": "not changed"}),
+                    UndoStep::Unknown => json!({"id": id, "step": "unknown"}),
+                    UndoStep::Missing => json!({"id": id, "step": "missing"}),
+                })
+                .collect();
+            assert_eq!(Value::Array(steps), case["steps"], "{}", case["why"]);
+            assert_eq!(json!(record.ignored), case["ignored"], "{}", case["why"]);
+        }
+    }
+
+    #[test]
+    fn a_record_is_written_in_parts_bounded_in_links_and_bytes_with_long_links_read_back() {
+        let planned: Vec<Planned> = (0..1200)
+            .map(|i| {
+                let mut before = json!({"_id": format!("L{i:04}"), "_rev": "1-a", "url": "https://a.example/"});
+                if i == 3 {
+                    before["notes"] = json!("n".repeat(KEPT_BEFORE));
+                }
+                Planned { id: format!("L{i:04}"), after: Some(json!({})), before }
+            })
+            .collect();
+        let to_write: Vec<usize> = (0..planned.len()).collect();
+        let edit = json!({"by": "ed", "at": "2026-12-01T10:00:00Z", "batch": "b"});
+        let parts = record_parts("b", "ed", &edit, None, &planned, &to_write);
+        assert_eq!(parts.iter().map(|(i, _)| i.len()).collect::<Vec<_>>(), [500, 500, 200]);
+        let (_, first) = &parts[0];
+        assert_eq!((first["part"].as_u64(), first["parts"].as_u64()), (Some(1), Some(3)));
+        assert_eq!(first["links"][0], json!({"id": "L0000", "rev": "1-a", "before": {"url": "https://a.example/"}}));
+        assert_eq!(first["links"][3]["before"], Value::Null, "too long to keep: read back at undo");
+        assert_eq!(part_id("b", 2, true), "~batch:b:0002:written");
+        let validate =
+            crate::history::design(&["r"], &["links:editor"])["validate_doc_update"].as_str().unwrap().to_owned();
+        let user = json!({"name": "ed", "roles": ["links:editor"]});
+        let function =
+            crate::transfer::validate::Validator::new(&[("_design/history".into(), validate)], &user, &json!({}))
+                .unwrap();
+        for (n, (_, doc)) in parts.iter().enumerate() {
+            let mut doc = doc.clone();
+            doc["_id"] = json!(part_id("b", n + 1, false));
+            assert_eq!(function.check(&doc), Ok(()));
+            doc["by"] = json!("someone-else");
+            assert!(function.check(&doc).is_err(), "only in the writer's own name");
+        }
+        let big: Vec<Planned> = (0..40)
+            .map(|i| Planned {
+                id: format!("B{i:04}"),
+                after: Some(json!({})),
+                before: json!({"_rev": "1-a", "notes": "n".repeat(KEPT_BEFORE - 100)}),
+            })
+            .collect();
+        let parts = record_parts("b", "ed", &edit, None, &big, &(0..40).collect::<Vec<_>>());
+        assert!(parts.len() > 1 && parts.iter().all(|(_, d)| d.to_string().len() <= PART_BYTES + KEPT_BEFORE));
     }
 }

@@ -473,8 +473,30 @@ fn answered(asked: usize, got: usize, what: &str) -> Result<(), CouchError> {
 }
 
 fn segment(s: &str) -> String {
-    utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
+    utf8_percent_encode(s, PATH_SEGMENT).to_string()
 }
+
+/// What a path segment must have percent-encoded (RFC 3986, 3.3: a segment is unreserved
+/// characters, sub-delims, `:` and `@` as they are), and `+`: CouchDB decodes a `+` in a path
+/// as a space (seen on 3.5: `PUT /a+b` is refused as the name "a b"). So `links_history`,
+/// `acme-links`, `p(1)$` go as they are, `/` and `+` as `%2F` and `%2B`.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'!')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')')
+    .remove(b'*')
+    .remove(b',')
+    .remove(b';')
+    .remove(b'=')
+    .remove(b':')
+    .remove(b'@');
 
 /// `url` with any password it holds replaced by `***`, for messages; also for text that does
 /// not parse as a URL (the userinfo is whatever stands between `://` and the authority's last
@@ -606,6 +628,10 @@ impl CouchClient {
         } else {
             format!("{}/{}/{path}", self.base, segment(&self.db))
         }
+    }
+
+    fn doc_url(&self, id: &str) -> String {
+        self.in_db(&segment(id))
     }
 
     fn design_doc_url(&self, name: &str) -> String {
@@ -1032,7 +1058,7 @@ impl CouchClient {
 
     /// Document `id` as stored (`_rev` included), whatever its ID; `None` when there is none.
     pub async fn doc(&self, id: &str) -> Result<Option<Value>, CouchError> {
-        self.get_optional(&self.in_db(&segment(id))).await
+        self.get_optional(&self.doc_url(id)).await
     }
 
     /// Local (never replicated) document `_local/{name}`, `None` when there is none.
@@ -1078,7 +1104,7 @@ impl CouchClient {
 
     /// [`CouchClient::create_doc_raw`] of a document already written as JSON text.
     pub async fn create_doc_text(&self, id: &str, json: String) -> Result<Created, CouchError> {
-        match self.put_text(&self.in_db(&segment(id)), json).await {
+        match self.put_text(&self.doc_url(id), json).await {
             Ok(rev) => Ok(Created::Stored(rev)),
             Err(CouchError::Refused { status: 409, .. }) => Ok(Created::Conflict),
             Err(e) => Err(e),
@@ -1315,7 +1341,16 @@ mod tests {
         let client = CouchClient::new(&config).unwrap();
         assert_eq!(client.in_db("_security"), "http://127.0.0.1:5984/links%2Ftest%2B1/_security");
         assert_eq!(client.design_doc_url("couchlink"), "http://127.0.0.1:5984/links%2Ftest%2B1/_design/couchlink");
-        assert_eq!(client.user_url("maria"), "http://127.0.0.1:5984/_users/org%2Ecouchdb%2Euser%3Amaria");
+        assert_eq!(client.user_url("maria"), "http://127.0.0.1:5984/_users/org.couchdb.user:maria");
+        // Only what RFC 3986 asks to be escaped in a segment, and `+` (CouchDB reads it as a space).
+        let named = |db: &str| CouchClient::new(&CouchConfig { db: db.into(), ..config.clone() }).unwrap().in_db("x");
+        assert_eq!(named("links_history"), "http://127.0.0.1:5984/links_history/x");
+        assert_eq!(named("acme-links$(1)"), "http://127.0.0.1:5984/acme-links$(1)/x");
+        assert_eq!(named("a+b/c"), "http://127.0.0.1:5984/a%2Bb%2Fc/x");
+        assert_eq!(
+            client.doc_url("H83if/0000000001-~ab"),
+            "http://127.0.0.1:5984/links%2Ftest%2B1/H83if%2F0000000001-~ab"
+        );
     }
 
     #[test]

@@ -520,11 +520,18 @@ impl Application {
         let mut running = Vec::with_capacity(sites.len());
         // One identity for every domain's counts: this process.
         let clicks = config.clicks.as_ref().map(|c| (c, ClicksIdentity::new(&c.proxy_name)));
+        // The history recorder's name in the checkpoint: the same across this proxy's restarts,
+        // another for another proxy on the same host.
+        let recorder = format!(
+            "{}@{}",
+            config.clicks.as_ref().map_or_else(host_name, |c| c.proxy_name.clone()),
+            admin_listener.local_addr().map_or_else(|_| "?".to_owned(), |a| a.to_string())
+        );
         for plan in sites {
             // With one domain its counters are the process's, unlabelled, as before domains.
             let site_metrics = if one { metrics.clone() } else { Arc::new(Metrics::default()) };
             let clicks = clicks.as_ref().map(|(settings, writer)| (*settings, writer));
-            running.push(start_site(plan, site_metrics, &config, clicks, stopped.clone()).await);
+            running.push(start_site(plan, site_metrics, &config, clicks, &recorder, stopped.clone()).await);
         }
         // Every domain's client shares the first one's account.
         let couch = running[0].couch.clone();
@@ -758,6 +765,7 @@ async fn start_site(
     metrics: Arc<Metrics>,
     config: &ServerConfig,
     clicks: Option<(&ClicksConfig, &ClicksIdentity)>,
+    recorder: &str,
     stopped: watch::Receiver<bool>,
 ) -> RunningSite {
     let SitePlan { host, couch, public_url, log, flusher, log_dir, state_dir } = plan;
@@ -814,7 +822,7 @@ async fn start_site(
         let recorder = crate::history::recorder::Recorder::new(
             couch.clone(),
             couch.for_database(&crate::history::database_of(couch.database())),
-            &config.clicks.as_ref().map_or_else(host_name, |c| c.proxy_name.clone()),
+            recorder.to_owned(),
             config.history_timing,
         );
         let status = recorder.status.clone();

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  bulkChange, changes, fromForm, linkStatus, passwordProblem, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, undoPlan, uniqueRows, visits,
+  bulkChange, changes, fromForm, linkStatus, passwordProblem, randomId, refusalOf, restoring, stating, sumClicks, targetProblem, toForm, uniqueRows, visits,
 } from '../model.js';
 
 const shared = (name) => JSON.parse(readFileSync(new URL(`../../tests/${name}`, import.meta.url), 'utf8'));
@@ -161,14 +161,3 @@ test('a bulk change makes each link what the shared table says', () => {
   for (const c of table.cases) assert.deepEqual(bulkChange(c.doc, c.change), c.after, JSON.stringify(c));
 });
 
-test('an undo puts back what the batch found and spares links edited since', () => {
-  const entries = [
-    { link: 'Aaaaa', rev: '2-b', before: { url: 'https://old.example/', edit: { by: 'x' } } },
-    { link: 'Bbbbb', rev: '2-b', before: { url: 'https://old.example/' } },
-  ];
-  const current = [{ _id: 'Aaaaa', _rev: '2-b', url: 'https://new.example/' }, { _id: 'Bbbbb', _rev: '3-c' }];
-  assert.deepEqual(undoPlan(entries, current), [
-    { id: 'Aaaaa', doc: { _id: 'Aaaaa', _rev: '2-b', url: 'https://old.example/' } },
-    { id: 'Bbbbb', edited: true },
-  ]);
-});

@@ -1,11 +1,13 @@
 // A bulk change of the links ticked in the list (url, tags, status, expires, valid_from, a rule
 // added or the rules replaced, a password or visit limit set or removed): the change asked, a preview of every link and
-// each field it changes (nothing written yet), then one `_bulk_docs` write (CouchDB checks each
-// document; a link edited meanwhile is a conflict, never written over), the outcome per link,
-// and "Undo this change", which puts every link back from the history but those edited since.
+// each field it changes (nothing written yet), then the writes through `_bulk_docs` (CouchDB
+// checks each document; a link edited meanwhile is a conflict, never written over), each part
+// recorded in the history database first (console/batch.js), the outcome per link, and "Undo
+// this change", which puts every link back from that record but those edited since.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client } from '../client.js';
-import { batchName, bulkChange, changes, undoPlan } from '../model.js';
+import { batchName, bulkChange, changes } from '../model.js';
+import { readRecord, recordParts, undoPlan, writtenDoc } from '../batch.js';
 import { Failure } from './common.js';
 
 const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
@@ -43,6 +45,33 @@ function Outcomes({ label, rows }) {
 const outcome = (r) => (!r ? 'not written' : r.ok ? 'applied'
   : r.error === 'conflict' ? 'edited by someone else meanwhile: nothing written over' : `refused: ${r.reason || r.error}`);
 
+const UNDONE = {
+  'edited since': 'edited since the change: left as it is',
+  missing: 'no such link any more',
+  unknown: 'the change was interrupted before recording what it wrote: left as it is',
+  'read back': 'too long to keep in the record, and CouchDB no longer holds it as it was: left as it is',
+};
+
+// Writes `writes` ({id, before, after}) as bulk change `batch`, each part recorded first where
+// the site keeps a history: each link's outcome by ID. A record CouchDB refuses stops it there,
+// nothing written that undo could not put back.
+async function writeChange(site, batch, writes, undoes = null) {
+  const edit = client.editOf({ batch });
+  const results = new Map();
+  const parts = site.history_db ? recordParts(batch, edit, writes, undoes)
+    : [{ writes, doc: null }];
+  for (const [i, part] of parts.entries()) {
+    if (part.doc) await client.record(site, part.doc);
+    const answered = part.writes.length ? await client.bulk(site, part.writes.map((w) => w.after), edit) : new Map();
+    const written = {};
+    for (const [id, r] of answered) {
+      results.set(id, r);
+      if (r.ok) written[id] = r.rev;
+    }
+    if (part.doc) await client.record(site, writtenDoc(batch, edit, i + 1, parts.length, written));
+  }
+  return results;
+}
 export function BulkForm({ site, selected }) {
   const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add',
     password: '', removePassword: false, maxVisits: '' });
@@ -67,26 +96,30 @@ export function BulkForm({ site, selected }) {
     setError(null);
     const writes = plan.filter((p) => p.after);
     const batch = batchName();
+    const results = new Map();
     try {
-      const results = await client.bulk(site, writes.map((p) => p.after), batch);
-      setDone({ batch, rows: plan.map((p) => [p.id, !p.before ? 'no such link' : !p.after ? 'unchanged' : outcome(results.get(p.id))]) });
+      for (const [id, r] of await writeChange(site, batch, writes)) results.set(id, r);
     } catch (e) { setError(e); }
+    setDone({ batch, rows: plan.map((p) => [p.id, !p.before ? 'no such link' : !p.after ? 'unchanged' : outcome(results.get(p.id))]) });
   }
   async function undo() {
     setError(null);
     try {
-      // The history records each link within a second of the write.
-      let entries = [];
-      for (let i = 0; i < 10 && entries.length < done.rows.filter(([, s]) => s === 'applied').length; i++) {
-        if (i) await new Promise((r) => setTimeout(r, 500));
-        entries = await client.batch(site, done.batch);
+      // The change's own record, written as it was made: nothing waits for a recorder.
+      const record = readRecord(done.batch, await client.recorded(site, done.batch));
+      if (!record) throw new Error(`No record of ${done.batch}: it cannot be undone here.`);
+      const current = await client.docs(site, record.members.map((m) => m.id));
+      const steps = undoPlan(record, current);
+      for (const s of steps.filter((s) => s.step === 'read back')) {
+        const was = await client.revision(site, s.id, s.rev);
+        if (!was) continue;
+        const fields = Object.fromEntries(Object.entries(was).filter(([k]) => !k.startsWith('_') && k !== 'edit'));
+        Object.assign(s, { step: 'restore', doc: { ...fields, _id: s.id, _rev: s.current } });
       }
-      const current = await client.docs(site, entries.map((e) => e.link));
-      const steps = undoPlan(entries, current);
-      const writes = steps.filter((s) => s.doc).map((s) => s.doc);
-      const results = writes.length ? await client.bulk(site, writes, `undo-${done.batch}`) : new Map();
-      setUndone(steps.map((s) => [s.id, s.edited ? 'edited since the change: left as it is'
-        : s.doc ? outcome(results.get(s.id)) : 'not recorded before the change: left as it is']));
+      const writes = steps.filter((s) => s.step === 'restore').map((s) => ({ id: s.id, before: current[record.members.findIndex((m) => m.id === s.id)], after: s.doc }));
+      const results = writes.length ? await writeChange(site, batchName(new Date(), undefined, 'undo'), writes, done.batch) : new Map();
+      setUndone(steps.filter((s) => s.step !== 'not changed')
+        .map((s) => [s.id, s.step === 'restore' ? outcome(results.get(s.id)) : UNDONE[s.step]]));
     } catch (e) { setError(e); }
   }
   const changing = plan ? plan.filter((p) => p.after).length : 0;
@@ -120,6 +153,7 @@ export function BulkForm({ site, selected }) {
       : changes({ before: p.before, after: p.after }).filter(([k]) => !k.startsWith('_')).map(([k, b, a]) => html`<tr><th scope="row">${p.id}</th><td>${k}</td><td>${shownAs(k, b)}</td><td>${shownAs(k, a)}</td></tr>`)))}</tbody></table>
     ${!done && changing > 0 && html`<p><button onClick=${apply}>Apply to ${changing} link${changing === 1 ? '' : 's'}</button></p>`}`}
   ${done && html`<p class="notice">Bulk change ${done.batch}</p><${Outcomes} label="Result" rows=${done.rows} />
-    ${!undone && html`<p><button onClick=${undo}>Undo this change</button></p>`}`}
+    ${!site.history_db ? html`<p>History is off for this database: the change cannot be undone.</p>`
+      : !undone && html`<p><button onClick=${undo}>Undo this change</button></p>`}`}
   ${undone && html`<${Outcomes} label="Undone" rows=${undone} />`}`;
 }

@@ -7,17 +7,21 @@ import { client } from '../client.js';
 import { changes, restoring } from '../model.js';
 import { Failure, useLoad } from './common.js';
 
-const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
+// A field kept as its size and digest (too long for the history) says so.
+const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v
+  : v.large && Object.keys(v).length === 1 ? `(${v.large.bytes} bytes, too long to keep: its digest ${String(v.large.blake2b).slice(0, 12)}…)`
+    : JSON.stringify(v));
 
 function Change({ entry, current, editor, onRestore }) {
-  const when = entry.at || entry.recorded_at;
+  // When it was recorded; the writer's own word on when it wrote, beside it as stated.
+  const when = entry.recorded_at;
   const who = entry.by ? `by ${entry.by}` : 'writer not stated';
   const fields = entry.before || entry.kind === 'created' ? changes(entry)
     : Object.entries(entry.after || {}).filter(([k]) => k !== 'edit').map(([k, v]) => [k, null, v]);
   const isCurrent = entry.rev === current._rev;
   return html`<li class="change" aria-label=${`Revision ${entry.rev}`}>
     <p><time datetime=${when}>${when.replace('T', ' ').replace(/(\.\d+)?Z$/, ' UTC')}</time> · ${entry.kind} · ${who}
-      ${entry.batch && html` · bulk change ${entry.batch}`}${entry.late && ' · recorded late'}
+      ${entry.at && html` · stated ${entry.at}`}${entry.batch && html` · bulk change ${entry.batch}`}${entry.late && ' · recorded late'}
       ${entry.by && entry.after && entry.after.edit && entry.after.edit.restores && html` · restores ${entry.after.edit.restores}`}
       ${isCurrent && html` · <strong>current</strong>`}</p>
     ${!entry.before && entry.kind === 'changed' && html`<p class="notice">What it was before is not recorded.</p>`}

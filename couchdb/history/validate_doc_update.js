@@ -21,7 +21,8 @@ function (newDoc, oldDoc, userCtx, secObj) {
     if (!userCtx.name) {
       throw({ unauthorized: 'Please log in.' });
     }
-    refuse('Only couchlink records history; your account "' + userCtx.name + '" may read it.');
+    refuse('Your account "' + userCtx.name + '" may read the history, not write it: couchlink records it, and ' +
+      'editors of the links record their bulk changes.');
   }
   if (newDoc._deleted === true) {
     if (isAdmin) { return; }

@@ -10,8 +10,12 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::CouchArgs;
-use crate::bulk::{batch_entries, plan, plan_undo, write, BulkError, Change, Outcome, Planned};
-use crate::couch::{CouchClient, CouchError};
+use crate::bulk::{
+    plan, plan_undo, put_back, read_record, write, written_by_ancestry, BulkError, Change, Outcome, Planned, UndoStep,
+    WrittenAs,
+};
+use crate::couch::{CouchClient, CouchError, IdState};
+use crate::history::entry::own_fields;
 use crate::history::read::changed_fields;
 
 /// Flags of `couchlink bulk`.
@@ -69,6 +73,10 @@ pub struct BulkArgs {
     /// Show what would change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The history database, where the change is recorded for undo [default: <db>_history];
+    /// `off`: none (the change cannot be undone).
+    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
+    pub history_db: Option<String>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -227,6 +235,7 @@ impl BulkArgs {
     pub fn execute(self) -> Result<(), BulkCommandError> {
         let change = self.change()?;
         let links = CouchClient::new(&self.couch.clone().into())?;
+        let history = super::history_of(&links, self.history_db.as_deref());
         let runtime = super::current_thread_runtime().map_err(BulkCommandError::Runtime)?;
         runtime.block_on(async {
             let ids = self.picked(&links).await?;
@@ -241,53 +250,160 @@ impl BulkArgs {
                 writeln!(out, "dry run: {changing} of {} link(s) would change; nothing written", planned.len())?;
                 return Ok(());
             }
-            let batch = crate::history::batch_name("bulk");
             let writer = links.account_name().unwrap_or("").to_owned();
-            let outcomes = write(&links, &planned, &writer, &batch).await?;
-            report(&mut out, &planned, &outcomes, &batch)
+            let (batch, written) = write_named("bulk", &links, history.as_ref(), &planned, &writer, None).await?;
+            let undo =
+                history.as_ref().map(|_| undo_command(&batch, &self.couch, &self.on, self.history_db.as_deref()));
+            report(&mut out, &planned, &written, &batch, undo.as_deref())
         })
     }
+}
+
+/// The command that undoes `batch`, with the database chosen as this command's was.
+fn undo_command(batch: &str, couch: &CouchArgs, on: &super::DomainChoice, history_db: Option<&str>) -> String {
+    let mut command = format!("couchlink undo {batch}");
+    if let Some(domain) = &on.domain {
+        command.push_str(&format!(" --domain {domain}"));
+    } else if couch.db != "links" {
+        command.push_str(&format!(" --db {}", couch.db));
+    }
+    if let Some(history) = history_db.filter(|h| *h != crate::history::database_of(&couch.db)) {
+        command.push_str(&format!(" --history-db {history}"));
+    }
+    command
+}
+
+/// Writes `planned` as a fresh bulk change named `{kind}-<time>-<random>` (another name where
+/// one is taken): its name and what it wrote.
+async fn write_named(
+    kind: &str,
+    links: &CouchClient,
+    history: Option<&CouchClient>,
+    planned: &[Planned],
+    writer: &str,
+    undoes: Option<&str>,
+) -> Result<(String, crate::bulk::Written), BulkCommandError> {
+    for _ in 0..5 {
+        let batch = crate::history::batch_name(kind);
+        if let Some(written) = write(links, history, planned, writer, &batch, undoes).await? {
+            return Ok((batch, written));
+        }
+    }
+    Err(BulkCommandError::Usage("five fresh names for the bulk change were all taken: run it again".into()))
 }
 
 impl UndoArgs {
     /// Puts the batch's links back, sparing those edited since; reports each link.
     pub fn execute(self) -> Result<(), BulkCommandError> {
         let links = CouchClient::new(&self.couch.clone().into())?;
-        let history = links
-            .for_database(&self.history_db.clone().unwrap_or_else(|| crate::history::database_of(links.database())));
+        let history = super::history_of(&links, self.history_db.as_deref()).ok_or_else(|| {
+            BulkCommandError::Usage(
+                "the history is off (--history-db off): a bulk change is undone from its record there".into(),
+            )
+        })?;
         let runtime = super::current_thread_runtime().map_err(BulkCommandError::Runtime)?;
         runtime.block_on(async {
-            let entries = batch_entries(&history, &self.batch).await?;
-            if entries.is_empty() {
+            let docs = history.docs_with_prefix(&format!("~batch:{}:", self.batch)).await?;
+            let Some(mut record) = read_record(&self.batch, &docs) else {
                 return Err(BulkCommandError::Usage(format!(
-                    "no link of bulk change {} is recorded (a proxy records each within a second)",
-                    self.batch
+                    "no bulk change {} is recorded in {} (a change made before couchlink recorded them is put back \
+                     link by link: couchlink history ID, then couchlink restore ID --rev REV)",
+                    self.batch,
+                    history.database()
                 )));
-            }
-            let ids: Vec<&str> = entries.iter().filter_map(|e| e["link"].as_str()).collect();
-            let current = links.id_states(&ids).await?;
-            let undo = plan_undo(&entries, &current);
+            };
             let mut out = std::io::stdout().lock();
-            let spared: Vec<&str> = undo.iter().filter(|(_, edited)| *edited).map(|(p, _)| p.id.as_str()).collect();
-            let planned: Vec<Planned> = undo.iter().filter(|(_, edited)| !edited).map(|(p, _)| p.clone()).collect();
+            for id in &record.ignored {
+                writeln!(out, "{id}: recorded under this name by another account than {}; not believed", record.by)?;
+            }
+            let ids: Vec<String> = record.members.iter().map(|m| m.id.clone()).collect();
+            let mut current = Vec::with_capacity(ids.len());
+            for chunk in ids.chunks(500) {
+                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                current.extend(links.id_states(&refs).await?);
+            }
+            // Parts whose revisions were not recorded (the change was interrupted): each link
+            // is the change's where its current revision is the change's own write.
+            let unknown: Vec<(usize, String, String)> = record
+                .members
+                .iter()
+                .zip(&current)
+                .enumerate()
+                .filter_map(|(i, (m, state))| match (&m.written, state) {
+                    (WrittenAs::Unknown, IdState::Taken(doc)) => {
+                        Some((i, m.id.clone(), doc["_rev"].as_str().unwrap_or_default().to_owned()))
+                    }
+                    (WrittenAs::Unknown, _) => None,
+                    _ => None,
+                })
+                .collect();
+            if !unknown.is_empty() {
+                let wanted: Vec<(String, String)> =
+                    unknown.iter().map(|(_, id, rev)| (id.clone(), rev.clone())).collect();
+                let bodies = links.revisions(&wanted).await?;
+                for ((i, _, _), body) in unknown.iter().zip(bodies) {
+                    record.members[*i].written = written_by_ancestry(&record, &record.members[*i], body.as_ref());
+                }
+            }
+            let steps = plan_undo(&record, &current);
+            // Links too long to keep in the record: read back as the change found them.
+            let read_back: Vec<(String, String)> = steps
+                .iter()
+                .filter_map(|(id, step)| match step {
+                    UndoStep::ReadBack { rev, .. } => Some((id.clone(), rev.clone())),
+                    _ => None,
+                })
+                .collect();
+            let mut bodies =
+                if read_back.is_empty() { Vec::new() } else { links.revisions(&read_back).await? }.into_iter();
+            let mut planned = Vec::new();
+            let mut left = Vec::new();
+            for ((id, step), state) in steps.into_iter().zip(&current) {
+                let now = match state {
+                    IdState::Taken(doc) => doc.clone(),
+                    _ => Value::Null,
+                };
+                match step {
+                    UndoStep::Restore(doc) => planned.push(Planned { id, before: now, after: Some(doc) }),
+                    UndoStep::ReadBack { rev, current } => match bodies.next().flatten() {
+                        Some(body) => {
+                            let after = put_back(&id, &body, &current);
+                            planned.push(Planned { id, before: now, after: Some(after) });
+                        }
+                        None => left.push(format!(
+                            "{id}: too long to keep in the record, and CouchDB no longer holds revision {rev} as the \
+                             change found it; left as it is (couchlink history {id})"
+                        )),
+                    },
+                    UndoStep::EditedSince => left.push(format!("{id}: edited since the bulk change; left as it is")),
+                    UndoStep::Missing => left.push(format!("{id}: no such link any more; left as it is")),
+                    UndoStep::Unknown => left.push(format!(
+                        "{id}: the bulk change was interrupted before it recorded what it wrote of this link, and its \
+                         revision now is not the change's; left as it is"
+                    )),
+                    UndoStep::NotChanged => {}
+                }
+            }
             preview(&mut out, &planned)?;
-            for id in &spared {
-                writeln!(out, "{id}: edited since the bulk change; left as it is")?;
+            for said in &left {
+                writeln!(out, "{said}")?;
             }
             if self.dry_run {
-                let changing = planned.iter().filter(|p| p.after.is_some()).count();
-                writeln!(out, "dry run: {changing} link(s) would be put back; nothing written")?;
+                writeln!(out, "dry run: {} link(s) would be put back; nothing written", planned.len())?;
                 return Ok(());
             }
             let writer = links.account_name().unwrap_or("").to_owned();
-            let batch = format!("undo-{}", self.batch);
-            let batch: String = batch.chars().take(64).collect();
-            let outcomes = write(&links, &planned, &writer, &batch).await?;
-            report(&mut out, &planned, &outcomes, &batch)?;
-            if spared.is_empty() {
-                Ok(())
-            } else {
-                Err(BulkCommandError::NotAll(spared.len(), undo.len()))
+            let (batch, written) =
+                write_named("undo", &links, Some(&history), &planned, &writer, Some(&self.batch)).await?;
+            let undo = undo_command(&batch, &self.couch, &self.on, self.history_db.as_deref());
+            let reported = report(&mut out, &planned, &written, &batch, Some(&undo));
+            match (reported, left.len()) {
+                (Err(BulkCommandError::NotAll(n, _)), spared) => {
+                    Err(BulkCommandError::NotAll(n + spared, record.members.len()))
+                }
+                (Ok(()), 0) => Ok(()),
+                (Ok(()), spared) => Err(BulkCommandError::NotAll(spared, record.members.len())),
+                (Err(e), _) => Err(e),
             }
         })
     }
@@ -301,15 +417,8 @@ fn preview(out: &mut impl Write, planned: &[Planned]) -> std::io::Result<()> {
             None => writeln!(out, "{}: unchanged", p.id)?,
             Some(after) => {
                 writeln!(out, "{}:", p.id)?;
-                let strip = |d: &Value| {
-                    let mut d = d.clone();
-                    if let Some(o) = d.as_object_mut() {
-                        o.retain(|k, _| !k.starts_with('_'));
-                    }
-                    d
-                };
                 for (field, before, after) in
-                    changed_fields(&json!({"before": strip(&p.before), "after": strip(after)}))
+                    changed_fields(&json!({"before": own_fields(&p.before), "after": own_fields(after)}))
                 {
                     let show = |v: Option<Value>| v.map_or_else(|| "(none)".to_owned(), |v| v.to_string());
                     writeln!(out, "    {field}: {} -> {}", show(before), show(after))?;
@@ -320,18 +429,20 @@ fn preview(out: &mut impl Write, planned: &[Planned]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Each link's outcome, then the batch's name and whether everything applied.
+/// Each link's outcome, then the batch's name, whether everything applied, and the command that
+/// undoes it.
 fn report(
     out: &mut impl Write,
     planned: &[Planned],
-    outcomes: &[Outcome],
+    written: &crate::bulk::Written,
     batch: &str,
+    undo: Option<&str>,
 ) -> Result<(), BulkCommandError> {
     let mut applied = 0;
     let mut failed = 0;
-    for (p, outcome) in planned.iter().zip(outcomes) {
+    for (p, outcome) in planned.iter().zip(&written.outcomes) {
         match outcome {
-            Outcome::Applied => {
+            Outcome::Applied(_) => {
                 applied += 1;
                 writeln!(out, "{}: applied", p.id)?;
             }
@@ -345,9 +456,21 @@ fn report(
                 failed += 1;
                 writeln!(out, "{}: refused by CouchDB: {reason}", p.id)?;
             }
+            Outcome::NotWritten => {
+                failed += 1;
+                writeln!(out, "{}: not written", p.id)?;
+            }
         }
     }
+    if let Some(why) = &written.stopped {
+        writeln!(out, "stopped: {why}")?;
+    }
     writeln!(out, "bulk change {batch}: {applied} applied, {failed} not")?;
+    match undo {
+        Some(undo) if applied > 0 => writeln!(out, "to undo it: {undo}")?,
+        None if applied > 0 => writeln!(out, "it cannot be undone: the history is off")?,
+        _ => {}
+    }
     if failed > 0 {
         return Err(BulkCommandError::NotAll(failed, planned.len()));
     }

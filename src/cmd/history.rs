@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use super::CouchArgs;
 use crate::couch::{CouchClient, CouchError, Created};
 use crate::domain::LinkId;
+use crate::history::entry::own_fields;
 use crate::history::read::{changed_fields, link_entries};
 
 /// Flags of `couchlink history`.
@@ -79,6 +80,9 @@ pub enum HistoryCommandError {
     /// Nothing recorded for the link.
     #[error("no history recorded for {0} (is `couchlink setup` run, and a proxy running to record it?)")]
     Nothing(String),
+    /// `--history-db off`.
+    #[error("the history is off (--history-db off): nothing is recorded to read or restore")]
+    Off,
     /// The version asked for is not recorded.
     #[error("{0}")]
     NoSuchVersion(String),
@@ -93,12 +97,10 @@ pub enum HistoryCommandError {
     Runtime(#[source] std::io::Error),
 }
 
-fn history_client(couch: &CouchArgs, history_db: Option<&str>) -> Result<CouchClient, CouchError> {
+fn history_client(couch: &CouchArgs, history_db: Option<&str>) -> Result<CouchClient, HistoryCommandError> {
     let links = CouchClient::new(&couch.clone().into())?;
-    let name = history_db.map_or_else(|| crate::history::database_of(links.database()), str::to_owned);
-    Ok(links.for_database(&name))
+    super::history_of(&links, history_db).ok_or(HistoryCommandError::Off)
 }
-
 impl HistoryArgs {
     /// Prints the link's history, oldest first.
     pub fn execute(self) -> Result<(), HistoryCommandError> {
@@ -136,10 +138,12 @@ pub fn describe(entry: &Value) -> String {
         );
     }
     let by = entry["by"].as_str().map_or_else(|| "writer not stated".to_owned(), |b| format!("by {b}"));
-    let when = entry["at"].as_str().map_or_else(|| text(&entry["recorded_at"]), str::to_owned);
+    // When it was recorded: the writer's own word on when it wrote is shown beside, as stated.
+    let when = text(&entry["recorded_at"]);
     let late = if entry["late"] == true { " (recorded late)" } else { "" };
+    let stated = entry["at"].as_str().map(|at| format!(", stated {at}")).unwrap_or_default();
     let batch = entry["batch"].as_str().map(|b| format!(", batch {b}")).unwrap_or_default();
-    let mut s = format!("{when}  {}  {}  {by}{batch}{late}\n", text(&entry["rev"]), text(&entry["kind"]));
+    let mut s = format!("{when}  {}  {}  {by}{stated}{batch}{late}\n", text(&entry["rev"]), text(&entry["kind"]));
     if entry["kind"] == "baseline" || entry["before"].is_null() && entry["kind"] == "changed" {
         // Nothing to compare with: the version as it was.
         if let Some(after) = entry["after"].as_object() {
@@ -150,10 +154,22 @@ pub fn describe(entry: &Value) -> String {
         return s;
     }
     for (field, before, after) in changed_fields(entry) {
-        let show = |v: Option<Value>| v.map_or_else(|| "(none)".to_owned(), |v| v.to_string());
-        s.push_str(&format!("    {field}: {} -> {}\n", show(before), show(after)));
+        s.push_str(&format!("    {field}: {} -> {}\n", shown(before.as_ref()), shown(after.as_ref())));
     }
     s
+}
+
+/// A field's value as `history` prints it; one kept as its size and digest says so.
+fn shown(value: Option<&Value>) -> String {
+    match value {
+        None => "(none)".to_owned(),
+        Some(Value::Object(o)) if o.len() == 1 && o["large"].is_object() => format!(
+            "({} bytes, too long to keep: its digest {}...)",
+            o["large"]["bytes"],
+            o["large"]["blake2b"].as_str().unwrap_or_default().chars().take(12).collect::<String>()
+        ),
+        Some(v) => v.to_string(),
+    }
 }
 
 impl RestoreArgs {
@@ -168,8 +184,26 @@ impl RestoreArgs {
             let Some(mut doc) = links.link_doc(&self.id).await? else {
                 return Err(HistoryCommandError::NoSuchVersion(format!("{} does not exist any more", self.id)));
             };
-            let fields = version["after"].as_object().cloned().unwrap_or_default();
             let rev = version["rev"].as_str().unwrap_or("").to_owned();
+            let mut fields = version["after"].as_object().cloned().unwrap_or_default();
+            // Fields too long for the history are read from the revision itself, while CouchDB
+            // holds it.
+            if let Some(large) = version["large"]["after"].as_object().filter(|l| !l.is_empty()) {
+                let held = links.revisions(&[(self.id.as_str().to_owned(), rev.clone())]).await?;
+                let Some(body) = held.into_iter().next().flatten() else {
+                    let names: Vec<&str> = large.keys().map(String::as_str).collect();
+                    return Err(HistoryCommandError::NoSuchVersion(format!(
+                        "version {rev} held fields too long for the history ({}), kept as their size and digest, and \
+                         CouchDB no longer holds that revision: nothing written",
+                        names.join(", ")
+                    )));
+                };
+                for name in large.keys() {
+                    if let Some(value) = body.get(name) {
+                        fields.insert(name.clone(), value.clone());
+                    }
+                }
+            }
             let name = links.session().await?.name.unwrap_or_default();
             let mut restored = json!({"_id": self.id.as_str(), "_rev": doc["_rev"].clone()});
             for (k, v) in fields.iter().filter(|(k, _)| *k != "edit") {
@@ -177,7 +211,7 @@ impl RestoreArgs {
             }
             let now = OffsetDateTime::now_utc().format(&Rfc3339).expect("a UTC time formats");
             restored["edit"] = json!({"by": name, "at": now, "restores": rev});
-            let preview = json!({"before": strip(&doc), "after": strip(&restored)});
+            let preview = json!({"before": own_fields(&doc), "after": own_fields(&restored)});
             let changes = changed_fields(&preview);
             let mut out = std::io::stdout().lock();
             if changes.is_empty() {
@@ -202,18 +236,6 @@ impl RestoreArgs {
     }
 }
 
-/// A document's fields without CouchDB's own.
-fn strip(doc: &Value) -> Value {
-    let kept: serde_json::Map<String, Value> = doc
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !k.starts_with('_'))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    Value::Object(kept)
-}
-
 /// The recorded version `rev` names, or the last one recorded at or before `at`.
 fn pick<'a>(
     entries: &'a [Value],
@@ -223,9 +245,10 @@ fn pick<'a>(
     let mut versions = entries.iter().rev().filter(|e| e["type"] == "change" && e["after"].is_object());
     let found = match (rev, at) {
         (Some(rev), _) => versions.find(|e| e["rev"] == rev),
-        // Newest first: the first at or before `at`.
+        // Newest first: the first recorded at or before `at` (when it was recorded, never when
+        // its writer says it wrote it).
         (None, Some(at)) => versions.find(|e| {
-            let when = e["at"].as_str().or(e["recorded_at"].as_str()).unwrap_or("");
+            let when = e["recorded_at"].as_str().unwrap_or("");
             OffsetDateTime::parse(when, &Rfc3339).is_ok_and(|t| t <= at)
         }),
         (None, None) => None,
@@ -262,6 +285,17 @@ mod tests {
         assert!(pick(&entries, Some("2-b"), None).is_err(), "a gap has no version to restore");
         let before = OffsetDateTime::parse("2026-10-01T00:00:00Z", &Rfc3339).unwrap();
         assert!(pick(&entries, None, Some(before)).is_err());
+        // A write that states it was made in 2020, recorded on the 25th: it was not live before.
+        let mut backdated = change("4-d", "2026-11-25T00:00:00Z", "https://bad.example/");
+        backdated["at"] = json!("2020-01-01T00:00:00Z");
+        let entries = [entries[0].clone(), entries[2].clone(), backdated];
+        let at = OffsetDateTime::parse("2026-11-22T00:00:00Z", &Rfc3339).unwrap();
+        assert_eq!(pick(&entries, None, Some(at)).unwrap()["after"]["url"], "https://c.example/");
+        let text = describe(&entries[2]);
+        assert!(
+            text.starts_with("2026-11-25T00:00:00Z  4-d  changed  writer not stated, stated 2020-01-01T00:00:00Z"),
+            "{text}"
+        );
     }
 
     #[test]

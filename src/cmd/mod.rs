@@ -300,6 +300,19 @@ impl std::fmt::Debug for SecretFile {
 }
 
 /// A single-threaded runtime, for the commands that wait on CouchDB one request at a time.
+/// The history database of `links`, as `--history-db` names it (`off`: none; default:
+/// `<db>_history`).
+pub(crate) fn history_of(
+    links: &crate::couch::CouchClient,
+    history_db: Option<&str>,
+) -> Option<crate::couch::CouchClient> {
+    match history_db {
+        Some("off") => None,
+        Some(name) => Some(links.for_database(name)),
+        None => Some(links.for_database(&crate::history::database_of(links.database()))),
+    }
+}
+
 pub(crate) fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }

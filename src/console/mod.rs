@@ -235,7 +235,14 @@ impl Console {
                     Err(_) => json_error(500, "internal", "the password could not be hashed"),
                 }
             }
-            Route::Couch { path } => self.pass(parts, path, body).await,
+            Route::Couch { path } => {
+                if path.ends_with("/_bulk_docs") {
+                    if let Err(refusal) = route::bulk_body(&body) {
+                        return json_error(refusal.status, "bad_request", &refusal.reason);
+                    }
+                }
+                self.pass(parts, path, body).await
+            }
         }
     }
 

@@ -76,6 +76,7 @@ pub const ASSETS: &[(&str, &str, &[u8])] = &[
     ("app.js", "text/javascript; charset=utf-8", include_bytes!("../../console/app.js")),
     ("client.js", "text/javascript; charset=utf-8", include_bytes!("../../console/client.js")),
     ("model.js", "text/javascript; charset=utf-8", include_bytes!("../../console/model.js")),
+    ("batch.js", "text/javascript; charset=utf-8", include_bytes!("../../console/batch.js")),
     ("chart.js", "text/javascript; charset=utf-8", include_bytes!("../../console/chart.js")),
     ("router.js", "text/javascript; charset=utf-8", include_bytes!("../../console/router.js")),
     ("views/bulk.js", "text/javascript; charset=utf-8", include_bytes!("../../console/views/bulk.js")),
@@ -180,8 +181,9 @@ fn qr_route(rest: &str, query: &str, sites: &[ConsoleSite]) -> Result<Route, Ref
 }
 
 /// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
-/// `_all_docs`, its console views, a link read or written, a bulk change (`_bulk_docs`), the
-/// clicks views, and the history's `_all_docs` (a link's entries) and `by_batch` (an undo).
+/// `_all_docs`, its console views, a link read or written, a bulk change (`_bulk_docs`, its
+/// body checked by [`bulk_body`]), the clicks views, the history's `_all_docs` (a link's entries,
+/// a bulk change's record) and a part of a bulk change's record written (`~batch:...`).
 fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String, Refusal> {
     let not_used = || refuse(404, format!("{method} {path} is not a CouchDB request the console makes"));
     // Escapes and dot segments would name, once CouchDB (or the URL parser) decodes them,
@@ -204,7 +206,8 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
     let clicks = sites.iter().find(|s| s.clicks_db.as_deref() == Some(db));
     if sites.iter().any(|s| s.history_db.as_deref() == Some(db)) {
         return match (doc, method) {
-            (Some("_all_docs" | "_design/history/_view/by_batch"), "GET") => Ok(path.into()),
+            (Some("_all_docs"), "GET") => Ok(path.into()),
+            (Some(doc), "PUT") if is_record_part(doc) => Ok(path.into()),
             _ => Err(not_used()),
         };
     }
@@ -229,6 +232,33 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
         }
         _ => Err(not_used()),
     }
+}
+
+/// `~batch:<name>:<part>` or `~batch:<name>:<part>:written`: a part of a bulk change's record
+/// (src/bulk.rs, `part_id`), as the history's validation function takes it.
+fn is_record_part(doc: &str) -> bool {
+    let Some(rest) = doc.strip_prefix("~batch:") else { return false };
+    let rest = rest.strip_suffix(":written").unwrap_or(rest);
+    let Some((name, part)) = rest.rsplit_once(':') else { return false };
+    crate::domain::is_batch_name(name) && part.len() == 4 && part.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether a bulk change's body (`POST /{links}/_bulk_docs`) is one the page makes: link
+/// documents only, written as edits (never `new_edits: false`, which writes a revision a
+/// client names and passes no conflict), so that the console writes nothing but links, never a
+/// database's local documents (`_local/couchlink`, which no validation function guards).
+pub fn bulk_body(body: &[u8]) -> Result<(), Refusal> {
+    let refused = |why: &str| refuse(400, format!("a bulk change through the console {why}"));
+    let parsed: serde_json::Value = serde_json::from_slice(body).map_err(|_| refused("is a JSON object"))?;
+    let Some(fields) = parsed.as_object() else { return Err(refused("is a JSON object")) };
+    if fields.keys().any(|k| k != "docs") {
+        return Err(refused("holds only \"docs\" (no \"new_edits\")"));
+    }
+    let docs = fields.get("docs").and_then(serde_json::Value::as_array).ok_or_else(|| refused("holds \"docs\""))?;
+    if docs.iter().any(|d| d["_id"].as_str().is_none_or(|id| LinkId::parse(id).is_err())) {
+        return Err(refused("writes only links, each with its ID (5 letters or digits)"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -273,7 +303,8 @@ mod tests {
             ("PUT", "/couch/links/H83if"),
             ("GET", "/couch/links_clicks/_design/clicks/_view/by_link"),
             ("GET", "/couch/links_history/_all_docs"),
-            ("GET", "/couch/links_history/_design/history/_view/by_batch"),
+            ("PUT", "/couch/links_history/~batch:bulk-20261128T090000-a1b2c3d4:0001"),
+            ("PUT", "/couch/links_history/~batch:undo-20261128T090000-a1b2c3d4:0012:written"),
             ("POST", "/couch/links/_bulk_docs"),
         ] {
             assert_eq!(
@@ -295,6 +326,12 @@ mod tests {
             ("GET", "/couch/links_clicks/_all_docs"),
             ("PUT", "/couch/links_history/x"),
             ("GET", "/couch/links_history/_design/history/_view/gaps"),
+            ("GET", "/couch/links_history/_design/history/_view/by_batch"),
+            ("PUT", "/couch/links_history/~recorder"),
+            ("PUT", "/couch/links_history/~batch:bulk-1:1"),
+            ("PUT", "/couch/links_history/~batch:bulk 1:0001"),
+            ("PUT", "/couch/links_history/H83if/0000000001-a"),
+            ("PUT", "/couch/links/_local/couchlink"),
             ("GET", "/couch/links/H83if/attachment"),
             ("PUT", "/couch/links/%5Fdesign%2Flinks"),
             ("GET", "/couch/links/.."),
@@ -302,6 +339,22 @@ mod tests {
             ("PUT", "/couch/links/toolong"),
         ] {
             assert_eq!(route(method, path, Source::OwnPage, &s).unwrap_err().status, 404, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn a_bulk_change_through_the_console_writes_links_and_nothing_else() {
+        assert_eq!(bulk_body(br#"{"docs": [{"_id": "H83if", "url": "https://a.example/"}]}"#), Ok(()));
+        for body in [
+            r#"{"docs": [{"_id": "_local/couchlink", "identity": "x"}]}"#,
+            r#"{"docs": [{"_id": "H83if", "url": "https://a.example/"}, {"_id": "_design/links"}]}"#,
+            r#"{"new_edits": false, "docs": [{"_id": "H83if", "_rev": "1-ABCDEF", "url": "https://a.example/"}]}"#,
+            r#"{"docs": [{"url": "https://a.example/"}]}"#,
+            r#"{"docs": {}}"#,
+            r#"[]"#,
+            "not json",
+        ] {
+            assert_eq!(bulk_body(body.as_bytes()).unwrap_err().status, 400, "{body}");
         }
     }
 

@@ -212,12 +212,23 @@ fn stated(body: &Value, before: Option<&Value>, before_known: bool) -> Stated {
 /// A document's fields as history keeps them: all but `_id`, `_rev` and CouchDB's metadata;
 /// `None` for a deletion.
 fn fields(body: &Value) -> Option<Value> {
-    if body.get("_deleted").and_then(Value::as_bool).unwrap_or(false) {
+    if body.get("_deleted").and_then(Value::as_bool).unwrap_or(false) || !body.is_object() {
         return None;
     }
-    let kept: Map<String, Value> =
-        body.as_object()?.iter().filter(|(k, _)| !k.starts_with('_')).map(|(k, v)| (k.clone(), v.clone())).collect();
-    Some(Value::Object(kept))
+    Some(own_fields(body))
+}
+
+/// A document's own fields: all but CouchDB's (`_id`, `_rev`, `_revisions`...); an empty
+/// object for what is no object.
+pub fn own_fields(doc: &Value) -> Value {
+    let kept: Map<String, Value> = doc
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !k.starts_with('_'))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept)
 }
 
 /// `before` and `after` as an entry keeps them, and what it keeps of the fields too long to

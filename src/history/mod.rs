@@ -1,11 +1,12 @@
 //! A link's history (docs/reference.md, "History"; docs/architecture.md, "History"): every
 //! revision of every link, whoever wrote it, recorded in the history database
-//! (`{db}_history`) by every running proxy, exactly once however many run.
+//! (`{db}_history`) by one of the running proxies at a time, exactly once however many run.
+//! The same database holds each bulk change's record, written by its writer ([`crate::bulk`]).
 //!
 //! - [`entry`]: the plain rules: a chain of revisions and what came before it in, entries out.
 //! - [`recorder`]: the task that follows the links database's `_changes`, fetches what the
-//!   rules need, and writes the entries.
-//! - [`read`]: a link's entries and a batch's, for the CLI's `history`, `restore` and `undo`.
+//!   rules need, and writes the entries; the proxies' hand-over of it.
+//! - [`read`]: a link's entries and what changed in one, for the CLI's `history` and `restore`.
 
 pub mod entry;
 pub mod read;
@@ -55,13 +56,11 @@ pub fn database_of(db: &str) -> String {
 pub const DESIGN_DOC: &str = "history";
 
 const VALIDATE_DOC_UPDATE: &str = include_str!("../../couchdb/history/validate_doc_update.js");
-const BY_BATCH: &str = include_str!("../../couchdb/history/by_batch.js");
 const GAPS: &str = include_str!("../../couchdb/history/gaps.js");
 
 /// `_design/history` for recorders holding one of `writer_roles` and editors holding one of
 /// `editor_roles`: the validation (only recorders write entries, each once, and their
-/// checkpoint; an editor records their own bulk change) and the views (a bulk change's
-/// entries, the gaps).
+/// checkpoint; an editor records their own bulk change) and the view of the gaps.
 pub fn design(writer_roles: &[&str], editor_roles: &[&str]) -> Value {
     let mut validate = function(VALIDATE_DOC_UPDATE);
     for (template, roles) in [
@@ -77,7 +76,6 @@ pub fn design(writer_roles: &[&str], editor_roles: &[&str]) -> Value {
         "language": "javascript",
         "validate_doc_update": validate,
         "views": {
-            "by_batch": {"map": function(BY_BATCH)},
             "gaps": {"map": function(GAPS), "reduce": "_sum"},
         },
     })

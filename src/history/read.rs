@@ -11,19 +11,28 @@ pub async fn link_entries(history: &CouchClient, link: &LinkId) -> Result<Vec<Va
 }
 
 /// The fields of a change entry that differ between before and after, in name order, `edit`
-/// left out (it says who, not what): `(field, before, after)`, `None` where absent.
+/// left out (it says who, not what): `(field, before, after)`, `None` where absent. A field the
+/// entry kept as its size and digest (too long to keep) is `{"large": {"bytes", "blake2b"}}`,
+/// the same on both sides when it did not change.
 pub fn changed_fields(entry: &Value) -> Vec<(String, Option<Value>, Option<Value>)> {
     let empty = serde_json::Map::new();
-    let before = entry["before"].as_object().unwrap_or(&empty);
-    let after = entry["after"].as_object().unwrap_or(&empty);
-    let mut names: Vec<&String> = before.keys().chain(after.keys()).filter(|k| *k != "edit").collect();
+    let side = |name: &str| {
+        let fields = entry[name].as_object().unwrap_or(&empty);
+        let large = entry["large"][name].as_object().unwrap_or(&empty);
+        move |k: &str| fields.get(k).cloned().or_else(|| large.get(k).map(|l| serde_json::json!({"large": l})))
+    };
+    let (before, after) = (side("before"), side("after"));
+    let mut names: Vec<&String> = ["before", "after"]
+        .iter()
+        .flat_map(|s| {
+            let fields = entry[*s].as_object().unwrap_or(&empty).keys();
+            fields.chain(entry["large"][*s].as_object().unwrap_or(&empty).keys())
+        })
+        .filter(|k| *k != "edit")
+        .collect();
     names.sort();
     names.dedup();
-    names
-        .into_iter()
-        .filter(|k| before.get(*k) != after.get(*k))
-        .map(|k| (k.clone(), before.get(k).cloned(), after.get(k).cloned()))
-        .collect()
+    names.into_iter().map(|k| (k.clone(), before(k), after(k))).filter(|(_, b, a)| b != a).collect()
 }
 
 #[cfg(test)]
@@ -38,7 +47,7 @@ mod tests {
         let cases = table["cases"].as_array().unwrap();
         assert!(cases.len() >= 5);
         for case in cases {
-            let entry = json!({"before": case["before"], "after": case["after"]});
+            let entry = json!({"before": case["before"], "after": case["after"], "large": case.get("large")});
             let listed: Vec<Value> = changed_fields(&entry)
                 .into_iter()
                 .map(|(k, b, a)| json!([k, b.unwrap_or(Value::Null), a.unwrap_or(Value::Null)]))

@@ -242,7 +242,8 @@ pub struct Recorder {
     pub status: Arc<RecorderStatus>,
     /// How it shares the work.
     pub timing: Timing,
-    /// Who it is, in the checkpoint: the proxy's name and a random part, unique per start.
+    /// Who it is, in the checkpoint: the proxy's name and where it answers, the same across
+    /// its restarts (a proxy that stopped without handing over takes its own back at once).
     pub holder: String,
     /// The checkpoint as this recorder last wrote it: `(revision, sequence, began)`.
     held: Mutex<Option<(String, Value, String)>>,
@@ -268,14 +269,15 @@ struct Held {
 }
 
 impl Recorder {
-    /// A recorder of `links` into `history`, named after `proxy` in the checkpoint.
-    pub fn new(links: CouchClient, history: CouchClient, proxy: &str, timing: Timing) -> Self {
+    /// A recorder of `links` into `history`, named `holder` in the checkpoint (the proxy's name
+    /// and its admin address: two proxies of one name on one host are told apart).
+    pub fn new(links: CouchClient, history: CouchClient, holder: String, timing: Timing) -> Self {
         Recorder {
             links,
             history,
             status: Arc::new(RecorderStatus::new(timing.behind)),
             timing,
-            holder: format!("{proxy}-{:08x}", rand::random::<u32>()),
+            holder,
             held: Mutex::new(None),
         }
     }
@@ -314,7 +316,12 @@ impl Recorder {
                 _ = stopped.changed() => break,
             }
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.release()).await;
+        if tokio::time::timeout(Duration::from_secs(5), self.release()).await.is_err() {
+            tracing::warn!(
+                "history of {}: checkpoint not handed over within 5 s (the next proxy takes it after the lease)",
+                self.links.database()
+            );
+        }
     }
 
     /// Takes the checkpoint (standing by while another recorder holds it), then records while
@@ -478,16 +485,30 @@ impl Recorder {
         }
     }
 
-    /// Hands the checkpoint over at a stop: the next recorder takes it at once.
+    /// Hands the checkpoint over at a stop: the next recorder takes it at once. Its last write
+    /// may have reached CouchDB unanswered (the stop cut it short): then the checkpoint is read
+    /// again, and handed over while it is still this recorder's.
     async fn release(&self) {
-        let Some((rev, seq, began)) = self.held.lock().expect("recorder lock").take() else { return };
-        let doc = self.checkpoint(Some(&rev), &seq, &began, None);
-        match self.history.create_doc_raw(CHECKPOINT, &doc).await {
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!("history of {}: checkpoint not handed over: {}", self.links.database(), Causes(&e))
+        let Some((mut rev, seq, began)) = self.held.lock().expect("recorder lock").take() else { return };
+        for _ in 0..3 {
+            let doc = self.checkpoint(Some(&rev), &seq, &began, None);
+            match self.history.create_doc_raw(CHECKPOINT, &doc).await {
+                Ok(Created::Stored(_)) => return,
+                Ok(Created::Conflict) => match self.history.doc(CHECKPOINT).await {
+                    Ok(Some(current)) if current["holder"] == self.holder.as_str() => {
+                        rev = current["_rev"].as_str().unwrap_or_default().to_owned();
+                    }
+                    // Another recorder holds it: nothing to hand over.
+                    Ok(_) => return,
+                    Err(e) => return self.not_released(&e),
+                },
+                Err(e) => return self.not_released(&e),
             }
         }
+    }
+
+    fn not_released(&self, error: &CouchError) {
+        tracing::warn!("history of {}: checkpoint not handed over: {}", self.links.database(), Causes(error));
     }
 
     /// The checkpoint document: where recording stands, since when history is kept, and who

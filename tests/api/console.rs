@@ -196,3 +196,47 @@ fn the_pages_own_tests_pass_in_node() {
     assert_eq!(count("fail"), Some(0), "{said}");
     assert!(count("pass").is_some_and(|n| n >= 15), "{said}");
 }
+
+/// The console writes links and nothing else: never a database's local documents (its identity,
+/// `_local/couchlink`, which no validation function guards and a proxy's snapshot is checked
+/// against), never a revision a client names itself (`new_edits: false`).
+#[tokio::test]
+async fn a_bulk_change_through_the_console_writes_links_and_nothing_else() {
+    let db = TestDb::new().await;
+    let console = start_console(&db).await;
+    let identity: Value = db.admin(reqwest::Method::GET, "_local/couchlink", None).await.json().await.unwrap();
+    assert!(identity["identity"].is_string(), "{identity}");
+    let bulk = |body: Value| {
+        http()
+            .post(format!("{console}/couch/{}/_bulk_docs", db.name))
+            .header("origin", console.as_str())
+            .basic_auth(EDITOR.0, Some(EDITOR.1))
+            .json(&body)
+            .send()
+    };
+    for body in [
+        json!({"docs": [{"_id": "_local/couchlink", "identity": "not-yours"}]}),
+        json!({"docs": [{"_id": "Bulk1", "url": "https://a.example/"}, {"_id": "_local/x", "n": 1}]}),
+        json!({"new_edits": false, "docs": [{"_id": "Bulk1", "_rev": "1-ABCDEF", "url": "https://a.example/"}]}),
+    ] {
+        let answer = bulk(body.clone()).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{body}");
+        let said: Value = answer.json().await.unwrap();
+        assert!(said["reason"].as_str().unwrap().starts_with("a bulk change through the console"), "{said}");
+    }
+    let put = http()
+        .put(format!("{console}/couch/{}/_local/couchlink", db.name))
+        .header("origin", console.as_str())
+        .basic_auth(EDITOR.0, Some(EDITOR.1))
+        .json(&json!({"identity": "not-yours"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::NOT_FOUND);
+    let after: Value = db.admin(reqwest::Method::GET, "_local/couchlink", None).await.json().await.unwrap();
+    assert_eq!(after["identity"], identity["identity"], "the identity is as setup made it");
+    assert_eq!(db.rev("Bulk1").await, None);
+    let answer = bulk(json!({"docs": [{"_id": "Bulk1", "url": "https://a.example/"}]})).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::CREATED, "links are written");
+    assert!(db.rev("Bulk1").await.is_some());
+}

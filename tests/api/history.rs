@@ -320,6 +320,7 @@ async fn a_bulk_change_is_previewed_applied_link_by_link_and_undone_sparing_link
     assert!(text.contains("Blk01: applied") && text.contains("Blk02: applied"), "{text}");
     let batch =
         text.lines().find_map(|l| l.strip_prefix("bulk change ")).unwrap().split(':').next().unwrap().to_owned();
+    assert!(text.contains(&format!("to undo it: couchlink undo {batch} --db {}\n", db.name)), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 of 3 link(s) not applied"));
     let stored: Value = db.admin(reqwest::Method::GET, "Blk02", None).await.json().await.unwrap();
     assert_eq!(
@@ -334,14 +335,22 @@ async fn a_bulk_change_is_previewed_applied_link_by_link_and_undone_sparing_link
     wait_for_entries(&db, "Blk01", 2).await;
     assert_eq!(edit(&db, "Blk01", json!({"url": "https://example.com/by-hand", "tags": ["spring"]})).await.0, 201);
 
-    // A reader may preview nothing into CouchDB: every write refused, each said.
-    let out = couchlink_at(&db, READER).args(["bulk", "--ids", "Blk04", "--deactivate"]).output().unwrap();
+    // A reader may write nothing: CouchDB refuses the change's record, and so nothing is
+    // written, each link said.
+    let out =
+        couchlink_at(&db, plain_reader().await).args(["bulk", "--ids", "Blk04", "--deactivate"]).output().unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("Blk04: refused by CouchDB"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(said.contains("Blk04: not written") && said.contains("may read the history, not write it"), "{said}");
+    // With the history off, the change is not recorded and cannot be undone, and says so; the
+    // reader is then refused by the links' own validation.
+    let out = couchlink_at(&db, plain_reader().await)
+        .args(["bulk", "--ids", "Blk04", "--deactivate", "--history-db", "off"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(said.contains("Blk04: refused by CouchDB"), "{said}");
 
     // Undo: the batch's links back as they were, but the one edited since, which is said.
     let out = couchlink_at(&db, EDITOR).args(["undo", &batch]).output().unwrap();
@@ -352,7 +361,9 @@ async fn a_bulk_change_is_previewed_applied_link_by_link_and_undone_sparing_link
     let stored: Value = db.admin(reqwest::Method::GET, "Blk02", None).await.json().await.unwrap();
     assert_eq!(stored["url"], "https://example.com/Blk02");
     assert_eq!(stored.get("valid_from"), None);
-    assert_eq!(stored["edit"]["batch"], format!("undo-{batch}"));
+    let undo_batch = stored["edit"]["batch"].as_str().unwrap();
+    assert!(undo_batch.starts_with("undo-"), "{stored}");
+    assert!(text.contains(&format!("to undo it: couchlink undo {undo_batch} --db {}", db.name)), "{text}");
     let by_hand: Value = db.admin(reqwest::Method::GET, "Blk01", None).await.json().await.unwrap();
     assert_eq!(by_hand["url"], "https://example.com/by-hand", "never written over");
     app.stop().await.unwrap();
@@ -629,4 +640,142 @@ async fn one_proxy_records_at_a_time_and_another_takes_over_when_it_stops() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(entries(&db, "Hand1").await.len(), 4, "each revision once");
     standby.stop().await.unwrap();
+}
+
+/// A second editor of the test databases.
+const OTHER_EDITOR: (&str, &str) = ("couchlink-test-editor-2", "editor-2-pw");
+
+/// The batch `couchlink bulk` names in its output.
+fn batch_of(text: &str) -> String {
+    text.lines().find_map(|l| l.strip_prefix("bulk change ")).unwrap().split(':').next().unwrap().to_owned()
+}
+
+/// Undo reads the change's own record, written as the change is made: undone at once, before
+/// any recorder has recorded a thing (none runs here), every link goes back; what another
+/// editor states or records under the change's name makes nothing part of it.
+#[tokio::test]
+async fn undo_at_once_puts_back_every_link_and_only_the_change_s_own() {
+    let db = recorded_db().await;
+    crate::support::couch::ensure_user(couch(), OTHER_EDITOR, EDITOR_ROLE).await;
+    let ids: Vec<String> = (0..1000).map(|i| format!("U{i:04}")).collect();
+    for chunk in ids.chunks(500) {
+        let docs: Vec<Value> = chunk
+            .iter()
+            .map(|id| json!({"_id": id, "url": format!("https://example.com/{id}"), "tags": ["run-7"]}))
+            .collect();
+        let r = db.admin(reqwest::Method::POST, "_bulk_docs", Some(&json!({"docs": docs}))).await;
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    assert_eq!(edit(&db, "Other", json!({"url": "https://example.com/other"})).await.0, 201);
+
+    let out = couchlink_at(&db, EDITOR)
+        .args(["bulk", "--tag", "run-7", "--set-url", "https://example.com/wrong"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("bulk change ") && text.contains(": 1000 applied, 0 not"), "{}", &text[text.len() - 300..]);
+    let batch = batch_of(&text);
+
+    // Another editor: a link of theirs set to their URL and back, the second write stating the
+    // change's name; then records of their own under the change's name.
+    assert_eq!(edit(&db, "Other", json!({"url": "https://mallory.example/"})).await.0, 201);
+    let mut doc: Value = db.admin(reqwest::Method::GET, "Other", None).await.json().await.unwrap();
+    doc["url"] = json!("https://example.com/other");
+    doc["edit"] = json!({"by": OTHER_EDITOR.0, "batch": batch});
+    let r = db.request_as(Some(OTHER_EDITOR), reqwest::Method::PUT, "Other", Some(&doc)).await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let forged = json!({"type": "batch", "batch": batch, "by": OTHER_EDITOR.0, "at": "2026-12-01T10:00:00Z", "part": 3,
+        "parts": 3, "edit": {"by": OTHER_EDITOR.0, "batch": batch}, "undoes": null,
+        "links": [{"id": "Other", "rev": "1-x", "before": {"url": "https://mallory.example/"}}]});
+    let path = format!("~batch:{batch}:0003");
+    let (status, body) = on_history(&db, Some(OTHER_EDITOR), reqwest::Method::PUT, &path, Some(&forged)).await;
+    assert_eq!(status, 201, "an editor records in their own name: {body}");
+    let mut in_their_name = forged.clone();
+    in_their_name["by"] = json!(EDITOR.0);
+    let path = format!("~batch:{batch}:0004");
+    let (status, body) = on_history(&db, Some(OTHER_EDITOR), reqwest::Method::PUT, &path, Some(&in_their_name)).await;
+    assert_eq!(status, 403, "never in another's: {body}");
+    let (status, body) = on_history(&db, Some(plain_reader().await), reqwest::Method::PUT, &path, Some(&forged)).await;
+    assert!(status == 403 || status == 401, "a reader records nothing: {status} {body}");
+    // And one link of the change edited since by hand.
+    assert_eq!(edit(&db, "U0007", json!({"url": "https://example.com/by-hand", "tags": ["run-7"]})).await.0, 201);
+
+    let out = couchlink_at(&db, EDITOR).args(["undo", &batch]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "a link was spared: {said}");
+    assert!(text.contains("U0007: edited since the bulk change; left as it is"), "{text}");
+    assert!(text.contains(": 999 applied, 0 not"), "{}", &text[text.len() - 300..]);
+    assert!(said.contains("1 of 1000 link(s) not applied"), "{said}");
+    assert!(text.contains(&format!("~batch:{batch}:0003: recorded under this name by another account")), "{text}");
+    let back = db.admin(reqwest::Method::POST, "_all_docs?include_docs=true", Some(&json!({"keys": ids}))).await;
+    let back: Value = back.json().await.unwrap();
+    let wrong: Vec<&str> = back["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["doc"]["url"] != format!("https://example.com/{}", r["id"].as_str().unwrap()))
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(wrong, ["U0007"], "every link back but the one edited since");
+    let other: Value = db.admin(reqwest::Method::GET, "Other", None).await.json().await.unwrap();
+    assert_eq!(other["url"], "https://example.com/other", "left as the change's writer found it");
+}
+
+/// A change interrupted before it recorded the revisions it wrote: undo finds its writes by
+/// their ancestry (the child of the revision the change read, stating the change's own
+/// `edit`), and names what it cannot tell.
+#[tokio::test]
+async fn undo_of_a_change_interrupted_before_recording_its_revisions_finds_them_by_ancestry() {
+    let db = recorded_db().await;
+    for id in ["Int01", "Int02", "Int03"] {
+        assert_eq!(edit(&db, id, json!({"url": format!("https://example.com/{id}"), "tags": ["int"]})).await.0, 201);
+    }
+    let out = cli(&db, EDITOR, &["bulk", "--tag", "int", "--set-url", "https://example.com/wrong"]);
+    let batch = batch_of(&out);
+    // As if it had stopped before its last write: the record of its revisions is not there.
+    let path = format!("~batch:{batch}:0001:written");
+    let (_, written) = on_history(&db, None, reqwest::Method::GET, &path, None).await;
+    let rev = written["_rev"].as_str().unwrap();
+    let (status, body) = on_history(&db, None, reqwest::Method::DELETE, &format!("{path}?rev={rev}"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(edit(&db, "Int02", json!({"url": "https://example.com/by-hand", "tags": ["int"]})).await.0, 201);
+    let out = couchlink_at(&db, EDITOR).args(["undo", &batch]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("Int01: applied") && text.contains("Int03: applied"), "{text}");
+    assert!(text.contains("Int02: the bulk change was interrupted"), "{text}");
+    for (id, url) in [
+        ("Int01", "https://example.com/Int01"),
+        ("Int02", "https://example.com/by-hand"),
+        ("Int03", "https://example.com/Int03"),
+    ] {
+        let doc: Value = db.admin(reqwest::Method::GET, id, None).await.json().await.unwrap();
+        assert_eq!(doc["url"], url, "{id}");
+    }
+}
+
+/// A time a write states is its writer's word: shown as stated, beside when it was recorded,
+/// which alone orders the history and picks what `restore --at` puts back.
+#[tokio::test]
+async fn a_stated_time_is_shown_as_stated_and_restore_at_picks_by_when_it_was_recorded() {
+    let db = recorded_db().await;
+    let mut app = recording(&db).await;
+    wait_recording(&app).await;
+    assert_eq!(edit(&db, "Time1", json!({"url": "https://good.example/"})).await.0, 201);
+    wait_for_entries(&db, "Time1", 1).await;
+    let good_was_live = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap();
+    let backdated = json!({"url": "https://bad.example/", "edit": {"by": EDITOR.0, "at": "2020-01-01T00:00:00Z"}});
+    assert_eq!(edit(&db, "Time1", backdated).await.0, 201);
+    let (found, _) = wait_for_entries(&db, "Time1", 2).await;
+    assert_eq!(found[1]["at"], "2020-01-01T00:00:00Z", "as stated");
+    let text = cli(&db, READER, &["history", "Time1"]);
+    let line = text.lines().find(|l| l.contains("stated 2020-01-01T00:00:00Z")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with(found[1]["recorded_at"].as_str().unwrap()), "when it was recorded first: {line}");
+    let done = cli(&db, EDITOR, &["restore", "Time1", "--at", &good_was_live]);
+    assert!(done.contains("restored"), "{done}");
+    let now: Value = db.admin(reqwest::Method::GET, "Time1", None).await.json().await.unwrap();
+    assert_eq!(now["url"], "https://good.example/");
+    app.stop().await.unwrap();
 }
