@@ -74,11 +74,13 @@ wait_cache() {
 }
 # wait_cache_full ADMIN_PORT LINKS: wait_cache, then (at most 10 more minutes) until its history
 # has caught up, as in a running installation: a fresh start's recorder first writes an entry for
-# every link, work a measured round must not share the machine with.
+# every link, work a measured round must not share the machine with. (An older build says
+# nothing of "starting"; a proxy standing by while another records is caught up.)
 wait_cache_full() {
   wait_cache "$1" "$2"
   for _ in $(seq 1 1200); do
-    curl -fsS "http://127.0.0.1:$1/healthz" 2>/dev/null | grep -q '"history":{[^}]*"status":"catching up"' || return 0
+    curl -fsS "http://127.0.0.1:$1/healthz" 2>/dev/null |
+      grep -qE '"history":\{[^}]*"status":"(catching up|starting)"' || return 0
     sleep 0.5
   done
 }

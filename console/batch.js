@@ -1,8 +1,9 @@
 // A bulk change's record, pure (src/bulk.rs holds the same rules; tests/undo_cases.json holds
-// both to the same cases): written to the history database by the change's writer as the change
-// is made (each part's links, their revisions and what they were, before the links are
-// written; the revisions they got, after), and read back by undo, which so never waits for a
-// recorder and never believes what a later write states.
+// both to the same cases): written to the history database by the change's writer before any
+// of its links (each link, the revision it was read at and what it was), and read back by undo,
+// which so never waits for a recorder, and puts a link back only while it is still the change's
+// own write (the child of the revision the change read, stating the change's edit): what a
+// later write states makes nothing part of a change.
 
 // Links per part (one `_bulk_docs` each), and about how many bytes of JSON a part holds at most.
 export const PART = 500;
@@ -13,8 +14,7 @@ export const KEPT_BEFORE = 64 * 1024;
 
 const bytes = (value) => new TextEncoder().encode(JSON.stringify(value)).length;
 
-export const partId = (batch, part, written = false) =>
-  `~batch:${batch}:${String(part).padStart(4, '0')}${written ? ':written' : ''}`;
+export const partId = (batch, part) => `~batch:${batch}:${String(part).padStart(4, '0')}`;
 
 // The record of `writes` (each {id, before: the link as read, _rev included}) as parts: each
 // part's writes and its document. `edit`: what each link states ({by, at, batch}).
@@ -41,42 +41,47 @@ export function recordParts(batch, edit, writes, undoes = null) {
   }));
 }
 
-// The revisions part `part` of `count` wrote: {id: rev}.
-export const writtenDoc = (batch, edit, part, count, written) =>
-  ({ _id: partId(batch, part, true), type: 'batch_written', batch, by: edit.by, at: edit.at, part, parts: count, written });
+// The record of `batch` from the documents under its name (read with their conflicts),
+// believing only the parts its first one says it has, of its writer, without a conflicting
+// revision; null without a first part. {by, edit, undoes, members: [{id, rev, before}], ignored}.
+// Two `edit` objects alike, whatever the order of their fields.
+const same = (a, b) => {
+  const canon = (v) => (v && typeof v === 'object' ? JSON.stringify(v, Object.keys(v).sort()) : JSON.stringify(v));
+  return canon(a) === canon(b);
+};
 
-// The record of `batch` from the documents under its name, believing only those of the writer
-// of its first part; null without one. {by, edit, members: [{id, rev, before, written}], ignored}
-// where written is a revision, null (nothing written) or undefined (not recorded).
 export function readRecord(batch, docs) {
-  const head = docs.find((d) => d._id === partId(batch, 1) && d.type === 'batch');
+  const sound = (d) => d.type === 'batch' && d.batch === batch && !d._conflicts;
+  const head = docs.find((d) => sound(d) && d._id === partId(batch, 1));
   if (!head || typeof head.by !== 'string') return null;
-  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-  const mine = (id) => docs.find((d) => d._id === id && d.by === head.by && d.batch === batch && d.parts === head.parts);
+  const parts = head.parts || 1;
+  const believed = (d) => sound(d) && d.by === head.by && d.parts === head.parts && same(d.edit, head.edit)
+    && Number.isInteger(d.part) && d.part >= 1 && d.part <= parts && d._id === partId(batch, d.part);
   const members = [];
-  for (let part = 1; part <= (head.parts || 1); part++) {
-    const record = mine(partId(batch, part));
-    if (!record || record.type !== 'batch' || !same(record.edit, head.edit)) continue;
-    const written = mine(partId(batch, part, true));
-    for (const m of Array.isArray(record.links) ? record.links : []) {
+  for (const d of docs.filter(believed)) {
+    for (const m of Array.isArray(d.links) ? d.links : []) {
       if (typeof m.id !== 'string' || typeof m.rev !== 'string') continue;
-      const rev = written && written.type === 'batch_written' ? (typeof written.written[m.id] === 'string' ? written.written[m.id] : null) : undefined;
-      members.push({ id: m.id, rev: m.rev, before: m.before && typeof m.before === 'object' ? m.before : null, written: rev });
+      members.push({ id: m.id, rev: m.rev, before: m.before && typeof m.before === 'object' && !Array.isArray(m.before) ? m.before : null });
     }
   }
-  const ignored = docs.filter((d) => d.batch === batch && (d.by !== head.by || d.parts !== head.parts)).map((d) => d._id);
+  const ignored = docs.filter((d) => d.batch === batch && !believed(d)).map((d) => d._id);
   return { batch, by: head.by, edit: head.edit, undoes: head.undoes || null, members, ignored };
 }
 
+// A document's parent revision, from its _revisions.
+function parentOf(doc) {
+  const r = doc._revisions;
+  return r && Array.isArray(r.ids) && r.ids.length > 1 && r.start >= 1 ? `${r.start - 1}-${r.ids[1]}` : null;
+}
+
 // What undoing `record` does to each of its links, given each as it is now (`current`, in the
-// members' order; null: no such link): {id, step, doc?, rev?, current?}.
+// members' order, each with its _revisions; null: no such link): {id, step, doc?, rev?, current?}.
 export function undoPlan(record, current) {
   return record.members.map((m, i) => {
     const doc = current[i];
-    if (m.written === null) return { id: m.id, step: 'not changed' };
-    if (m.written === undefined) return { id: m.id, step: 'unknown' };
-    if (!doc) return { id: m.id, step: 'missing' };
-    if (doc._rev !== m.written) return { id: m.id, step: 'edited since' };
+    if (!doc || doc._deleted === true) return { id: m.id, step: 'missing' };
+    if (doc._rev === m.rev) return { id: m.id, step: 'not changed' };
+    if (!same(doc.edit, record.edit) || parentOf(doc) !== m.rev) return { id: m.id, step: 'changed since' };
     if (!m.before) return { id: m.id, step: 'read back', rev: m.rev, current: doc._rev };
     const back = { ...m.before, _id: m.id, _rev: doc._rev };
     delete back.edit;

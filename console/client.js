@@ -25,9 +25,6 @@ export const isCancelled = (e) => e && e.name === 'AbortError';
 
 const enc = encodeURIComponent;
 const key = (value) => enc(JSON.stringify(value));
-// A history document's ID in a path: `:` as it is (RFC 3986 allows it in a path segment, and
-// the console passes on no path with an escape in it).
-const historyId = (id) => enc(id).replace(/%3A/g, ':');
 
 // `fetcher` is the browser's fetch; `base` the console's address (the page's own by default).
 export function createClient({ fetcher = (...args) => globalThis.fetch(...args), base = '' } = {}) {
@@ -89,16 +86,29 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
       const rows = await couch(`${db(site.db)}/_bulk_docs`, { method: 'POST', body, ...options });
       return new Map(rows.map((r) => [r.id, r]));
     },
-    // A part of a bulk change's record (console/batch.js), in the history database.
-    record: (site, doc, options) =>
-      couch(`${db(site.history_db)}/${historyId(doc._id)}`, { method: 'PUT', body: doc, ...options }),
-    // The documents under bulk change `name`'s record.
+    // A bulk change's record (console/batch.js), all its parts at once, in the history
+    // database: each part's outcome by ID.
+    record: async (site, parts, options) => {
+      const rows = await couch(`${db(site.history_db)}/_bulk_docs`, { method: 'POST', body: { docs: parts }, ...options });
+      return new Map(rows.map((r) => [r.id, r]));
+    },
+    // The documents under bulk change `name`'s record, with their conflicts.
     recorded: async (site, name, options) => {
       const prefix = `~batch:${name}:`;
-      const rows = (await couch(`${db(site.history_db)}/_all_docs?include_docs=true`
+      const rows = (await couch(`${db(site.history_db)}/_all_docs?include_docs=true&conflicts=true`
         + `&startkey=${key(prefix)}&endkey=${key(`${prefix}\ufff0`)}`, options)).rows;
       return rows.map((r) => r.doc).filter(Boolean);
     },
+    // The links `ids` as they are now, each with its ancestry (`_revisions`; null: none), a
+    // few at a time.
+    withAncestry: (site, ids, options) => each(ids, async (id) => {
+      try {
+        return await couch(`${db(site.db)}/${enc(id)}?revs=true`, options);
+      } catch (e) {
+        if (e.status === 404) return null;
+        throw e;
+      }
+    }, 8),
     // Link `id` at revision `rev` (null when CouchDB no longer holds it).
     revision: async (site, id, rev, options) => {
       try {

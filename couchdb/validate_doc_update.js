@@ -28,13 +28,35 @@ function (newDoc, oldDoc, userCtx, secObj) {
     refuse(null, 'Your account "' + userCtx.name + '" may not change links in this database. ' +
       'Ask a CouchDB admin for the "' + EDITOR_ROLES[0] + '" role.');
   }
+  // A write that names its own revision (`new_edits: false`, as replication does) writes a
+  // revision beside the current one, past the conflict check, and its `oldDoc` is whatever
+  // ancestor it names: replicating links in is for admins. CouchDB hands an edit its parent's
+  // `_rev` (and `oldDoc` that revision), a new document none.
+  if (!isAdmin && typeof newDoc._rev === 'string' && (!oldDoc || oldDoc._rev !== newDoc._rev)) {
+    refuse(null, 'Revisions are made by CouchDB: a write naming its own revision ("new_edits": false, as ' +
+      'replication does) is for a CouchDB admin.');
+  }
   if (newDoc._deleted === true) {
     if (isAdmin) { return; }
     refuse(null, 'Links cannot be deleted: the short URL may already be printed, and a deleted ID ' +
       'could later point somewhere else. Set "inactive": true to switch the link off instead.');
   }
 
-  // Section 1: what a link document holds.
+  // Section 1: what a link document holds. First how deep it nests: a link needs a few
+  // levels (a rule's query values are six down), and one nested past what the proxies and the
+  // history read whole (src/couch.rs, MAX_DEPTH) would stop them at it.
+  function deeper(value, level) {
+    if (level > 32) { return true; }
+    if (value === null || typeof value !== 'object') { return false; }
+    for (var key in value) {
+      if (deeper(value[key], level + 1)) { return true; }
+    }
+    return false;
+  }
+  if (deeper(newDoc, 0)) {
+    refuse(null, 'The document is nested more than 32 levels deep (objects and lists within each other): a link ' +
+      'needs a few.');
+  }
   if (!/^[A-Za-z0-9]{5}$/.test(newDoc._id)) {
     refuse('_id', 'The document ID "' + newDoc._id + '" cannot be a short link: it must be exactly 5 ' +
       'letters or digits (A-Z, a-z, 0-9), like "H83if". In Fauxton, replace the ID it proposes.');
@@ -373,7 +395,7 @@ function (newDoc, oldDoc, userCtx, secObj) {
         }
       }
       if (edit.by !== userCtx.name) {
-        refuse('edit', '"edit" names ' + JSON.stringify(edit.by) + ' as the writer, but this change is made by "' +
+        refuse('edit', '"edit" names ' + String(JSON.stringify(edit.by)).substring(0, 80) + ' as the writer, but this change is made by "' +
           userCtx.name + '": state your own account, or leave "edit" as it was.');
       }
       if (edit.hasOwnProperty('at') && (typeof edit.at !== 'string' || !rfc3339.test(edit.at))) {

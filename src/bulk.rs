@@ -15,7 +15,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::couch::{BulkOutcome, CouchClient, CouchError, Created, IdState};
+use crate::couch::{BulkOutcome, CouchClient, CouchError, IdState};
 
 /// One field change applied to every link picked.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -175,35 +175,35 @@ pub async fn plan(links: &CouchClient, ids: &[String], change: &Change) -> Resul
 
 /// Links recorded per part of a bulk change's record (and written per `_bulk_docs`).
 pub const PART: usize = 500;
-/// A part of a record holds about this many bytes of JSON at most.
-pub const PART_BYTES: usize = 2 * 1024 * 1024;
+/// A part of a record holds about this many bytes of JSON at most (what one request through
+/// the console may carry, with room to spare).
+pub const PART_BYTES: usize = 512 * 1024;
 /// A link whose fields are longer than this as JSON is recorded without them: undo reads its
 /// revision back from CouchDB (which holds it until the links database is compacted).
 pub const KEPT_BEFORE: usize = 64 * 1024;
 
-/// The ID of part `part` of bulk change `batch`'s record (`~` sorts after every link's entries),
-/// and of the revisions it wrote (`written`).
-pub fn part_id(batch: &str, part: usize, written: bool) -> String {
-    format!("~batch:{batch}:{part:04}{}", if written { ":written" } else { "" })
+/// The ID of part `part` of bulk change `batch`'s record (`~` sorts after every link's entries).
+pub fn part_id(batch: &str, part: usize) -> String {
+    format!("~batch:{batch}:{part:04}")
 }
 
-/// What a bulk change wrote, link by link, and whether it stopped before the end.
+/// What a bulk change wrote, link by link, and whether it stopped before writing.
 #[derive(Debug)]
 pub struct Written {
     /// Each planned link's outcome, in the plan's order.
     pub outcomes: Vec<Outcome>,
-    /// Why it stopped before writing every link (its record could not be written: nothing
-    /// is written that undo could not put back).
+    /// Why nothing was written (its record could not be: nothing is written that undo could
+    /// not put back).
     pub stopped: Option<String>,
 }
 
 /// Writes the planned changes as batch `batch`, each stating `writer` (CouchDB refuses another
 /// name), in parts of [`PART`] links through `_bulk_docs`: each link's outcome, in the plan's
-/// order. With a history database, each part's record (its links, their revisions and what
-/// they were) is written there before its links, and the revisions they got after: undo reads
-/// them, never what the links' later writes state. `undoes`: the batch this one undoes.
-/// `Ok(None)` when the name is taken (another change of that name was recorded): nothing is
-/// written, and another name will do.
+/// order. With a history database, the change's record (each link, the revision it was read at
+/// and what it was) is written there first, all of it in one request and in the writer's own
+/// name: undo reads it, and never what the links' later writes state. `undoes`: the batch this
+/// one undoes. `Ok(None)` when the name is taken (another change of that name was recorded):
+/// nothing is written, and another name will do.
 pub async fn write(
     links: &CouchClient,
     history: Option<&CouchClient>,
@@ -223,30 +223,31 @@ pub async fn write(
         .collect();
     let to_write: Vec<usize> = (0..planned.len()).filter(|i| outcomes[*i] == Outcome::NotWritten).collect();
     let parts = record_parts(batch, writer, &edit, undoes, planned, &to_write);
-    let count = parts.len();
-    let at = edit["at"].clone();
-    for (n, (indices, record)) in parts.into_iter().enumerate() {
-        let part = n + 1;
-        if let Some(history) = history {
-            match history.create_doc_raw(&part_id(batch, part, false), &record).await {
-                Ok(Created::Stored(_)) => {}
-                Ok(Created::Conflict) if part == 1 => return Ok(None),
-                refused => {
-                    let why = match refused {
-                        Ok(_) => "its record was written by someone else first".to_owned(),
-                        Err(e) => crate::errors::Causes(&e).to_string(),
-                    };
-                    return Ok(Some(Written {
-                        outcomes,
-                        stopped: Some(format!(
-                            "the record of part {part} of {count} could not be written to {} ({why}), so its links \
-                             were not written (undo reads the record)",
-                            history.database()
-                        )),
-                    }));
-                }
-            }
+    if let (Some(history), false) = (history, parts.is_empty()) {
+        // All parts at once, before any link: nobody learns the name in time to write a part
+        // of it first.
+        let docs: Vec<Value> = parts.iter().map(|(_, doc)| doc.clone()).collect();
+        let stopped = match history.bulk_create(&docs).await {
+            Ok(answers) => match answers.iter().find(|a| !matches!(a, BulkOutcome::Stored(_))) {
+                None => None,
+                Some(BulkOutcome::Conflict) => return Ok(None),
+                Some(BulkOutcome::Refused { error, reason }) => Some(format!("{error}: {reason}")),
+                Some(BulkOutcome::Stored(_)) => unreachable!("found as not stored"),
+            },
+            Err(e) => Some(crate::errors::Causes(&e).to_string()),
+        };
+        if let Some(why) = stopped {
+            return Ok(Some(Written {
+                outcomes,
+                stopped: Some(format!(
+                    "the change's record could not be written to {} ({why}), so no link was written (undo reads \
+                     the record)",
+                    history.database()
+                )),
+            }));
         }
+    }
+    for (indices, _) in &parts {
         let docs: Vec<Value> = indices
             .iter()
             .map(|&i| {
@@ -257,27 +258,12 @@ pub async fn write(
                 doc
             })
             .collect();
-        let mut revs = Map::new();
         for (&i, outcome) in indices.iter().zip(links.bulk_create(&docs).await?) {
             outcomes[i] = match outcome {
-                BulkOutcome::Stored(rev) => {
-                    revs.insert(planned[i].id.clone(), json!(rev));
-                    Outcome::Applied(rev)
-                }
+                BulkOutcome::Stored(rev) => Outcome::Applied(rev),
                 BulkOutcome::Conflict => Outcome::Conflict,
                 BulkOutcome::Refused { reason, .. } => Outcome::Refused(reason),
             };
-        }
-        if let Some(history) = history {
-            let written = json!({"type": "batch_written", "batch": batch, "by": writer, "at": at, "part": part,
-                "parts": count, "written": revs});
-            if let Err(e) = history.create_doc_raw(&part_id(batch, part, true), &written).await {
-                // Undo finds these links by their revisions' ancestry instead.
-                tracing::warn!(
-                    "bulk change {batch}: the revisions of part {part} were not recorded: {}",
-                    crate::errors::Causes(&e)
-                );
-            }
         }
     }
     Ok(Some(Written { outcomes, stopped: None }))
@@ -315,15 +301,15 @@ fn record_parts(
         .into_iter()
         .enumerate()
         .map(|(n, (indices, members, _))| {
-            let doc = json!({"type": "batch", "batch": batch, "by": by, "at": edit["at"], "part": n + 1,
-                "parts": count, "edit": edit, "undoes": undoes, "links": members});
+            let doc = json!({"_id": part_id(batch, n + 1), "type": "batch", "batch": batch, "by": by,
+                "at": edit["at"], "part": n + 1, "parts": count, "edit": edit, "undoes": undoes, "links": members});
             (indices, doc)
         })
         .collect()
 }
 
 /// A bulk change as its record says: who made it, what each link stated, and each link with
-/// the revision it had before, what it was, and the revision the change wrote.
+/// the revision it had before and what it was.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     /// The change's name.
@@ -336,7 +322,8 @@ pub struct Record {
     pub undoes: Option<String>,
     /// Its links, in the order written.
     pub members: Vec<Member>,
-    /// Documents under its name not of its writer (someone else's, never believed).
+    /// Documents under its name that are not part of it as its first part says (another
+    /// account's, a part past its last, one with a conflicting revision): never believed.
     pub ignored: Vec<String>,
 }
 
@@ -349,60 +336,38 @@ pub struct Member {
     pub rev: String,
     /// What it was (its fields); `None` when too long to keep ([`KEPT_BEFORE`]).
     pub before: Option<Value>,
-    /// What the change wrote of it.
-    pub written: WrittenAs,
 }
 
-/// What a bulk change wrote of one of its links.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WrittenAs {
-    /// This revision.
-    Rev(String),
-    /// Nothing (a conflict, a refusal).
-    Nothing,
-    /// Not recorded (the change was interrupted before it recorded its revisions).
-    Unknown,
-}
-
-/// The record of bulk change `batch` from the documents under its name (`~batch:<batch>:`),
-/// believing only those of the writer of its first part; `None` when it has no first part.
+/// The record of bulk change `batch` from the documents under its name (`~batch:<batch>:`,
+/// read with their conflicts), believing only the parts the first one says it has, of its
+/// writer, with no conflicting revision; `None` when it has no first part.
 pub fn read_record(batch: &str, docs: &[Value]) -> Option<Record> {
-    let head_id = part_id(batch, 1, false);
-    let head = docs.iter().find(|d| d["_id"] == head_id.as_str() && d["type"] == "batch")?;
+    let sound = |d: &&Value| d["type"] == "batch" && d["batch"] == batch && d.get("_conflicts").is_none();
+    let head = docs.iter().filter(sound).find(|d| d["_id"] == part_id(batch, 1).as_str())?;
     let by = head["by"].as_str()?.to_owned();
     let parts = head["parts"].as_u64().unwrap_or(1) as usize;
-    let mut ignored = Vec::new();
+    let believed = |d: &Value| {
+        sound(&d)
+            && d["by"] == by.as_str()
+            && d["parts"] == head["parts"]
+            && d["edit"] == head["edit"]
+            && d["part"]
+                .as_u64()
+                .is_some_and(|p| (1..=parts as u64).contains(&p) && d["_id"] == part_id(batch, p as usize).as_str())
+    };
     let mut members = Vec::new();
-    for part in 1..=parts {
-        let mine = |id: String| {
-            let doc = docs.iter().find(|d| d["_id"] == id.as_str())?;
-            if doc["by"] == by.as_str() && doc["batch"] == batch && doc["parts"] == head["parts"] {
-                Some(doc)
-            } else {
-                None
-            }
-        };
-        let Some(record) =
-            mine(part_id(batch, part, false)).filter(|d| d["type"] == "batch" && d["edit"] == head["edit"])
-        else {
-            continue; // Interrupted before this part: none of its links was written.
-        };
-        let written = mine(part_id(batch, part, true)).filter(|d| d["type"] == "batch_written");
-        for member in record["links"].as_array().into_iter().flatten() {
+    for doc in docs.iter().filter(|d| believed(d)) {
+        for member in doc["links"].as_array().into_iter().flatten() {
             let (Some(id), Some(rev)) = (member["id"].as_str(), member["rev"].as_str()) else { continue };
-            let written = match written {
-                None => WrittenAs::Unknown,
-                Some(w) => w["written"][id].as_str().map_or(WrittenAs::Nothing, |r| WrittenAs::Rev(r.to_owned())),
-            };
             let before = member["before"].as_object().map(|f| Value::Object(f.clone()));
-            members.push(Member { id: id.to_owned(), rev: rev.to_owned(), before, written });
+            members.push(Member { id: id.to_owned(), rev: rev.to_owned(), before });
         }
     }
-    for doc in docs.iter().filter(|d| d["batch"] == batch) {
-        if doc["by"] != by.as_str() || doc["parts"] != head["parts"] {
-            ignored.push(doc["_id"].as_str().unwrap_or_default().to_owned());
-        }
-    }
+    let ignored = docs
+        .iter()
+        .filter(|d| d["batch"] == batch && !believed(d))
+        .map(|d| d["_id"].as_str().unwrap_or_default().to_owned())
+        .collect();
     Some(Record {
         batch: batch.to_owned(),
         by,
@@ -411,24 +376,6 @@ pub fn read_record(batch: &str, docs: &[Value]) -> Option<Record> {
         members,
         ignored,
     })
-}
-
-/// `member`'s revision as the change wrote it, found by its ancestry where the record of its
-/// revisions is missing: the link's current revision `current` (with `_revisions`), when it is
-/// the change's own write (the child of the revision the change read, stating the change's
-/// `edit`, which only its writer can state); still the revision the change read: nothing
-/// written; else unknown (written and edited since, or never written: nobody can tell).
-pub fn written_by_ancestry(record: &Record, member: &Member, current: Option<&Value>) -> WrittenAs {
-    match current {
-        Some(doc)
-            if doc["edit"] == record.edit
-                && crate::history::entry::ancestry(doc).get(1).map(String::as_str) == Some(member.rev.as_str()) =>
-        {
-            doc["_rev"].as_str().map_or(WrittenAs::Unknown, |r| WrittenAs::Rev(r.to_owned()))
-        }
-        Some(doc) if doc["_rev"] == member.rev.as_str() => WrittenAs::Nothing,
-        _ => WrittenAs::Unknown,
-    }
 }
 
 /// What undo does to one link of a bulk change.
@@ -444,12 +391,11 @@ pub enum UndoStep {
         /// The link's revision now.
         current: String,
     },
-    /// Edited since the change: left as it is.
-    EditedSince,
-    /// The change wrote nothing of it: nothing to undo.
+    /// Changed since the change read it, by another write than the change's (the change's
+    /// write, and another after it; or another instead of it): left as it is.
+    ChangedSince,
+    /// Still at the revision the change read: the change wrote nothing of it.
     NotChanged,
-    /// The change's revision of it is not recorded (interrupted): left as it is.
-    Unknown,
     /// There is no such link any more.
     Missing,
 }
@@ -465,25 +411,33 @@ pub fn put_back(id: &str, fields: &Value, rev: &str) -> Value {
     back
 }
 
-/// What undoing `record` does to each of its links, given each as it is now (`current`, in
-/// the members' order): put back as the change found it where the link is still as the change
-/// left it, else left alone and said. The console's model holds itself to the same cases
+/// What undoing `record` does to each of its links, given each as it is now (`current`, in the
+/// members' order, each with its `_revisions`; `None`: no such link). A link is put back only
+/// while it is the change's own write: the child of the revision the change read, stating the
+/// change's `edit` (which only its writer can state, and no later write carries over without
+/// being that write's child). The console's model holds itself to the same cases
 /// (tests/undo_cases.json).
-pub fn plan_undo(record: &Record, current: &[IdState]) -> Vec<(String, UndoStep)> {
+pub fn plan_undo(record: &Record, current: &[Option<Value>]) -> Vec<(String, UndoStep)> {
     record
         .members
         .iter()
         .zip(current)
-        .map(|(member, state)| {
-            let step = match (&member.written, state) {
-                (WrittenAs::Nothing, _) => UndoStep::NotChanged,
-                (WrittenAs::Unknown, _) => UndoStep::Unknown,
-                (WrittenAs::Rev(_), IdState::Free | IdState::Deleted) => UndoStep::Missing,
-                (WrittenAs::Rev(rev), IdState::Taken(doc)) if doc["_rev"] == rev.as_str() => match &member.before {
-                    Some(fields) => UndoStep::Restore(put_back(&member.id, fields, rev)),
-                    None => UndoStep::ReadBack { rev: member.rev.clone(), current: rev.clone() },
-                },
-                (WrittenAs::Rev(_), IdState::Taken(_)) => UndoStep::EditedSince,
+        .map(|(member, now)| {
+            let step = match now {
+                None => UndoStep::Missing,
+                Some(doc) if doc.get("_deleted").and_then(Value::as_bool) == Some(true) => UndoStep::Missing,
+                Some(doc) if doc["_rev"] == member.rev.as_str() => UndoStep::NotChanged,
+                Some(doc)
+                    if doc["edit"] == record.edit
+                        && crate::history::entry::ancestry(doc).get(1).map(String::as_str) == Some(&member.rev) =>
+                {
+                    let rev = doc["_rev"].as_str().unwrap_or_default();
+                    match &member.before {
+                        Some(fields) => UndoStep::Restore(put_back(&member.id, fields, rev)),
+                        None => UndoStep::ReadBack { rev: member.rev.clone(), current: rev.to_owned() },
+                    }
+                }
+                Some(_) => UndoStep::ChangedSince,
             };
             (member.id.clone(), step)
         })
@@ -539,12 +493,8 @@ mod tests {
                 assert_eq!(case["steps"], Value::Null, "{case}");
                 continue;
             };
-            let current: Vec<IdState> = case["current"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| if d.is_null() { IdState::Free } else { IdState::Taken(d.clone()) })
-                .collect();
+            let current: Vec<Option<Value>> =
+                case["current"].as_array().unwrap().iter().map(|d| Some(d.clone()).filter(|d| !d.is_null())).collect();
             let steps: Vec<Value> = plan_undo(&record, &current)
                 .into_iter()
                 .map(|(id, step)| match step {
@@ -552,9 +502,8 @@ mod tests {
                     UndoStep::ReadBack { rev, current } => {
                         json!({"id": id, "step": "read back", "rev": rev, "current": current})
                     }
-                    UndoStep::EditedSince => json!({"id": id, "step": "edited since"}),
+                    UndoStep::ChangedSince => json!({"id": id, "step": "changed since"}),
                     UndoStep::NotChanged => json!({"id": id, "step": "not changed"}),
-                    UndoStep::Unknown => json!({"id": id, "step": "unknown"}),
                     UndoStep::Missing => json!({"id": id, "step": "missing"}),
                 })
                 .collect();
@@ -582,16 +531,15 @@ mod tests {
         assert_eq!((first["part"].as_u64(), first["parts"].as_u64()), (Some(1), Some(3)));
         assert_eq!(first["links"][0], json!({"id": "L0000", "rev": "1-a", "before": {"url": "https://a.example/"}}));
         assert_eq!(first["links"][3]["before"], Value::Null, "too long to keep: read back at undo");
-        assert_eq!(part_id("b", 2, true), "~batch:b:0002:written");
+        assert_eq!(part_id("b", 2), "~batch:b:0002");
         let validate =
             crate::history::design(&["r"], &["links:editor"])["validate_doc_update"].as_str().unwrap().to_owned();
         let user = json!({"name": "ed", "roles": ["links:editor"]});
         let function =
             crate::transfer::validate::Validator::new(&[("_design/history".into(), validate)], &user, &json!({}))
                 .unwrap();
-        for (n, (_, doc)) in parts.iter().enumerate() {
+        for (_, doc) in &parts {
             let mut doc = doc.clone();
-            doc["_id"] = json!(part_id("b", n + 1, false));
             assert_eq!(function.check(&doc), Ok(()));
             doc["by"] = json!("someone-else");
             assert!(function.check(&doc).is_err(), "only in the writer's own name");

@@ -388,11 +388,13 @@ pub struct ChangeOfDoc {
     pub doc: Option<Value>,
 }
 
-/// A page of `_changes` without content: each document's ID and latest revision.
+/// A page of `_changes` without content: each document's ID and its leaf revisions.
 #[derive(Debug)]
 pub struct RevsPage {
-    /// `(ID, revision)`, each document once.
-    pub results: Vec<(String, String)>,
+    /// `(ID, revision, first)`: each leaf revision of each document, each document once, and
+    /// whether it is the one listed first (CouchDB 3 lists the one it serves first;
+    /// pouchdb-server in order of their revisions).
+    pub results: Vec<(String, String, bool)>,
     /// Where to ask for the next page.
     pub last_seq: Value,
 }
@@ -695,7 +697,7 @@ impl CouchClient {
 
     async fn json<T: DeserializeOwned>(response: Response, url: &str) -> Result<T, CouchError> {
         let body = response.bytes().await.map_err(|source| CouchError::Read { url: url.to_owned(), source })?;
-        serde_json::from_slice(&body).map_err(|source| CouchError::Decode {
+        decode(&body).map_err(|source| CouchError::Decode {
             url: url.to_owned(),
             body: String::from_utf8_lossy(&body).chars().take(200).collect(),
             source,
@@ -993,15 +995,15 @@ impl CouchClient {
     }
 
     /// Up to `limit` changes after `since` (from the start when `None`): each document's ID and
-    /// latest revision, without its content. With `wait`, a long poll: CouchDB answers as soon
-    /// as there is one, or after `wait` with none.
+    /// leaf revisions (`style=all_docs`: any conflicting ones too), without their content. With `wait`, a long poll: CouchDB answers as
+    /// soon as there is one, or after `wait` with none.
     pub async fn change_revs(
         &self,
         since: Option<&Value>,
         limit: usize,
         wait: Option<Duration>,
     ) -> Result<RevsPage, CouchError> {
-        let mut url = format!("{}?style=main_only&limit={limit}", self.in_db("_changes"));
+        let mut url = format!("{}?style=all_docs&limit={limit}", self.in_db("_changes"));
         if let Some(wait) = wait {
             url.push_str(&format!("&feed=longpoll&timeout={}", wait.as_millis()));
         }
@@ -1020,8 +1022,14 @@ impl CouchClient {
             return Err(self.refused(response).await);
         }
         let page: RawRevsPage = Self::json(response, &url).await?;
-        let results =
-            page.results.into_iter().filter_map(|row| Some((row.id, row.changes.into_iter().next()?.rev))).collect();
+        let results = page
+            .results
+            .into_iter()
+            .flat_map(|row| {
+                let id = row.id;
+                row.changes.into_iter().enumerate().map(move |(i, c)| (id.clone(), c.rev, i == 0))
+            })
+            .collect();
         Ok(RevsPage { results, last_seq: page.last_seq })
     }
 
@@ -1040,9 +1048,11 @@ impl CouchClient {
             .collect())
     }
 
-    /// The documents whose IDs start with `prefix`, in order, with their content.
+    /// The documents whose IDs start with `prefix`, in order, with their content and the
+    /// conflicting revisions each has (`_conflicts`, where it has any).
     pub async fn docs_with_prefix(&self, prefix: &str) -> Result<Vec<Value>, CouchError> {
-        let url = format!("{}?include_docs=true&{}", self.in_db("_all_docs"), Self::prefix_range(prefix));
+        let url =
+            format!("{}?include_docs=true&conflicts=true&{}", self.in_db("_all_docs"), Self::prefix_range(prefix));
         let page: AllDocsWithDocs = self.get(&url).await?;
         Ok(page.rows.into_iter().filter_map(|row| row.doc).collect())
     }
@@ -1198,18 +1208,31 @@ impl CouchClient {
     /// What tells this database from any other of its name, past or future: a random identity
     /// in the local (never replicated) document `_local/couchlink`, made by the first caller that
     /// finds none (`setup`, or a proxy: CouchDB 3 lets a database's members write local
-    /// documents). A database deleted and created again under the same name gets a new one.
+    /// documents), and when CouchDB made the database. A database deleted and created again under
+    /// the same name gets a new one.
     pub async fn database_identity(&self) -> Result<String, CouchError> {
+        // CouchDB 3 also tells when the database was made (`instance_start_time`, the same on
+        // every node of a cluster), which no member can write as they can a local document:
+        // a database made again under its name, its old identity written back, is still
+        // another. pouchdb-server says "0".
         let url = self.in_db("_local/couchlink");
+        let (info, mut local) = tokio::join!(self.database_info(), self.get_optional::<LocalIdentity>(&url));
+        let made = info?
+            .and_then(|info| info["instance_start_time"].as_str().map(str::to_owned))
+            .filter(|t| !t.is_empty() && t != "0");
+        let identity_of = |local: String| match &made {
+            Some(made) => format!("{local}:{made}"),
+            None => local,
+        };
         for _ in 0..3 {
-            if let Some(doc) = self.get_optional::<LocalIdentity>(&url).await? {
-                return Ok(doc.identity);
+            if let Some(doc) = local? {
+                return Ok(identity_of(doc.identity));
             }
             let identity = format!("{:032x}", rand::random::<u128>());
             match self.put(&url, &json!({"identity": identity})).await {
-                Ok(_) => return Ok(identity),
+                Ok(_) => return Ok(identity_of(identity)),
                 // Another proxy made one first: read it.
-                Err(CouchError::Refused { status: 409, .. }) => continue,
+                Err(CouchError::Refused { status: 409, .. }) => local = self.get_optional(&url).await,
                 Err(e) => return Err(e),
             }
         }
@@ -1276,13 +1299,59 @@ impl ChangesFeed {
     }
 }
 
+/// How deep CouchDB's answers may nest. serde_json stops at 128 levels, and a document nested
+/// deeper (the links' validation function refuses it from editors, but an admin or a
+/// replication may write one) would stop the feed and the history at it; past this the
+/// answer is refused as undecodable.
+pub const MAX_DEPTH: usize = 512;
+
+/// JSON as CouchDB answers it, nested up to [`MAX_DEPTH`] levels.
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+    match serde_json::from_slice(bytes) {
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") && depth(bytes) <= MAX_DEPTH => {
+            let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+            deserializer.disable_recursion_limit();
+            let value = T::deserialize(&mut deserializer)?;
+            deserializer.end()?;
+            Ok(value)
+        }
+        decoded => decoded,
+    }
+}
+
+/// The deepest nesting of arrays and objects in JSON text (brackets within strings not counted).
+fn depth(bytes: &[u8]) -> usize {
+    let (mut level, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                level += 1;
+                deepest = deepest.max(level);
+            }
+            b']' | b'}' => level = level.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 fn parse_feed_line(line: &[u8], url: &str) -> Result<FeedEvent, CouchError> {
     let bad = |source: serde_json::Error| CouchError::Decode {
         url: url.to_owned(),
         body: String::from_utf8_lossy(line).chars().take(200).collect(),
         source,
     };
-    let value: Value = serde_json::from_slice(line).map_err(bad)?;
+    let value: Value = decode(line).map_err(bad)?;
     if value.get("last_seq").is_some() && value.get("id").is_none() {
         return Ok(FeedEvent::End { last_seq: serde_json::from_value::<LastSeq>(value).map_err(bad)?.last_seq });
     }
@@ -1327,6 +1396,21 @@ mod tests {
         let end = parse(br#"{"last_seq":"99-xyz","pending":0}"#).unwrap();
         assert_eq!(end, FeedEvent::End { last_seq: json!("99-xyz") });
         assert!(matches!(parse(b"{not json"), Err(CouchError::Decode { .. })));
+    }
+
+    #[test]
+    fn a_document_nested_past_serde_json_s_limit_is_read_up_to_its_own() {
+        let nested = |n: usize| format!("{}1{}", "{\"a\":[".repeat(n / 2), "]}".repeat(n / 2));
+        let line = format!(
+            r#"{{"seq":7,"id":"H83if","changes":[{{"rev":"1-a"}}],"doc":{{"_id":"H83if","n":{}}}}}"#,
+            nested(300)
+        );
+        let event = parse(line.as_bytes()).unwrap();
+        assert!(matches!(event, FeedEvent::Change { ref id, doc: Some(_), .. } if id == "H83if"), "{event:?}");
+        assert_eq!(depth(br#"{"a":"{[[[","b":[1,{"c":"\"]"}]}"#), 3);
+        let too_deep = nested(MAX_DEPTH + 10);
+        assert!(decode::<Value>(too_deep.as_bytes()).is_err());
+        assert!(decode::<Value>(nested(200).as_bytes()).unwrap()["a"][0]["a"][0]["a"][0]["a"][0]["a"][0].is_object());
     }
 
     #[test]

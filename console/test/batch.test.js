@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { KEPT_BEFORE, PART, partId, readRecord, recordParts, undoPlan, writtenDoc } from '../batch.js';
+import { KEPT_BEFORE, PART, partId, readRecord, recordParts, undoPlan } from '../batch.js';
 
 const shared = (name) => JSON.parse(readFileSync(new URL(`../../tests/${name}`, import.meta.url), 'utf8'));
 
@@ -33,10 +33,12 @@ test('a record is written in parts of at most 500 links, a link too long to keep
   assert.deepEqual(parts[0].doc.links[0], { id: 'L0000', rev: '1-a', before: { url: 'https://a.example/' } });
   assert.equal(parts[0].doc.links[3].before, null);
   assert.deepEqual([parts[2].doc.part, parts[2].doc.parts, parts[2].doc.by], [3, 3, 'ed']);
-  assert.equal(partId('bulk-1', 2, true), '~batch:bulk-1:0002:written');
-  // What the console writes is read back as the CLI reads it.
-  const docs = [...parts.map((p) => p.doc), writtenDoc('bulk-1', edit, 1, 3, { L0000: '2-b' })];
-  const record = readRecord('bulk-1', docs);
+  assert.equal(partId('bulk-1', 2), '~batch:bulk-1:0002');
+  // What the console writes is read back as the CLI reads it, whatever order CouchDB keeps the
+  // fields of `edit` in.
+  const record = readRecord('bulk-1', parts.map((p) => p.doc));
   assert.equal(record.members.length, 1200);
-  assert.deepEqual([record.members[0].written, record.members[1].written, record.members[600].written], ['2-b', null, undefined]);
+  const now = { _id: 'L0000', _rev: '2-b', url: 'https://b.example/', edit: { batch: 'bulk-1', at: edit.at, by: 'ed' },
+    _revisions: { start: 2, ids: ['b', 'a'] } };
+  assert.deepEqual(undoPlan({ ...record, members: record.members.slice(0, 1) }, [now])[0].step, 'restore');
 });

@@ -1,13 +1,14 @@
 // A bulk change of the links ticked in the list (url, tags, status, expires, valid_from, a rule
 // added or the rules replaced, a password or visit limit set or removed): the change asked, a preview of every link and
 // each field it changes (nothing written yet), then the writes through `_bulk_docs` (CouchDB
-// checks each document; a link edited meanwhile is a conflict, never written over), each part
-// recorded in the history database first (console/batch.js), the outcome per link, and "Undo
-// this change", which puts every link back from that record but those edited since.
+// checks each document; a link edited meanwhile is a conflict, never written over), the
+// change's record written to the history database first (console/batch.js), the outcome per
+// link, and "Undo this change", which puts every link back from that record but those changed
+// since.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client } from '../client.js';
 import { batchName, bulkChange, changes } from '../model.js';
-import { readRecord, recordParts, undoPlan, writtenDoc } from '../batch.js';
+import { readRecord, recordParts, undoPlan } from '../batch.js';
 import { Failure } from './common.js';
 
 const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
@@ -46,32 +47,30 @@ const outcome = (r) => (!r ? 'not written' : r.ok ? 'applied'
   : r.error === 'conflict' ? 'edited by someone else meanwhile: nothing written over' : `refused: ${r.reason || r.error}`);
 
 const UNDONE = {
-  'edited since': 'edited since the change: left as it is',
+  'changed since': 'changed since the change read it, and not by the change alone: left as it is',
   missing: 'no such link any more',
-  unknown: 'the change was interrupted before recording what it wrote: left as it is',
   'read back': 'too long to keep in the record, and CouchDB no longer holds it as it was: left as it is',
+  'not changed': 'as the change found it: nothing to undo',
 };
 
-// Writes `writes` ({id, before, after}) as bulk change `batch`, each part recorded first where
-// the site keeps a history: each link's outcome by ID. A record CouchDB refuses stops it there,
-// nothing written that undo could not put back.
+// Writes `writes` ({id, before, after}) as bulk change `batch`, its record first (every part
+// at once) where the site keeps a history: each link's outcome by ID. A record CouchDB refuses
+// stops it before any link is written (undo could not put them back).
 async function writeChange(site, batch, writes, undoes = null) {
   const edit = client.editOf({ batch });
+  const parts = recordParts(batch, edit, writes, undoes);
+  if (site.history_db) {
+    const recorded = await client.record(site, parts.map((p) => p.doc));
+    const refused = [...recorded.values()].find((r) => !r.ok);
+    if (refused) throw new Error(`The change's record was not written (${refused.reason || refused.error}): no link was changed.`);
+  }
   const results = new Map();
-  const parts = site.history_db ? recordParts(batch, edit, writes, undoes)
-    : [{ writes, doc: null }];
-  for (const [i, part] of parts.entries()) {
-    if (part.doc) await client.record(site, part.doc);
-    const answered = part.writes.length ? await client.bulk(site, part.writes.map((w) => w.after), edit) : new Map();
-    const written = {};
-    for (const [id, r] of answered) {
-      results.set(id, r);
-      if (r.ok) written[id] = r.rev;
-    }
-    if (part.doc) await client.record(site, writtenDoc(batch, edit, i + 1, parts.length, written));
+  for (const part of parts) {
+    for (const [id, r] of await client.bulk(site, part.writes.map((w) => w.after), edit)) results.set(id, r);
   }
   return results;
 }
+
 export function BulkForm({ site, selected }) {
   const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add',
     password: '', removePassword: false, maxVisits: '' });
@@ -105,10 +104,10 @@ export function BulkForm({ site, selected }) {
   async function undo() {
     setError(null);
     try {
-      // The change's own record, written as it was made: nothing waits for a recorder.
+      // The change's own record, written before its links: nothing waits for a recorder.
       const record = readRecord(done.batch, await client.recorded(site, done.batch));
       if (!record) throw new Error(`No record of ${done.batch}: it cannot be undone here.`);
-      const current = await client.docs(site, record.members.map((m) => m.id));
+      const current = await client.withAncestry(site, record.members.map((m) => m.id));
       const steps = undoPlan(record, current);
       for (const s of steps.filter((s) => s.step === 'read back')) {
         const was = await client.revision(site, s.id, s.rev);
@@ -116,10 +115,10 @@ export function BulkForm({ site, selected }) {
         const fields = Object.fromEntries(Object.entries(was).filter(([k]) => !k.startsWith('_') && k !== 'edit'));
         Object.assign(s, { step: 'restore', doc: { ...fields, _id: s.id, _rev: s.current } });
       }
-      const writes = steps.filter((s) => s.step === 'restore').map((s) => ({ id: s.id, before: current[record.members.findIndex((m) => m.id === s.id)], after: s.doc }));
+      const writes = steps.filter((s) => s.step === 'restore')
+        .map((s) => ({ id: s.id, before: current[record.members.findIndex((m) => m.id === s.id)], after: s.doc }));
       const results = writes.length ? await writeChange(site, batchName(new Date(), undefined, 'undo'), writes, done.batch) : new Map();
-      setUndone(steps.filter((s) => s.step !== 'not changed')
-        .map((s) => [s.id, s.step === 'restore' ? outcome(results.get(s.id)) : UNDONE[s.step]]));
+      setUndone(steps.map((s) => [s.id, s.step === 'restore' ? outcome(results.get(s.id)) : UNDONE[s.step]]));
     } catch (e) { setError(e); }
   }
   const changing = plan ? plan.filter((p) => p.after).length : 0;

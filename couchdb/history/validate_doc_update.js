@@ -28,6 +28,13 @@ function (newDoc, oldDoc, userCtx, secObj) {
     if (isAdmin) { return; }
     refuse('History is never deleted but by a CouchDB admin.');
   }
+  // A write that names its own revision (`new_edits: false`) lands beside the one written
+  // first, as a conflict CouchDB may pick as the winner, and reaches this function with no
+  // `oldDoc`: "written once" would mean nothing. CouchDB hands an edit its parent's `_rev`.
+  if (!isAdmin && typeof newDoc._rev === 'string' && (!oldDoc || oldDoc._rev !== newDoc._rev)) {
+    refuse('History is written by couchlink, revision by revision as CouchDB makes them: a write naming its ' +
+      'own revision ("new_edits": false) is for a CouchDB admin.');
+  }
   // The forms the links' validation function accepts in "edit" (tests/edit_cases.json holds
   // both functions and the recorder to the same cases).
   var rfc3339 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+\-]([01]\d|2[0-3]):[0-5]\d)$/;
@@ -61,13 +68,12 @@ function (newDoc, oldDoc, userCtx, secObj) {
     }
     return;
   }
-  if (newDoc.type === 'batch' || newDoc.type === 'batch_written') {
-    // A bulk change as its writer made it: its links, what each was before, and (written after
-    // the links) the revision each got.
+  if (newDoc.type === 'batch') {
+    // A bulk change as its writer made it: its links, and the revision and fields each had.
     if (!isAdmin && !isEditor) { refuse('Only an editor of the links records a bulk change.'); }
     if (oldDoc && !isAdmin) { refuse('A bulk change is recorded once and never changed.'); }
     if (newDoc.by !== userCtx.name) {
-      refuse('"by" names ' + JSON.stringify(newDoc.by) + ', but this bulk change is recorded by "' + userCtx.name + '".');
+      refuse('A bulk change is recorded in its writer\'s own name: "by" must be "' + userCtx.name + '".');
     }
     if (typeof newDoc.batch !== 'string' || !batchName.test(newDoc.batch)) {
       refuse('"batch" names the bulk change: 1 to 64 letters, digits, ".", "_", ":" or "-".');
@@ -76,33 +82,22 @@ function (newDoc, oldDoc, userCtx, secObj) {
     count(newDoc.parts, '"parts"', newDoc.part);
     var part = String(newDoc.part);
     while (part.length < 4) { part = '0' + part; }
-    var expectedBatch = '~batch:' + newDoc.batch + ':' + part + (newDoc.type === 'batch_written' ? ':written' : '');
-    if (newDoc._id !== expectedBatch) { refuse('This record of a bulk change is "' + expectedBatch + '".'); }
+    var expectedBatch = '~batch:' + newDoc.batch + ':' + part;
+    if (newDoc._id !== expectedBatch) { refuse('This part of a bulk change\'s record is "' + expectedBatch + '".'); }
     time(newDoc.at, '"at"', false);
-    if (newDoc.type === 'batch') {
-      if (typeof newDoc.edit !== 'object' || newDoc.edit === null || newDoc.edit.by !== userCtx.name || newDoc.edit.batch !== newDoc.batch) {
-        refuse('"edit" is what each link of the bulk change states: its writer and its batch.');
-      }
-      if (newDoc.undoes !== null && (typeof newDoc.undoes !== 'string' || !batchName.test(newDoc.undoes))) {
-        refuse('"undoes" names the bulk change this one undoes, or is null.');
-      }
-      if (!Array.isArray(newDoc.links) || newDoc.links.length === 0) { refuse('"links" lists the bulk change\'s links.'); }
-      for (var i = 0; i < newDoc.links.length; i++) {
-        var member = newDoc.links[i];
-        if (typeof member !== 'object' || member === null) { refuse('"links" holds objects with "id", "rev" and "before".'); }
-        link(member.id, '"links".' + i + '."id"');
-        rev(member.rev, '"links".' + i + '."rev"');
-        object(member.before, '"links".' + i + '."before"');
-      }
-    } else {
-      var written = newDoc.written;
-      if (typeof written !== 'object' || written === null || Array.isArray(written)) {
-        refuse('"written" maps each link written to the revision it got.');
-      }
-      for (var id in written) {
-        link(id, 'A key of "written"');
-        rev(written[id], '"written".' + id);
-      }
+    if (typeof newDoc.edit !== 'object' || newDoc.edit === null || newDoc.edit.by !== userCtx.name || newDoc.edit.batch !== newDoc.batch) {
+      refuse('"edit" is what each link of the bulk change states: its writer and its batch.');
+    }
+    if (newDoc.undoes !== null && (typeof newDoc.undoes !== 'string' || !batchName.test(newDoc.undoes))) {
+      refuse('"undoes" names the bulk change this one undoes, or is null.');
+    }
+    if (!Array.isArray(newDoc.links) || newDoc.links.length === 0) { refuse('"links" lists the bulk change\'s links.'); }
+    for (var i = 0; i < newDoc.links.length; i++) {
+      var member = newDoc.links[i];
+      if (typeof member !== 'object' || member === null) { refuse('"links" holds objects with "id", "rev" and "before".'); }
+      link(member.id, '"links".' + i + '."id"');
+      rev(member.rev, '"links".' + i + '."rev"');
+      object(member.before, '"links".' + i + '."before"');
     }
     return;
   }
@@ -119,8 +114,8 @@ function (newDoc, oldDoc, userCtx, secObj) {
   if (newDoc.type === 'change') {
     rev(newDoc.rev, '"rev"');
     if (newDoc.parent !== null) { rev(newDoc.parent, '"parent"'); }
-    if (['created', 'changed', 'deleted', 'baseline'].indexOf(newDoc.kind) === -1) {
-      refuse('"kind" is one of created, changed, deleted, baseline.');
+    if (['created', 'changed', 'deleted', 'baseline', 'conflict'].indexOf(newDoc.kind) === -1) {
+      refuse('"kind" is one of created, changed, deleted, baseline, conflict.');
     }
     object(newDoc.before, '"before"');
     object(newDoc.after, '"after"');
@@ -154,7 +149,7 @@ function (newDoc, oldDoc, userCtx, secObj) {
       refuse('"reason" is compacted or refused.');
     }
   } else {
-    refuse('A history document says "type": "change", "gap", "batch", "batch_written" or "checkpoint".');
+    refuse('A history document says "type": "change", "gap", "batch" or "checkpoint".');
   }
   // Its ID is its link and revision: the revision's number in ten digits (or more), then its
   // hash as it is, or "~" and a digest of the revision when the hash is not plain (src/history/entry.rs, entry_id).

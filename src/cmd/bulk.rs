@@ -10,10 +10,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::CouchArgs;
-use crate::bulk::{
-    plan, plan_undo, put_back, read_record, write, written_by_ancestry, BulkError, Change, Outcome, Planned, UndoStep,
-    WrittenAs,
-};
+use crate::bulk::{plan, plan_undo, put_back, read_record, write, BulkError, Change, Outcome, Planned, UndoStep};
 use crate::couch::{CouchClient, CouchError, IdState};
 use crate::history::entry::own_fields;
 use crate::history::read::changed_fields;
@@ -121,6 +118,9 @@ pub enum BulkCommandError {
     /// Some links were not applied (each said above).
     #[error("{0} of {1} link(s) not applied (see above)")]
     NotAll(usize, usize),
+    /// Some links of the change undone were not put back (each said above).
+    #[error("{0} of the change's {1} link(s) not put back (see above)")]
+    NotPutBack(usize, usize),
     /// Writing stdout failed.
     #[error("cannot write the output")]
     Output(#[from] std::io::Error),
@@ -206,6 +206,13 @@ impl BulkArgs {
         let mut ids: Vec<String> = self.ids.clone();
         for (word, exact_tag) in [(self.tag.as_ref(), true), (self.search.as_ref(), false)] {
             let Some(word) = word else { continue };
+            // The search view keeps words (and tags) of at most 64 characters.
+            if word.chars().count() > 64 {
+                let flag = if exact_tag { "--tag" } else { "--search" };
+                return Err(BulkCommandError::Usage(format!(
+                    "{flag} finds words of at most 64 characters: name these links with --ids"
+                )));
+            }
             let key = json!(word.to_lowercase());
             let rows = links.view_ids(crate::design::CONSOLE_DESIGN_DOC, "search", &[key]).await?.ok_or_else(|| {
                 BulkCommandError::Usage("the database has no console views: run `couchlink setup`".into())
@@ -263,14 +270,24 @@ impl BulkArgs {
 fn undo_command(batch: &str, couch: &CouchArgs, on: &super::DomainChoice, history_db: Option<&str>) -> String {
     let mut command = format!("couchlink undo {batch}");
     if let Some(domain) = &on.domain {
-        command.push_str(&format!(" --domain {domain}"));
+        command.push_str(&format!(" --domain {}", shell_word(domain)));
     } else if couch.db != "links" {
-        command.push_str(&format!(" --db {}", couch.db));
+        command.push_str(&format!(" --db {}", shell_word(&couch.db)));
     }
     if let Some(history) = history_db.filter(|h| *h != crate::history::database_of(&couch.db)) {
-        command.push_str(&format!(" --history-db {history}"));
+        command.push_str(&format!(" --history-db {}", shell_word(history)));
     }
     command
+}
+
+/// `word` as a POSIX shell reads it back: as it is when plain, else in single quotes (a
+/// database may be named `a$(1)+x`).
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// Writes `planned` as a fresh bulk change named `{kind}-<time>-<random>` (another name where
@@ -293,8 +310,14 @@ async fn write_named(
 }
 
 impl UndoArgs {
-    /// Puts the batch's links back, sparing those edited since; reports each link.
+    /// Puts the batch's links back, sparing those changed since; reports each link.
     pub fn execute(self) -> Result<(), BulkCommandError> {
+        if !crate::domain::is_batch_name(&self.batch) {
+            return Err(BulkCommandError::Usage(format!(
+                "{:?} is no bulk change's name (as couchlink bulk prints it: bulk-20261128T090000-a1b2c3d4)",
+                self.batch
+            )));
+        }
         let links = CouchClient::new(&self.couch.clone().into())?;
         let history = super::history_of(&links, self.history_db.as_deref()).ok_or_else(|| {
             BulkCommandError::Usage(
@@ -304,7 +327,7 @@ impl UndoArgs {
         let runtime = super::current_thread_runtime().map_err(BulkCommandError::Runtime)?;
         runtime.block_on(async {
             let docs = history.docs_with_prefix(&format!("~batch:{}:", self.batch)).await?;
-            let Some(mut record) = read_record(&self.batch, &docs) else {
+            let Some(record) = read_record(&self.batch, &docs) else {
                 return Err(BulkCommandError::Usage(format!(
                     "no bulk change {} is recorded in {} (a change made before couchlink recorded them is put back \
                      link by link: couchlink history ID, then couchlink restore ID --rev REV)",
@@ -314,37 +337,14 @@ impl UndoArgs {
             };
             let mut out = std::io::stdout().lock();
             for id in &record.ignored {
-                writeln!(out, "{id}: recorded under this name by another account than {}; not believed", record.by)?;
+                writeln!(
+                    out,
+                    "{id}: not part of the change as its first part records it (written by another account than {}, \
+                     past its last part, or over by a revision a client named); not believed",
+                    record.by
+                )?;
             }
-            let ids: Vec<String> = record.members.iter().map(|m| m.id.clone()).collect();
-            let mut current = Vec::with_capacity(ids.len());
-            for chunk in ids.chunks(500) {
-                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-                current.extend(links.id_states(&refs).await?);
-            }
-            // Parts whose revisions were not recorded (the change was interrupted): each link
-            // is the change's where its current revision is the change's own write.
-            let unknown: Vec<(usize, String, String)> = record
-                .members
-                .iter()
-                .zip(&current)
-                .enumerate()
-                .filter_map(|(i, (m, state))| match (&m.written, state) {
-                    (WrittenAs::Unknown, IdState::Taken(doc)) => {
-                        Some((i, m.id.clone(), doc["_rev"].as_str().unwrap_or_default().to_owned()))
-                    }
-                    (WrittenAs::Unknown, _) => None,
-                    _ => None,
-                })
-                .collect();
-            if !unknown.is_empty() {
-                let wanted: Vec<(String, String)> =
-                    unknown.iter().map(|(_, id, rev)| (id.clone(), rev.clone())).collect();
-                let bodies = links.revisions(&wanted).await?;
-                for ((i, _, _), body) in unknown.iter().zip(bodies) {
-                    record.members[*i].written = written_by_ancestry(&record, &record.members[*i], body.as_ref());
-                }
-            }
+            let current = now_with_ancestry(&links, &record.members).await?;
             let steps = plan_undo(&record, &current);
             // Links too long to keep in the record: read back as the change found them.
             let read_back: Vec<(String, String)> = steps
@@ -358,11 +358,9 @@ impl UndoArgs {
                 if read_back.is_empty() { Vec::new() } else { links.revisions(&read_back).await? }.into_iter();
             let mut planned = Vec::new();
             let mut left = Vec::new();
-            for ((id, step), state) in steps.into_iter().zip(&current) {
-                let now = match state {
-                    IdState::Taken(doc) => doc.clone(),
-                    _ => Value::Null,
-                };
+            let mut unchanged = Vec::new();
+            for ((id, step), now) in steps.into_iter().zip(current) {
+                let now = now.unwrap_or(Value::Null);
                 match step {
                     UndoStep::Restore(doc) => planned.push(Planned { id, before: now, after: Some(doc) }),
                     UndoStep::ReadBack { rev, current } => match bodies.next().flatten() {
@@ -375,38 +373,88 @@ impl UndoArgs {
                              change found it; left as it is (couchlink history {id})"
                         )),
                     },
-                    UndoStep::EditedSince => left.push(format!("{id}: edited since the bulk change; left as it is")),
-                    UndoStep::Missing => left.push(format!("{id}: no such link any more; left as it is")),
-                    UndoStep::Unknown => left.push(format!(
-                        "{id}: the bulk change was interrupted before it recorded what it wrote of this link, and its \
-                         revision now is not the change's; left as it is"
+                    UndoStep::ChangedSince => left.push(format!(
+                        "{id}: changed since the bulk change read it, and not by the change alone (edited since, or \
+                         written by someone else instead); left as it is"
                     )),
-                    UndoStep::NotChanged => {}
+                    UndoStep::Missing => left.push(format!("{id}: no such link any more; left as it is")),
+                    UndoStep::NotChanged => unchanged.push(id),
                 }
             }
             preview(&mut out, &planned)?;
+            for id in &unchanged {
+                writeln!(out, "{id}: as the bulk change found it (the change did not write it); nothing to undo")?;
+            }
             for said in &left {
                 writeln!(out, "{said}")?;
             }
+            let spared = || {
+                if left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(BulkCommandError::NotPutBack(left.len(), record.members.len()))
+                }
+            };
             if self.dry_run {
-                writeln!(out, "dry run: {} link(s) would be put back; nothing written", planned.len())?;
-                return Ok(());
+                writeln!(
+                    out,
+                    "dry run: {} link(s) would be put back, {} left as they are; nothing written",
+                    planned.len(),
+                    left.len()
+                )?;
+                return spared();
+            }
+            if planned.is_empty() {
+                writeln!(out, "undo of {}: nothing to put back, {} link(s) left as they are", self.batch, left.len())?;
+                return spared();
             }
             let writer = links.account_name().unwrap_or("").to_owned();
             let (batch, written) =
                 write_named("undo", &links, Some(&history), &planned, &writer, Some(&self.batch)).await?;
             let undo = undo_command(&batch, &self.couch, &self.on, self.history_db.as_deref());
             let reported = report(&mut out, &planned, &written, &batch, Some(&undo));
-            match (reported, left.len()) {
-                (Err(BulkCommandError::NotAll(n, _)), spared) => {
-                    Err(BulkCommandError::NotAll(n + spared, record.members.len()))
+            if !left.is_empty() {
+                writeln!(out, "undo of {}: {} link(s) left as they are (each said above)", self.batch, left.len())?;
+            }
+            match reported {
+                Err(BulkCommandError::NotAll(n, _)) => {
+                    Err(BulkCommandError::NotPutBack(n + left.len(), record.members.len()))
                 }
-                (Ok(()), 0) => Ok(()),
-                (Ok(()), spared) => Err(BulkCommandError::NotAll(spared, record.members.len())),
-                (Err(e), _) => Err(e),
+                Err(e) => Err(e),
+                Ok(()) => spared(),
             }
         })
     }
+}
+
+/// Each member of a change as it is now, with its ancestry (`None`: no such link), in order.
+async fn now_with_ancestry(
+    links: &CouchClient,
+    members: &[crate::bulk::Member],
+) -> Result<Vec<Option<Value>>, CouchError> {
+    let mut out = Vec::with_capacity(members.len());
+    for chunk in members.chunks(500) {
+        let refs: Vec<&str> = chunk.iter().map(|m| m.id.as_str()).collect();
+        let states = links.id_states(&refs).await?;
+        let wanted: Vec<(String, String)> = chunk
+            .iter()
+            .zip(&states)
+            .filter_map(|(m, state)| match state {
+                IdState::Taken(doc) => Some((m.id.clone(), doc["_rev"].as_str().unwrap_or_default().to_owned())),
+                _ => None,
+            })
+            .collect();
+        let mut bodies = links.revisions(&wanted).await?.into_iter();
+        for state in states {
+            out.push(match state {
+                // Changed again between the two reads: as it is now, its ancestry unknown (so
+                // never taken for the change's own write).
+                IdState::Taken(doc) => Some(bodies.next().flatten().unwrap_or(doc)),
+                _ => None,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Each link and what changes, before and after.

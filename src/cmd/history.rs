@@ -126,9 +126,17 @@ impl HistoryArgs {
 pub fn describe(entry: &Value) -> String {
     let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
     if entry["type"] == "gap" {
+        if entry["reason"] == "refused" {
+            return format!(
+                "{}  gap: revision {} not recorded: CouchDB refused its entry ({})\n",
+                text(&entry["to"]),
+                text(&entry["first"]),
+                text(&entry["detail"]),
+            );
+        }
         return format!(
-            "{}  gap: {} revision(s) not recorded ({} to {}), written between {} and {} while no recorder ran, \
-             and compacted away before one started\n",
+            "{}  gap: {} revision(s) not recorded ({} to {}), written between {} and {} and compacted away by CouchDB \
+             before they were recorded\n",
             text(&entry["to"]),
             entry["missing"],
             text(&entry["first"]),
@@ -142,8 +150,15 @@ pub fn describe(entry: &Value) -> String {
     let when = text(&entry["recorded_at"]);
     let late = if entry["late"] == true { " (recorded late)" } else { "" };
     let stated = entry["at"].as_str().map(|at| format!(", stated {at}")).unwrap_or_default();
-    let batch = entry["batch"].as_str().map(|b| format!(", batch {b}")).unwrap_or_default();
-    let mut s = format!("{when}  {}  {}  {by}{stated}{batch}{late}\n", text(&entry["rev"]), text(&entry["kind"]));
+    // What the write says of itself, as it says it (the bulk change it names may be another's).
+    let batch = entry["batch"].as_str().map(|b| format!(", stating bulk change {b}")).unwrap_or_default();
+    let restores = entry["after"]["edit"]["restores"]
+        .as_str()
+        .filter(|_| entry["by"].is_string())
+        .map(|r| format!(", restores {r}"))
+        .unwrap_or_default();
+    let mut s =
+        format!("{when}  {}  {}  {by}{stated}{batch}{restores}{late}\n", text(&entry["rev"]), text(&entry["kind"]));
     if entry["kind"] == "baseline" || entry["before"].is_null() && entry["kind"] == "changed" {
         // Nothing to compare with: the version as it was.
         if let Some(after) = entry["after"].as_object() {
@@ -181,6 +196,18 @@ impl RestoreArgs {
         runtime.block_on(async {
             let entries = link_entries(&history, &self.id).await?;
             let version = pick(&entries, self.rev.as_deref(), self.at)?;
+            // What follows the version picked by time, recorded late or lost, may have been live
+            // before it was recorded: said, since `--at` goes by when changes were recorded.
+            let next = entries.iter().skip_while(|e| !std::ptr::eq(*e, version)).nth(1);
+            let uncertain = next.filter(|e| self.at.is_some() && (e["late"] == true || e["type"] == "gap"));
+            if let Some(next) = uncertain {
+                let name = next["rev"].as_str().or(next["first"].as_str()).unwrap_or_default();
+                println!(
+                    "note: what came after it ({name}) was recorded only at {} ({}): it may have been live before that",
+                    next["recorded_at"].as_str().unwrap_or_default(),
+                    if next["type"] == "gap" { "a gap" } else { "recorded late, while no proxy recorded" }
+                );
+            }
             let Some(mut doc) = links.link_doc(&self.id).await? else {
                 return Err(HistoryCommandError::NoSuchVersion(format!("{} does not exist any more", self.id)));
             };
@@ -303,6 +330,13 @@ mod tests {
         let gap = json!({"type": "gap", "first": "2-b", "last": "3-c", "missing": 2,
             "from": "2026-11-01T00:00:00Z", "to": "2026-11-02T00:00:00Z"});
         assert!(describe(&gap).contains("2 revision(s) not recorded"), "{}", describe(&gap));
+        let refused = json!({"type": "gap", "first": "2-b", "last": "2-b", "missing": 1, "reason": "refused",
+            "detail": "forbidden: not this one", "from": "2026-11-02T00:00:00Z", "to": "2026-11-02T00:00:00Z"});
+        assert!(
+            describe(&refused).contains("CouchDB refused its entry (forbidden: not this one)"),
+            "{}",
+            describe(&refused)
+        );
         let edit = json!({"type": "change", "rev": "2-b", "kind": "changed", "by": "maria", "at": null,
             "recorded_at": "2026-11-02T00:00:00Z", "late": false, "batch": null,
             "before": {"url": "https://a.example/"}, "after": {"url": "https://b.example/"}});

@@ -235,11 +235,9 @@ impl Console {
                     Err(_) => json_error(500, "internal", "the password could not be hashed"),
                 }
             }
-            Route::Couch { path } => {
-                if path.ends_with("/_bulk_docs") {
-                    if let Err(refusal) = route::bulk_body(&body) {
-                        return json_error(refusal.status, "bad_request", &refusal.reason);
-                    }
+            Route::Couch { path, body: rule } => {
+                if let Err(refusal) = rule.check(&body) {
+                    return json_error(refusal.status, "bad_request", &refusal.reason);
                 }
                 self.pass(parts, path, body).await
             }
@@ -564,7 +562,7 @@ mod tests {
             }
             let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
             match route::route(parts.method.as_str(), path, said, &sites) {
-                Ok(Route::Couch { path: passed }) => {
+                Ok(Route::Couch { path: passed, .. }) => {
                     proptest::prop_assert!(allowed(method, &passed), "{} {} passed as {}", method, target, passed);
                     proptest::prop_assert!(said != Source::Elsewhere, "{} {} from elsewhere", method, target);
                     proptest::prop_assert!(matches!(method, "GET" | "HEAD") || own, "{} {} written without Origin", method, target);

@@ -54,7 +54,48 @@ pub enum Route {
     Couch {
         /// CouchDB's path, beginning with `/`.
         path: String,
+        /// What its body may hold ([`Body::check`]).
+        body: Body,
     },
+}
+
+/// What a request's body may hold, checked before it is passed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// Whatever it holds (CouchDB's validation decides).
+    Any,
+    /// A bulk change of links (`POST /{db}/_bulk_docs`): link documents only, as edits.
+    Links,
+    /// A bulk change's record (`POST /{db}_history/_bulk_docs`): its parts only, as edits.
+    Record,
+}
+
+impl Body {
+    /// Whether `body` is one the page makes: for a `_bulk_docs`, documents of the kind named
+    /// only, written as edits (never `new_edits: false`, which writes a revision a client names,
+    /// past the conflict check), so that the console writes nothing else: never a database's
+    /// local documents (`_local/couchlink`, which no validation function guards).
+    pub fn check(self, body: &[u8]) -> Result<(), Refusal> {
+        let ours: fn(&str) -> bool = match self {
+            Body::Any => return Ok(()),
+            Body::Links => |id| LinkId::parse(id).is_ok(),
+            Body::Record => is_record_part,
+        };
+        let refused = |why: &str| refuse(400, format!("a bulk change through the console {why}"));
+        let parsed: serde_json::Value = serde_json::from_slice(body).map_err(|_| refused("is a JSON object"))?;
+        let Some(fields) = parsed.as_object() else { return Err(refused("is a JSON object")) };
+        if fields.keys().any(|k| k != "docs") {
+            return Err(refused("holds only \"docs\" (no \"new_edits\")"));
+        }
+        let docs = fields.get("docs").and_then(serde_json::Value::as_array).ok_or_else(|| refused("holds \"docs\""))?;
+        if docs.iter().any(|d| d["_id"].as_str().is_none_or(|id| !ours(id))) {
+            return Err(refused(match self {
+                Body::Record => "to the history writes only a bulk change's record (~batch:<name>:<part>)",
+                _ => "writes only links, each with its ID (5 letters or digits)",
+            }));
+        }
+        Ok(())
+    }
 }
 
 /// A request the console does not pass on, with the status it answers and why.
@@ -123,7 +164,9 @@ pub fn route(method: &str, target: &str, source: Source, sites: &[ConsoleSite]) 
             Source::Unsaid if !read => {
                 return Err(refuse(403, "a write to the console must come from the console's own page (Origin)"))
             }
-            _ => return couch_route(method, couch, sites).map(|path| Route::Couch { path }),
+            // The page's writes carry no query: none passes on (`?new_edits=false`, say).
+            _ if !read && !query.is_empty() => return Err(refuse(400, "a write through the console carries no query")),
+            _ => return couch_route(method, couch, sites),
         }
     }
     if let (Some(db), "POST") = (path.strip_prefix("/qr/").and_then(|r| r.strip_suffix("/sheet.pdf")), method) {
@@ -182,9 +225,14 @@ fn qr_route(rest: &str, query: &str, sites: &[ConsoleSite]) -> Result<Route, Ref
 
 /// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
 /// `_all_docs`, its console views, a link read or written, a bulk change (`_bulk_docs`, its
-/// body checked by [`bulk_body`]), the clicks views, the history's `_all_docs` (a link's entries,
-/// a bulk change's record) and a part of a bulk change's record written (`~batch:...`).
-fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String, Refusal> {
+/// body checked by [`Body::check`]), the clicks views, the history's `_all_docs` (a link's
+/// entries, a bulk change's record) and a bulk change's record written (its `_bulk_docs`).
+fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
+    let (path, body) = couch_path(method, path, sites)?;
+    Ok(Route::Couch { path, body })
+}
+
+fn couch_path(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<(String, Body), Refusal> {
     let not_used = || refuse(404, format!("{method} {path} is not a CouchDB request the console makes"));
     // Escapes and dot segments would name, once CouchDB (or the URL parser) decodes them,
     // another path than the one checked here: `/links/%5Fdesign%2Flinks`, `/links/..`.
@@ -193,7 +241,7 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
     }
     if path == "/_session" {
         return match method {
-            "GET" | "POST" | "DELETE" => Ok(path.into()),
+            "GET" | "POST" | "DELETE" => Ok((path.into(), Body::Any)),
             _ => Err(not_used()),
         };
     }
@@ -206,59 +254,40 @@ fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<String
     let clicks = sites.iter().find(|s| s.clicks_db.as_deref() == Some(db));
     if sites.iter().any(|s| s.history_db.as_deref() == Some(db)) {
         return match (doc, method) {
-            (Some("_all_docs"), "GET") => Ok(path.into()),
-            (Some(doc), "PUT") if is_record_part(doc) => Ok(path.into()),
+            (Some("_all_docs"), "GET") => Ok((path.into(), Body::Any)),
+            (Some("_bulk_docs"), "POST") => Ok((path.into(), Body::Record)),
             _ => Err(not_used()),
         };
     }
     match (links, clicks, doc, method) {
-        (Some(_), _, None, "GET") => Ok(path.into()),
-        (Some(_), _, Some("_all_docs"), "GET") => Ok(path.into()),
+        (Some(_), _, None, "GET") => Ok((path.into(), Body::Any)),
+        (Some(_), _, Some("_all_docs"), "GET") => Ok((path.into(), Body::Any)),
         // A bulk change: CouchDB's validation checks each document, and a stale revision is a
         // conflict, as for one link.
-        (Some(_), _, Some("_bulk_docs"), "POST") => Ok(path.into()),
+        (Some(_), _, Some("_bulk_docs"), "POST") => Ok((path.into(), Body::Links)),
         (Some(_), _, Some(doc), "GET")
             if ["recent", "search"].iter().any(|v| doc == format!("_design/console/_view/{v}")) =>
         {
-            Ok(path.into())
+            Ok((path.into(), Body::Any))
         }
-        (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok(path.into()),
+        (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok((path.into(), Body::Any)),
         (_, Some(_), Some(doc), "GET")
             if ["by_link", "by_version", "by_day_link", "by_month_link", "by_dimension"]
                 .iter()
                 .any(|v| doc == format!("_design/clicks/_view/{v}")) =>
         {
-            Ok(path.into())
+            Ok((path.into(), Body::Any))
         }
         _ => Err(not_used()),
     }
 }
 
-/// `~batch:<name>:<part>` or `~batch:<name>:<part>:written`: a part of a bulk change's record
-/// (src/bulk.rs, `part_id`), as the history's validation function takes it.
+/// `~batch:<name>:<part>`: a part of a bulk change's record (src/bulk.rs, `part_id`), as the
+/// history's validation function takes it.
 fn is_record_part(doc: &str) -> bool {
     let Some(rest) = doc.strip_prefix("~batch:") else { return false };
-    let rest = rest.strip_suffix(":written").unwrap_or(rest);
     let Some((name, part)) = rest.rsplit_once(':') else { return false };
     crate::domain::is_batch_name(name) && part.len() == 4 && part.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// Whether a bulk change's body (`POST /{links}/_bulk_docs`) is one the page makes: link
-/// documents only, written as edits (never `new_edits: false`, which writes a revision a
-/// client names and passes no conflict), so that the console writes nothing but links, never a
-/// database's local documents (`_local/couchlink`, which no validation function guards).
-pub fn bulk_body(body: &[u8]) -> Result<(), Refusal> {
-    let refused = |why: &str| refuse(400, format!("a bulk change through the console {why}"));
-    let parsed: serde_json::Value = serde_json::from_slice(body).map_err(|_| refused("is a JSON object"))?;
-    let Some(fields) = parsed.as_object() else { return Err(refused("is a JSON object")) };
-    if fields.keys().any(|k| k != "docs") {
-        return Err(refused("holds only \"docs\" (no \"new_edits\")"));
-    }
-    let docs = fields.get("docs").and_then(serde_json::Value::as_array).ok_or_else(|| refused("holds \"docs\""))?;
-    if docs.iter().any(|d| d["_id"].as_str().is_none_or(|id| LinkId::parse(id).is_err())) {
-        return Err(refused("writes only links, each with its ID (5 letters or digits)"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -303,23 +332,32 @@ mod tests {
             ("PUT", "/couch/links/H83if"),
             ("GET", "/couch/links_clicks/_design/clicks/_view/by_link"),
             ("GET", "/couch/links_history/_all_docs"),
-            ("PUT", "/couch/links_history/~batch:bulk-20261128T090000-a1b2c3d4:0001"),
-            ("PUT", "/couch/links_history/~batch:undo-20261128T090000-a1b2c3d4:0012:written"),
+            ("POST", "/couch/links_history/_bulk_docs"),
             ("POST", "/couch/links/_bulk_docs"),
         ] {
-            assert_eq!(
-                route(method, path, Source::OwnPage, &s),
-                Ok(Route::Couch { path: path[6..].into() }),
-                "{method} {path}"
-            );
+            let Ok(Route::Couch { path: passed, body }) = route(method, path, Source::OwnPage, &s) else {
+                panic!("{method} {path}")
+            };
+            assert_eq!(passed, path[6..], "{method} {path}");
+            let expected = match path {
+                "/couch/links/_bulk_docs" => Body::Links,
+                "/couch/links_history/_bulk_docs" => Body::Record,
+                _ => Body::Any,
+            };
+            assert_eq!(body, expected, "{method} {path}");
         }
+        assert_eq!(route("PUT", "/couch/links/H83if?new_edits=false", Source::OwnPage, &s).unwrap_err().status, 400);
+        assert_eq!(
+            route("POST", "/couch/links/_bulk_docs?new_edits=false", Source::OwnPage, &s).unwrap_err().status,
+            400
+        );
+        assert!(route("GET", "/couch/links/H83if?revs=true", Source::OwnPage, &s).is_ok());
         for (method, path) in [
             ("GET", "/couch/_users/org.couchdb.user:editor"),
             ("GET", "/couch/_all_dbs"),
             ("PUT", "/couch/links/_design/links"),
             ("PUT", "/couch/links/_security"),
             ("DELETE", "/couch/links/H83if"),
-            ("POST", "/couch/links_history/_bulk_docs"),
             ("POST", "/couch/links_clicks/_bulk_docs"),
             ("GET", "/couch/other/H83if"),
             ("PUT", "/couch/links_clicks/x"),
@@ -328,8 +366,7 @@ mod tests {
             ("GET", "/couch/links_history/_design/history/_view/gaps"),
             ("GET", "/couch/links_history/_design/history/_view/by_batch"),
             ("PUT", "/couch/links_history/~recorder"),
-            ("PUT", "/couch/links_history/~batch:bulk-1:1"),
-            ("PUT", "/couch/links_history/~batch:bulk 1:0001"),
+            ("PUT", "/couch/links_history/~batch:bulk-1:0001"),
             ("PUT", "/couch/links_history/H83if/0000000001-a"),
             ("PUT", "/couch/links/_local/couchlink"),
             ("GET", "/couch/links/H83if/attachment"),
@@ -344,7 +381,19 @@ mod tests {
 
     #[test]
     fn a_bulk_change_through_the_console_writes_links_and_nothing_else() {
-        assert_eq!(bulk_body(br#"{"docs": [{"_id": "H83if", "url": "https://a.example/"}]}"#), Ok(()));
+        assert_eq!(Body::Links.check(br#"{"docs": [{"_id": "H83if", "url": "https://a.example/"}]}"#), Ok(()));
+        let record = br#"{"docs": [{"_id": "~batch:bulk-1:0001", "type": "batch"}, {"_id": "~batch:bulk-1:0002"}]}"#;
+        assert_eq!(Body::Record.check(record), Ok(()));
+        assert_eq!(Body::Links.check(record).unwrap_err().status, 400);
+        for body in [
+            r#"{"docs": [{"_id": "~recorder", "seq": "9-x"}]}"#,
+            r#"{"docs": [{"_id": "H83if/0000000001-a", "type": "change"}]}"#,
+            r#"{"docs": [{"_id": "~batch:bulk 1:0001"}]}"#,
+            r#"{"docs": [{"_id": "~batch:bulk-1:1"}]}"#,
+            r#"{"new_edits": false, "docs": [{"_id": "~batch:bulk-1:0001", "_rev": "9-b0b"}]}"#,
+        ] {
+            assert_eq!(Body::Record.check(body.as_bytes()).unwrap_err().status, 400, "{body}");
+        }
         for body in [
             r#"{"docs": [{"_id": "_local/couchlink", "identity": "x"}]}"#,
             r#"{"docs": [{"_id": "H83if", "url": "https://a.example/"}, {"_id": "_design/links"}]}"#,
@@ -354,7 +403,7 @@ mod tests {
             r#"[]"#,
             "not json",
         ] {
-            assert_eq!(bulk_body(body.as_bytes()).unwrap_err().status, 400, "{body}");
+            assert_eq!(Body::Links.check(body.as_bytes()).unwrap_err().status, 400, "{body}");
         }
     }
 

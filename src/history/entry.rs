@@ -233,14 +233,17 @@ pub fn own_fields(doc: &Value) -> Value {
 
 /// `before` and `after` as an entry keeps them, and what it keeps of the fields too long to
 /// keep (`{"before": {"notes": {"bytes": 4200000, "blake2b": "..."}}, "after": {...}}`, empty
-/// when none is): every field over [`FIELD_LIMIT`], then the longest others until both fit in
-/// [`ENTRY_LIMIT`] with `limit` and `field_limit` of these two.
+/// when none is): every field over `field_limit`, then the longest others until both fit in
+/// `limit`. A field's name longer than [`NAME_LIMIT`] is kept as `~` and its digest (with
+/// `name_bytes`); and where so many fields are kept as digests that those are over `limit`
+/// too, each side is kept whole as one digest, under `*`.
 pub fn bounded(
     before: Option<&Value>,
     after: Option<&Value>,
     field_limit: usize,
     limit: usize,
 ) -> (Option<Value>, Option<Value>, Map<String, Value>) {
+    let originals = [before, after];
     let mut sides = [before.cloned(), after.cloned()];
     let mut sizes: Vec<(usize, usize, String)> = Vec::new();
     for (side, doc) in sides.iter().enumerate() {
@@ -254,20 +257,50 @@ pub fn bounded(
     // Longest first: over the field limit, then while the whole is over its limit.
     sizes.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
     let mut large = Map::new();
+    let mut large_size = 0;
     for (size, side, name) in sizes {
-        if size <= field_limit && total <= limit {
+        // Done once it fits, or once a digest would be no shorter than what it stands for.
+        if size <= field_limit && total + large_size <= limit || size <= DIGEST_BYTES {
             break;
         }
         let Some(Value::Object(fields)) = &mut sides[side] else { continue };
         let Some(value) = fields.remove(&name) else { continue };
-        let text = value.to_string();
-        let key = if side == 0 { "before" } else { "after" };
-        let kept = large.entry(key).or_insert_with(|| json!({}));
-        kept[&name] = json!({"bytes": text.len(), "blake2b": hex(&Blake2b::<U32>::digest(text.as_bytes()))});
+        let mut kept = digest_of(&value);
+        let key = if name.len() <= NAME_LIMIT {
+            name
+        } else {
+            kept["name_bytes"] = json!(name.len());
+            format!("~{}", hex(&Blake2b::<U16>::digest(name.as_bytes())))
+        };
+        large_size += key.len() + DIGEST_BYTES;
+        large.entry(SIDES[side]).or_insert_with(|| json!({}))[&key] = kept;
         total -= size;
+    }
+    if total + large_size > limit {
+        // Too many fields to keep even as digests: each side as one.
+        large = Map::new();
+        for (side, original) in originals.iter().enumerate() {
+            if let Some(doc @ Value::Object(_)) = original {
+                large.insert(SIDES[side].to_owned(), json!({"*": digest_of(doc)}));
+                sides[side] = Some(json!({}));
+            }
+        }
     }
     let [before, after] = sides;
     (before, after, large)
+}
+
+/// A field's name longer than this is kept in `large` as `~` and its digest.
+pub const NAME_LIMIT: usize = 256;
+/// About what a field kept as its size and digest takes in `large`, its name aside.
+const DIGEST_BYTES: usize = 120;
+
+const SIDES: [&str; 2] = ["before", "after"];
+
+/// What an entry keeps of a value too long to keep: its size and digest as JSON.
+fn digest_of(value: &Value) -> Value {
+    let text = value.to_string();
+    json!({"bytes": text.len(), "blake2b": hex(&Blake2b::<U32>::digest(text.as_bytes()))})
 }
 
 /// The length of `value` as compact JSON, without writing it out.
@@ -301,7 +334,7 @@ fn change(
     let body = revision.body.as_ref().expect("a change entry is of a held revision");
     let after = fields(body);
     let (before, after, mut large) = bounded(before, after.as_ref(), FIELD_LIMIT, ENTRY_LIMIT);
-    if !before_large.is_empty() {
+    if !before_large.is_empty() && large.get("before").and_then(|b| b.get("*")).is_none() {
         let kept = large.entry("before").or_insert_with(|| json!({}));
         for (name, value) in before_large {
             if before.as_ref().is_some_and(|b| b.get(name).is_none()) && kept.get(name).is_none() {
@@ -330,21 +363,21 @@ fn change(
     entry
 }
 
-/// `entry` with everything it says of the document before and after kept as sizes and
-/// digests: what is left when CouchDB refuses the entry as too large for its limits.
+/// `entry` with what it says of the document before and after kept as one size and digest a
+/// side: what is left when CouchDB refuses the entry as too large for its limits.
 pub fn shrunk(entry: &Value) -> Value {
     let mut entry = entry.clone();
-    let (before, after, large) = bounded(entry.get("before"), entry.get("after"), 0, 0);
-    let mut all = entry.get("large").and_then(Value::as_object).cloned().unwrap_or_default();
-    for (side, fields) in large {
-        let kept = all.entry(side).or_insert_with(|| json!({}));
-        for (name, value) in fields.as_object().into_iter().flatten() {
-            kept[name] = value.clone();
+    let mut large = Map::new();
+    for side in SIDES {
+        let had_large = entry["large"][side].as_object().is_some_and(|l| !l.is_empty());
+        if let Some(doc @ Value::Object(_)) = entry.get(side) {
+            // What the entry says of this side, digests included: changed or not, as before.
+            let whole = if had_large { json!({"kept": doc, "large": entry["large"][side]}) } else { doc.clone() };
+            large.insert(side.to_owned(), json!({"*": digest_of(&whole)}));
+            entry[side] = json!({});
         }
     }
-    entry["before"] = before.unwrap_or(Value::Null);
-    entry["after"] = after.unwrap_or(Value::Null);
-    entry["large"] = Value::Object(all);
+    entry["large"] = Value::Object(large);
     entry
 }
 
@@ -468,8 +501,27 @@ mod tests {
         let small = shrunk(&entry);
         assert!(small.to_string().len() < 10_000);
         assert_eq!(small["after"], json!({}));
-        assert_eq!(small["large"]["after"].as_object().unwrap().len(), 41);
+        assert_eq!(small["large"]["after"].as_object().unwrap().keys().collect::<Vec<_>>(), ["*"]);
         assert_eq!(history_function().check(&small), Ok(()));
+        // Long names, and so many fields that even their digests are too many.
+        let mut doc = json!({"_id": "H83if", "url": "https://a.example/"});
+        for i in 0..30 {
+            doc[format!("{i:02}{}", "k".repeat(150_000))] = json!(i);
+        }
+        let entry = one_entry("1-a", doc);
+        let kept = entry["large"]["after"].as_object().unwrap();
+        assert!(entry.to_string().len() < ENTRY_LIMIT, "{}", entry.to_string().len());
+        assert!(kept.keys().all(|k| k.starts_with('~') && k.len() == 33), "{:?}", kept.keys().next());
+        assert_eq!(kept.values().next().unwrap()["name_bytes"], 150_002);
+        let mut doc = json!({"_id": "H83if", "url": "https://a.example/"});
+        for i in 0..20_000 {
+            doc[format!("f{i:05}")] = json!("v".repeat(60));
+        }
+        let entry = one_entry("1-a", doc);
+        assert!(entry.to_string().len() < ENTRY_LIMIT, "{}", entry.to_string().len());
+        assert_eq!(entry["after"], json!({}));
+        assert!(entry["large"]["after"]["*"]["bytes"].as_u64().unwrap() > 1_000_000);
+        assert_eq!(history_function().check(&entry), Ok(()));
     }
 
     fn json_value() -> impl Strategy<Value = Value> {
@@ -511,42 +563,46 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+            #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-        /// Whatever a document holds and whatever its revisions are called, every entry made of
-        /// it is one the history's validation function takes, within the size CouchDB stores,
-        /// under an ID of its revision's own.
-        #[test]
-        fn any_document_and_revision_make_entries_the_history_takes(
-            docs in prop::collection::vec((revision_text(), prop::option::of(document())), 1..4),
-            tail in (revision_text(), document()),
-            start in 0usize..4,
-            late in any::<bool>(),
-        ) {
-            let function = history_function();
-            let mut chain: Vec<Revision> = docs.into_iter().map(|(rev, body)| Revision { rev, body }).collect();
-            let mut last = tail.1;
-            last["_revisions"] = json!({"start": 3, "ids": ["c", "b", "a"]});
-            chain.push(Revision { rev: tail.0, body: Some(last) });
-            let prior = Prior { after: chain[0].body.as_ref().and_then(fields), recorded_at: "2026-11-28T08:00:00Z".into(), large: Map::new() };
-            let start = match start {
-                0 => Start::After(prior),
-                1 => Start::Creation,
-                2 => Start::Began,
-                _ => Start::Unrecorded { began: "2026-11-01T00:00:00Z".into(), forgotten: 2 },
-            };
-            let out = entries("H83if", &chain, &start, &now(late));
-            prop_assert!(!out.is_empty());
-            for entry in &out {
-                prop_assert_eq!(function.check(entry), Ok(()), "{}", entry);
-                prop_assert!(entry.to_string().len() <= ENTRY_LIMIT + 16 * 1024);
-                let rev = entry.get("rev").or(entry.get("first")).and_then(Value::as_str).unwrap();
-                prop_assert_eq!(entry["_id"].as_str().unwrap(), entry_id("H83if", rev));
-                prop_assert_eq!(function.check(&refused_gap(entry, "too large", "2026-11-28T10:00:00Z")), Ok(()));
-                prop_assert_eq!(function.check(&shrunk(entry)), Ok(()));
+            /// Whatever a document holds and whatever its revisions are called, every entry made of
+            /// it is one the history's validation function takes, within the size CouchDB stores,
+            /// under an ID of its revision's own.
+            #[test]
+            fn any_document_and_revision_make_entries_the_history_takes(
+                docs in prop::collection::vec((revision_text(), prop::option::of(document())), 1..4),
+                tail in (revision_text(), document()),
+                start in 0usize..4,
+                late in any::<bool>(),
+                prior_large in any::<bool>(),
+            ) {
+                let function = history_function();
+                let mut chain: Vec<Revision> = docs.into_iter().map(|(rev, body)| Revision { rev, body }).collect();
+                let mut last = tail.1;
+                last["_revisions"] = json!({"start": 3, "ids": ["c", "b", "a"]});
+                chain.push(Revision { rev: tail.0, body: Some(last) });
+    let mut prior = Prior { after: chain[0].body.as_ref().and_then(fields), recorded_at: "2026-11-28T08:00:00Z".into(), large: Map::new() };
+                if prior_large {
+                    prior.large.insert("notes".into(), json!({"bytes": 70000, "blake2b": "0".repeat(64)}));
+                }
+                let start = match start {
+                    0 => Start::After(prior),
+                    1 => Start::Creation,
+                    2 => Start::Began,
+                    _ => Start::Unrecorded { began: "2026-11-01T00:00:00Z".into(), forgotten: 2 },
+                };
+                let out = entries("H83if", &chain, &start, &now(late));
+                prop_assert!(!out.is_empty());
+                for entry in &out {
+                    prop_assert_eq!(function.check(entry), Ok(()), "{}", entry);
+                    prop_assert!(entry.to_string().len() <= ENTRY_LIMIT + 16 * 1024);
+                    let rev = entry.get("rev").or(entry.get("first")).and_then(Value::as_str).unwrap();
+                    prop_assert_eq!(entry["_id"].as_str().unwrap(), entry_id("H83if", rev));
+                    prop_assert_eq!(function.check(&refused_gap(entry, "too large", "2026-11-28T10:00:00Z")), Ok(()));
+                    prop_assert_eq!(function.check(&shrunk(entry)), Ok(()));
+                }
             }
         }
-    }
 
     fn rev(rev: &str, body: Option<Value>) -> Revision {
         Revision { rev: rev.into(), body }

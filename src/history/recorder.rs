@@ -292,15 +292,22 @@ impl Recorder {
         }
         let mut failures = 0usize;
         loop {
-            let error = tokio::select! {
-                result = self.follow() => match result {
-                    Ok(()) => return,
-                    Err(e) => e,
+            // A fault of the recorder's own (a panic) is a failed round like any other: said,
+            // counted as waiting, and tried again, never a recorder gone quiet.
+            let follow = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(self.follow()));
+            let said = tokio::select! {
+                result = follow => match result {
+                    Ok(Ok(())) => return,
+                    Ok(Err(e)) => Causes(&e).to_string(),
+                    Err(panic) => format!(
+                        "the recorder failed ({}); recording again from the checkpoint",
+                        panic.downcast_ref::<&str>().copied().or(panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("a panic")
+                    ),
                 },
                 _ = stopped.changed() => break,
             };
             self.status.live.store(false, Relaxed);
-            let said = Causes(&error).to_string();
+            self.status.holding.store(false, Relaxed);
             {
                 let mut failing = self.status.failing.lock().expect("recorder status lock");
                 if failing.as_ref().map(|(s, _)| s.as_str()) != Some(said.as_str()) {
@@ -446,7 +453,8 @@ impl Recorder {
                 }
                 result => result?,
             };
-            let done = page.results.len() < PAGE;
+            // A page holds up to PAGE documents, each with its leaves.
+            let done = page.results.iter().filter(|(_, _, winning)| *winning).count() < PAGE;
             self.record(&page.results, pass, &began).await?;
             let moved = since.as_ref() != Some(&page.last_seq);
             since = Some(page.last_seq);
@@ -528,10 +536,39 @@ impl Recorder {
             || self.history.any_id_between("a", "z\u{fff0}").await?)
     }
 
-    /// Records one page of changes: `(ID, latest revision)`.
-    async fn record(&self, changes: &[(String, String)], pass: Pass, began: &str) -> Result<(), RecorderError> {
-        let changes: Vec<(String, String)> =
-            changes.iter().filter(|(id, _)| LinkId::parse(id).is_ok()).cloned().collect();
+    /// Records one page of changes: `(ID, leaf revision, first listed)`. A leaf that does not
+    /// win (a conflict: written beside another, by replication or by two nodes of a cluster at
+    /// once) is recorded as well, as `conflict`; which one wins is asked of CouchDB, not taken
+    /// from the order (pouchdb-server lists leaves in another).
+    async fn record(&self, changes: &[(String, String, bool)], pass: Pass, began: &str) -> Result<(), RecorderError> {
+        let mut leaves: HashMap<&str, usize> = HashMap::new();
+        for (id, _, _) in changes {
+            *leaves.entry(id.as_str()).or_default() += 1;
+        }
+        let contested: Vec<&str> = leaves.iter().filter(|(_, n)| **n > 1).map(|(id, _)| *id).collect();
+        let winners: HashMap<&str, String> = if contested.is_empty() {
+            HashMap::new()
+        } else {
+            contested
+                .iter()
+                .copied()
+                .zip(self.links.id_states(&contested).await?)
+                .filter_map(|(id, state)| match state {
+                    IdState::Taken(doc) => Some((id, doc["_rev"].as_str()?.to_owned())),
+                    _ => None,
+                })
+                .collect()
+        };
+        let losing: std::collections::HashSet<(String, String)> = changes
+            .iter()
+            .filter(|(id, rev, _)| winners.get(id.as_str()).is_some_and(|w| w != rev))
+            .map(|(id, rev, _)| (id.clone(), rev.clone()))
+            .collect();
+        let changes: Vec<(String, String)> = changes
+            .iter()
+            .filter(|(id, _, _)| LinkId::parse(id).is_ok())
+            .map(|(id, rev, _)| (id.clone(), rev.clone()))
+            .collect();
         if changes.is_empty() {
             return Ok(());
         }
@@ -568,8 +605,17 @@ impl Recorder {
                 (Some(_), Some(entry)) => (vec![current], Start::After(prior_of(&entry))),
                 (Some(_), None) => self.walk_back(id, current, began, pass == Pass::First).await?,
             };
-            out.extend(entries(id, &chain, &start, &recording));
+            let mut made = entries(id, &chain, &start, &recording);
+            if losing.contains(&(id.clone(), rev.clone())) {
+                if let Some(leaf) = made.last_mut().filter(|e| e["type"] == "change" && e["kind"] != "deleted") {
+                    leaf["kind"] = json!("conflict");
+                }
+            }
+            out.extend(made);
         }
+        // Two leaves of one link share the revisions before they part: each entry once.
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|e| seen.insert(e["_id"].as_str().unwrap_or_default().to_owned()));
         self.write(out, &recording.now).await
     }
 

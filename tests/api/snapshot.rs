@@ -180,6 +180,31 @@ async fn a_snapshot_of_a_database_deleted_and_created_again_under_its_name_is_no
     assert_not_used(&db, state.path(), "Frgn1", "another database named").await;
 }
 
+/// A member may write local documents (CouchDB runs no validation for them): the old database's
+/// identity written back into the new one does not make its snapshot the new one's, since
+/// CouchDB 3 also says when it made the database. (pouchdb-server says nothing of when: there
+/// the written-back identity is believed.)
+#[tokio::test]
+async fn an_old_identity_written_back_by_a_member_does_not_make_an_old_snapshot_served() {
+    let (db, state) = edited_after_a_snapshot("Frgn2").await;
+    if db.couch.is_pouchdb {
+        return;
+    }
+    let old: Value = db.admin(reqwest::Method::GET, "_local/couchlink", None).await.json().await.unwrap();
+    let deleted = db.admin(reqwest::Method::DELETE, "", None).await;
+    assert!(deleted.status().is_success(), "{}", deleted.text().await.unwrap());
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let db = TestDb::named_on(&db.couch, &db.name).await;
+    db.put_link("Frgn2", json!({"url": "https://after.example/"})).await;
+    let current: Value = db.admin(reqwest::Method::GET, "_local/couchlink", None).await.json().await.unwrap();
+    let written_back = json!({"_rev": current["_rev"], "identity": old["identity"]});
+    let r = db
+        .request_as(Some(crate::support::READER), reqwest::Method::PUT, "_local/couchlink", Some(&written_back))
+        .await;
+    assert!(r.status().is_success(), "CouchDB lets a member write it: {}", r.text().await.unwrap());
+    assert_not_used(&db, state.path(), "Frgn2", "another database named").await;
+}
+
 #[tokio::test]
 async fn a_sequence_couchdb_no_longer_accepts_starts_the_cache_afresh() {
     let (db, state) = edited_after_a_snapshot("Seq01").await;
