@@ -77,6 +77,10 @@ pub struct Timing {
     pub standby_poll: Duration,
     /// Changes waiting this long to be recorded (or failing rounds) make the recorder behind.
     pub behind: Duration,
+    /// While catching up (history beginning, or writes made while no recorder ran), after each
+    /// page the recorder waits this many times as long as the page took: catching up takes
+    /// longer, and leaves CouchDB (which often shares the proxies' cores) to the redirects.
+    pub catch_up_pause: u32,
 }
 
 impl Default for Timing {
@@ -88,6 +92,7 @@ impl Default for Timing {
             checkpoint_every: Duration::from_secs(5),
             standby_poll: Duration::from_secs(5),
             behind: Duration::from_secs(60),
+            catch_up_pause: 4,
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct RecorderStatus {
     resets: AtomicU64,
     holding: AtomicBool,
     standing_by: AtomicBool,
+    /// History begins: every link recorded once, which is no change waiting.
+    first_pass: AtomicBool,
     live: AtomicBool,
     /// Since when changes have waited (the last time the recorder was at the end of them).
     caught_up_at: Mutex<Instant>,
@@ -143,6 +150,7 @@ impl RecorderStatus {
             resets: AtomicU64::new(0),
             holding: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),
+            first_pass: AtomicBool::new(false),
             live: AtomicBool::new(false),
             caught_up_at: Mutex::new(Instant::now()),
             failing: Mutex::new(None),
@@ -196,6 +204,7 @@ impl RecorderStatus {
             .as_ref()
             .is_some_and(|(_, since)| since.elapsed() >= self.behind);
         let waiting = self.holding.load(Relaxed)
+            && !self.first_pass.load(Relaxed)
             && self.caught_up_at.lock().expect("recorder status lock").elapsed() >= self.behind;
         failing_long || waiting
     }
@@ -413,7 +422,9 @@ impl Recorder {
     async fn record_while_held(&self, held: Held) -> Result<(), RecorderError> {
         let Held { mut rev, mut since, began, mut pass } = held;
         let mut saved = Instant::now();
+        self.status.first_pass.store(pass == Pass::First, Relaxed);
         loop {
+            let began_page = Instant::now();
             let wait = (pass == Pass::Live).then_some(self.timing.wait);
             // The checkpoint is renewed while the long poll waits, whatever the server makes of
             // its `timeout` (pouchdb-server ignores it and answers at the next change only).
@@ -470,8 +481,13 @@ impl Recorder {
                 if pass != Pass::Live {
                     pass = Pass::Live;
                     self.status.live.store(true, Relaxed);
+                    self.status.first_pass.store(false, Relaxed);
                     *self.status.failing.lock().expect("recorder status lock") = None;
                 }
+            } else if pass != Pass::Live {
+                // At most a renewal's worth: the checkpoint, written before, stays this one's.
+                let pause = (began_page.elapsed() * self.timing.catch_up_pause).min(self.timing.renew);
+                tokio::time::sleep(pause).await;
             }
         }
     }

@@ -437,6 +437,7 @@ fn quick() -> couchlink::history::recorder::Timing {
         checkpoint_every: Duration::from_millis(200),
         standby_poll: Duration::from_millis(200),
         behind: Duration::from_secs(60),
+        catch_up_pause: 0,
     }
 }
 
