@@ -524,19 +524,21 @@ fn user_doc_id(name: &str) -> String {
     format!("org.couchdb.user:{name}")
 }
 
+/// An HTTP client for CouchDB, with `timeout` for a whole request (none for feeds).
+fn http_client(timeout: Option<Duration>) -> Result<reqwest::Client, CouchError> {
+    let mut b = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .tcp_nodelay(true);
+    if let Some(t) = timeout {
+        b = b.timeout(t);
+    }
+    b.build().map_err(CouchError::Client)
+}
+
 impl CouchClient {
     /// A client for `config`; no request is made yet.
     pub fn new(config: &CouchConfig) -> Result<Self, CouchError> {
-        let build = |timeout: Option<Duration>| {
-            let mut b = reqwest::Client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .tcp_nodelay(true);
-            if let Some(t) = timeout {
-                b = b.timeout(t);
-            }
-            b.build().map_err(CouchError::Client)
-        };
         let mut url = reqwest::Url::parse(config.url.trim_end_matches('/'))
             .map_err(|source| CouchError::BadUrl { url: redact_userinfo(&config.url), source })?;
         // Credentials written into the URL (`http://user:secret@host:5984`) become the
@@ -555,8 +557,8 @@ impl CouchClient {
             let _ = url.set_password(None);
         }
         Ok(CouchClient {
-            http: build(Some(REQUEST_TIMEOUT))?,
-            feed_http: build(None)?,
+            http: http_client(Some(REQUEST_TIMEOUT))?,
+            feed_http: http_client(None)?,
             base: url.as_str().trim_end_matches('/').to_owned(),
             db: config.db.clone(),
             account: Account::new(user, password),
@@ -567,6 +569,13 @@ impl CouchClient {
     /// several): one pool of connections and one password for all of them.
     pub fn for_database(&self, db: &str) -> Self {
         CouchClient { db: db.to_owned(), ..self.clone() }
+    }
+
+    /// The same server, database and account over connections of its own: for a task that
+    /// runs on another runtime (a connection is driven by the runtime that opened it, so
+    /// sharing a pool would tie one runtime's requests to the other's load and lifetime).
+    pub fn with_own_connections(&self) -> Result<Self, CouchError> {
+        Ok(CouchClient { http: http_client(Some(REQUEST_TIMEOUT))?, feed_http: http_client(None)?, ..self.clone() })
     }
 
     /// The same server and database as another account.

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::os::fd::AsFd;
@@ -742,6 +742,44 @@ async fn write_snapshots(snapshots: Vec<Arc<Snapshots>>) {
     }
 }
 
+/// Runs `task` on a thread `name` with a single-threaded runtime of its own; the handle ends
+/// when it does. Where no thread can be had, it runs here, said once.
+fn spawn_on_own_thread(name: &str, task: impl Future<Output = ()> + Send + 'static) -> tokio::task::JoinHandle<()> {
+    let (done, ended) = tokio::sync::oneshot::channel::<()>();
+    // The task waits in a slot the thread takes it from, so that it is still here to run on
+    // this runtime if the thread cannot start.
+    let slot = Arc::new(Mutex::new(Some(Box::pin(task))));
+    let taken = slot.clone();
+    let started = std::thread::Builder::new().name(name.to_owned()).spawn(move || {
+        let task = taken.lock().expect("task slot").take();
+        match (task, tokio::runtime::Builder::new_current_thread().enable_all().build()) {
+            (Some(task), Ok(runtime)) => {
+                runtime.block_on(task);
+                let _ = done.send(());
+            }
+            (task, Err(e)) => {
+                // Put back for this runtime to run.
+                *taken.lock().expect("task slot") = task;
+                tracing::warn!("no runtime of its own for {}: {e}", std::thread::current().name().unwrap_or("a task"));
+                let _ = done.send(());
+            }
+            (None, Ok(_)) => {}
+        }
+    });
+    let name = name.to_owned();
+    tokio::spawn(async move {
+        if let Err(e) = started {
+            tracing::warn!("no thread for {name} ({e}): it runs beside the serving");
+        } else {
+            let _ = ended.await;
+        }
+        let left = slot.lock().expect("task slot").take();
+        if let Some(task) = left {
+            task.await;
+        }
+    })
+}
+
 /// Each domain's tasks awaited and its access log written, then the unknown hosts' log.
 async fn finish_sites(running: Vec<RunningSite>, unknown: Option<(AccessLog, Flusher, PathBuf)>) {
     for site in running {
@@ -819,9 +857,13 @@ async fn start_site(
         tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
     }
     let history = config.history.then(|| {
+        // The recorder reads and writes in pages of hundreds of documents: on a thread of its
+        // own, with connections of its own, so that neither its work nor CouchDB's answers to
+        // it ever wait on a serving thread (docs/benchmarks.md, "Recording's cost").
+        let own = couch.with_own_connections().unwrap_or_else(|_| couch.clone());
         let recorder = crate::history::recorder::Recorder::new(
-            couch.clone(),
-            couch.for_database(&crate::history::database_of(couch.database())),
+            own.clone(),
+            own.for_database(&crate::history::database_of(couch.database())),
             recorder.to_owned(),
             config.history_timing,
         );
@@ -833,7 +875,7 @@ async fn start_site(
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         };
-        tasks.push(tokio::spawn(recorder.run(warmed, stopped.clone())));
+        tasks.push(spawn_on_own_thread("couchlink-history", recorder.run(warmed, stopped.clone())));
         status
     });
     // Visit limits count from the live counts' view when they are on; else from this start.
