@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::apache::free_port;
+use crate::support::apache::free_ports;
 use crate::support::process::wait_within;
 use crate::support::*;
 
@@ -43,10 +43,6 @@ fn exit_code_within(child: &mut Child, limit: Duration) -> Option<i32> {
     wait_within(child, limit).unwrap_or_else(|()| panic!("the quick start still runs after {limit:?}")).code()
 }
 
-fn ports_args(couchdb: u16, port: u16, admin: u16) -> Vec<String> {
-    ports_with_console(couchdb, port, admin, free_port())
-}
-
 fn ports_with_console(couchdb: u16, port: u16, admin: u16, console: u16) -> Vec<String> {
     [
         "--couchdb-port",
@@ -67,7 +63,8 @@ async fn a_port_already_in_use_is_named_before_anything_is_built() {
     // The test's own CouchDB API plays the one a user already runs on 5984.
     let db = TestDb::new().await;
     let taken: u16 = db.couch.url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap();
-    let (mut child, lines) = quickstart(&ports_args(taken, free_port(), free_port()), &[]);
+    let [port, admin, console] = free_ports();
+    let (mut child, lines) = quickstart(&ports_with_console(taken, port, admin, console), &[]);
     // Building would take far longer (and block on the test's own build directory).
     let code =
         tokio::task::spawn_blocking(move || exit_code_within(&mut child, Duration::from_secs(20))).await.unwrap();
@@ -81,7 +78,7 @@ async fn a_port_already_in_use_is_named_before_anything_is_built() {
 
 #[tokio::test]
 async fn one_sigterm_stops_everything_the_quick_start_started_and_leaves_nothing_behind() {
-    let (couchdb, port, admin, console) = (free_port(), free_port(), free_port(), free_port());
+    let [couchdb, port, admin, console] = free_ports();
     let tmp = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();

@@ -35,6 +35,13 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `N` free ports, each another: all are held until all are chosen (ports chosen one after
+/// another may be the same one twice, the first given back before the second is asked for).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<_> = (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
+}
+
 /// A single node or a cluster: started under a folder of its own, or the user's.
 pub struct ApacheCouchDb {
     /// Where this test's nodes run (`None`: the user's nodes).
@@ -81,7 +88,7 @@ impl ApacheCouchDb {
             return ApacheCouchDb { dir: None, hosts, control };
         }
         couchdb_sh();
-        let ports = [free_port(), free_port(), free_port()];
+        let ports = free_ports::<3>();
         let db = ApacheCouchDb {
             dir: Some(tempfile::tempdir().unwrap()),
             hosts: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
