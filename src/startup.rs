@@ -857,7 +857,11 @@ async fn start_site(
             own.for_database(&crate::history::database_of(couch.database())),
             recorder.to_owned(),
             config.history_timing,
-        );
+        )
+        .yielding_to({
+            let metrics = metrics.clone();
+            Arc::new(move || metrics.responses_total())
+        });
         let status = recorder.status.clone();
         // After the warm-up: a start reads links first, history after.
         let store = store.clone();

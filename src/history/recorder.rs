@@ -81,6 +81,13 @@ pub struct Timing {
     /// page the recorder waits this many times as long as the page took: catching up takes
     /// longer, and leaves CouchDB (which often shares the proxies' cores) to the redirects.
     pub catch_up_pause: u32,
+    /// The pause's factor instead, after a page during which the proxy served requests (see
+    /// [`Recorder::yielding_to`]): CouchDB's work for a page (its validation in JavaScript,
+    /// its writes and their fsync) holds a core for tens of milliseconds at a time, and those
+    /// are the redirects' p99 where they share the cores (#77, 2 cores: 4 left the p99 at 9x,
+    /// 24 at 3x, 48 within 1.4x; the pause is capped at `renew`, so a page of 500 then takes
+    /// about 10 s while the proxy is busy, against about 1.7 s while it is not).
+    pub busy_pause: u32,
 }
 
 impl Default for Timing {
@@ -93,7 +100,17 @@ impl Default for Timing {
             standby_poll: Duration::from_secs(5),
             behind: Duration::from_secs(60),
             catch_up_pause: 4,
+            busy_pause: 48,
         }
+    }
+}
+
+impl Timing {
+    /// The pause after a page of catching up that took `took`, `busy` when the proxy served
+    /// requests meanwhile: at most a renewal's worth, so the checkpoint, written before, stays
+    /// this recorder's.
+    pub fn catch_up_pause_after(&self, took: Duration, busy: bool) -> Duration {
+        (took * if busy { self.busy_pause } else { self.catch_up_pause }).min(self.renew)
     }
 }
 
@@ -256,6 +273,9 @@ pub struct Recorder {
     pub holder: String,
     /// The checkpoint as this recorder last wrote it: `(revision, sequence, began)`.
     held: Mutex<Option<(String, Value, String)>>,
+    /// How many requests the proxy has served so far (never, when not told): catching up
+    /// pauses longer while it serves.
+    served: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
 /// How a page of changes is recorded.
@@ -288,7 +308,14 @@ impl Recorder {
             timing,
             holder,
             held: Mutex::new(None),
+            served: Arc::new(|| 0),
         }
+    }
+
+    /// This recorder, catching up with the longer pause after a page during which `served`
+    /// (a count of the requests the proxy has answered) moved.
+    pub fn yielding_to(self, served: Arc<dyn Fn() -> u64 + Send + Sync>) -> Self {
+        Recorder { served, ..self }
     }
 
     /// Records until `stopped`, once `ready` resolves (the cache's warm-up done: recording
@@ -425,6 +452,7 @@ impl Recorder {
         self.status.first_pass.store(pass == Pass::First, Relaxed);
         loop {
             let began_page = Instant::now();
+            let served_before = (self.served)();
             let wait = (pass == Pass::Live).then_some(self.timing.wait);
             // The checkpoint is renewed while the long poll waits, whatever the server makes of
             // its `timeout` (pouchdb-server ignores it and answers at the next change only).
@@ -485,9 +513,8 @@ impl Recorder {
                     *self.status.failing.lock().expect("recorder status lock") = None;
                 }
             } else if pass != Pass::Live {
-                // At most a renewal's worth: the checkpoint, written before, stays this one's.
-                let pause = (began_page.elapsed() * self.timing.catch_up_pause).min(self.timing.renew);
-                tokio::time::sleep(pause).await;
+                let busy = (self.served)() != served_before;
+                tokio::time::sleep(self.timing.catch_up_pause_after(began_page.elapsed(), busy)).await;
             }
         }
     }
@@ -809,6 +836,16 @@ fn now_text(now: OffsetDateTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn catching_up_pauses_longer_while_the_proxy_serves_and_never_past_a_renewal() {
+        let timing = Timing::default();
+        let page = Duration::from_millis(100);
+        assert_eq!(timing.catch_up_pause_after(page, false), page * timing.catch_up_pause);
+        assert_eq!(timing.catch_up_pause_after(page, true), page * timing.busy_pause);
+        assert!(timing.busy_pause > timing.catch_up_pause);
+        assert_eq!(timing.catch_up_pause_after(Duration::from_secs(5), true), timing.renew);
+    }
 
     #[test]
     fn the_ancestry_is_read_newest_first() {

@@ -438,6 +438,7 @@ fn quick() -> couchlink::history::recorder::Timing {
         standby_poll: Duration::from_millis(200),
         behind: Duration::from_secs(60),
         catch_up_pause: 0,
+        busy_pause: 0,
     }
 }
 
