@@ -59,7 +59,7 @@ export function targetProblem(url) {
 export function passwordProblem(text) {
   const [, m, t, p, salt, hash] = /^\$argon2id\$v=19\$m=([1-9]\d{0,5}),t=([1-9]\d{0,5}),p=([1-9]\d{0,5})\$([^$]*)\$([^$]*)$/.exec(text) || [];
   const b64 = (s, min, max) => s.length >= min && s.length <= max && s.length % 4 !== 1 && /^[A-Za-z0-9+/]*$/.test(s);
-  return m && m >= 7168 && m <= 65536 && t <= 5 && p <= 4 && b64(salt, 22, 86) && b64(hash, 43, 43) ? null : 'not an Argon2id hash in bounds';
+  return m && m >= 7168 && m <= 65536 && t <= 5 && p <= 4 && m * t >= 35840 && m * t <= 65536 && b64(salt, 22, 86) && b64(hash, 43, 43) ? null : 'not an Argon2id hash in bounds';
 }
 
 export const isWeb = (url) => typeof url === 'string' && /^https?:\/\//.test(url);

@@ -206,9 +206,10 @@ function (newDoc, oldDoc, userCtx, secObj) {
         'the password itself: set it with the console or `couchlink create --password-file`, or remove the field.');
     }
     var m = Number(phc[1]), t = Number(phc[2]), p = Number(phc[3]);
-    if (m < 7168 || m > 65536 || t > 5 || p > 4) {
+    if (m < 7168 || m > 65536 || t > 5 || p > 4 || m * t < 35840 || m * t > 65536) {
       refuse('password', 'The password\'s hash must use m=7168 to 65536 (KiB of memory), t=1 to 5 (passes) and ' +
-        'p=1 to 4 (lanes): what one check may cost a proxy.');
+        'p=1 to 4 (lanes), with m times t 35840 to 65536 (at least OWASP\'s cheapest setting, at most what ' +
+        'one check may cost a proxy).');
     }
     function unpadded(text, min, max) {
       return text.length >= min && text.length <= max && text.length % 4 !== 1 && /^[A-Za-z0-9+\/]*$/.test(text);

@@ -3,7 +3,10 @@
 //! password hash, the verdict remembered; wrong guesses limited per client address.
 //!
 //! One Argon2id check costs tens of milliseconds and 19 MiB: it runs on tokio's blocking pool,
-//! a few at a time, never on a serving thread. Browsers send the credential with every request
+//! a few at a time, never on a serving thread. A guess is reserved before it is hashed, so
+//! guesses sent at once never pass the limit; an address hashes one guess at a time and waits
+//! for the shared turns behind every other address in order, so one attacker delays another
+//! visitor's first check by about one hash (per address ahead of it), not by its whole flood. Browsers send the credential with every request
 //! to the link once the visitor has typed it, so the verdict is remembered, bounded in memory,
 //! under a keyed digest of the password presented, the link and its hash (a changed password
 //! is a new hash, so the old password stops working with the revision that changes it). The
@@ -65,7 +68,10 @@ pub struct Gate {
     /// first one's verdict rather than hashing again (a browser opens several connections).
     running: Mutex<HashMap<[u8; 16], Arc<OnceCell<bool>>>>,
     guesses: Mutex<HashMap<u128, Guesses>>,
-    /// Checks running at once (each holds its 19 MiB while it runs).
+    /// Each address's lane: one of its checks at a time waits for a turn of `hashing`.
+    lanes: Mutex<HashMap<u128, Arc<Semaphore>>>,
+    /// Checks running at once (each holds its 19 MiB while it runs); its turns are given in
+    /// the order asked.
     hashing: Semaphore,
 }
 
@@ -82,11 +88,13 @@ struct Verdicts {
     order: VecDeque<[u8; 16]>,
 }
 
-/// One address's wrong guesses in its current window.
+/// One address's wrong guesses in its current window, and its guesses being checked.
 #[derive(Clone, Copy)]
 struct Guesses {
     since: Instant,
     wrong: u32,
+    /// Reserved and not yet decided: counted against the limit as if wrong.
+    pending: u32,
 }
 
 impl Gate {
@@ -97,6 +105,7 @@ impl Gate {
             verdicts: Mutex::default(),
             running: Mutex::default(),
             guesses: Mutex::default(),
+            lanes: Mutex::default(),
             hashing: Semaphore::new(at_once.max(1)),
         }
     }
@@ -112,50 +121,77 @@ impl Gate {
             metrics.password(PasswordAnswer::Missing);
             return Verdict::Ask;
         };
-        // Longer than any password couchlink sets: wrong without a hash, and counted as a guess.
-        if password.len() > crate::domain::MAX_PASSWORD_BYTES {
-            metrics.password(PasswordAnswer::Wrong);
-            self.guessed_wrong(client, now);
-            return Verdict::Ask;
-        }
-        let digest = self.digest(id, hash, &password);
-        let remembered = self.verdicts.lock().expect("verdicts").right.get(&digest).copied();
-        // A remembered right password lets in even an address that is waiting: whoever
-        // guessed wrong from behind the same NAT does not lock out those who know it.
-        if remembered == Some(true) {
-            metrics.password(PasswordAnswer::Right);
-            return Verdict::Open;
-        }
-        if let Some(wait) = self.waiting(client, now) {
-            metrics.password(PasswordAnswer::Limited);
-            return Verdict::Wait(wait);
-        }
-        let right = match remembered {
-            Some(right) => right,
-            None => {
-                let running = self.running.lock().expect("running").entry(digest).or_default().clone();
-                let right = *running
-                    .get_or_init(|| async {
-                        let _turn = self.hashing.acquire().await.expect("the semaphore is never closed");
-                        metrics.password_hash();
-                        let hash = hash.clone();
-                        let right = tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false);
-                        self.remember(digest, right);
-                        right
-                    })
-                    .await;
-                self.running.lock().expect("running").remove(&digest);
-                right
+        // Longer than any password couchlink sets: wrong without a hash.
+        let digest = (password.len() <= crate::domain::MAX_PASSWORD_BYTES).then(|| self.digest(id, hash, &password));
+        let remembered = match digest {
+            Some(digest) => self.verdicts.lock().expect("verdicts").right.get(&digest).copied(),
+            None => Some(false),
+        };
+        // An address that has used its guesses waits, whatever it presents, so that a 429
+        // never tells a right password from a wrong one; a guess to be hashed is reserved
+        // first (one being checked counts as wrong until it is known), so that guesses sent at
+        // once are never hashed past the limit. A verdict known already costs no hash and
+        // reserves nothing: a browser's requests at once with the right password all open.
+        let hashing = remembered.is_none();
+        let reserved = match self.reserve(client, now, hashing) {
+            Ok(reserved) => reserved,
+            Err(wait) => {
+                metrics.password(PasswordAnswer::Limited);
+                return Verdict::Wait(wait);
             }
         };
+        let right = match (remembered, digest) {
+            (Some(right), _) => right,
+            (None, Some(digest)) => self.hash_once(digest, hash, password, client, metrics).await,
+            (None, None) => unreachable!("a password too long is remembered as wrong"),
+        };
+        reserved.settle(right, now);
         if right {
             metrics.password(PasswordAnswer::Right);
             Verdict::Open
         } else {
             metrics.password(PasswordAnswer::Wrong);
-            self.guessed_wrong(client, now);
             Verdict::Ask
         }
+    }
+
+    /// Whether `password` is right for `hash`, checked once however many ask at once with the
+    /// same credential (they wait for the first one's verdict), in `client`'s lane.
+    async fn hash_once(
+        &self,
+        digest: [u8; 16],
+        hash: &PasswordHash,
+        password: Vec<u8>,
+        client: IpAddr,
+        metrics: &Metrics,
+    ) -> bool {
+        let running = self.running.lock().expect("running").entry(digest).or_default().clone();
+        let right = *running
+            .get_or_init(|| async {
+                let key = address_key(client);
+                let lane =
+                    self.lanes.lock().expect("lanes").entry(key).or_insert_with(|| Arc::new(Semaphore::new(1))).clone();
+                let right = {
+                    let _lane = lane.acquire().await.expect("a lane is never closed");
+                    let _turn = self.hashing.acquire().await.expect("the semaphore is never closed");
+                    metrics.password_hash();
+                    let hash = hash.clone();
+                    tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false)
+                };
+                {
+                    // The lane goes once nobody else holds or waits for it (they clone it
+                    // under this lock).
+                    let mut lanes = self.lanes.lock().expect("lanes");
+                    if Arc::strong_count(&lane) == 2 {
+                        lanes.remove(&key);
+                    }
+                }
+                self.remember(digest, right);
+                right
+            })
+            .await;
+        self.running.lock().expect("running").remove(&digest);
+        right
     }
 
     /// The keyed digest a verdict is remembered under.
@@ -180,28 +216,71 @@ impl Gate {
         }
     }
 
-    /// Seconds `client` must wait, when it has used its guesses.
-    fn waiting(&self, client: IpAddr, now: Instant) -> Option<u32> {
-        let guesses = self.guesses.lock().expect("guesses");
-        let g = guesses.get(&address_key(client))?;
-        let left = WINDOW.checked_sub(now.saturating_duration_since(g.since))?;
-        (g.wrong >= GUESSES && !left.is_zero()).then(|| left.as_secs_f64().ceil() as u32)
-    }
-
-    fn guessed_wrong(&self, client: IpAddr, now: Instant) {
+    /// The seconds `client` must wait, or (`hold`) one of its guesses reserved: it waits the
+    /// rest of its window once it has guessed wrong [`GUESSES`] times in it, else (`hold`) 1
+    /// while its last guesses are being checked (a wrong one among them starts the wait).
+    fn reserve(&self, client: IpAddr, now: Instant, hold: bool) -> Result<Reserved<'_>, u32> {
         let mut guesses = self.guesses.lock().expect("guesses");
         if guesses.len() >= ADDRESSES {
-            guesses.retain(|_, g| now.saturating_duration_since(g.since) < WINDOW);
+            guesses.retain(|_, g| g.pending > 0 || now.saturating_duration_since(g.since) < WINDOW);
             while guesses.len() >= ADDRESSES {
-                let any = *guesses.keys().next().expect("not empty");
+                let Some(any) = guesses.iter().find(|(_, g)| g.pending == 0).map(|(k, _)| *k) else { break };
                 guesses.remove(&any);
             }
         }
-        let g = guesses.entry(address_key(client)).or_insert(Guesses { since: now, wrong: 0 });
+        let g = guesses.entry(address_key(client)).or_insert(Guesses { since: now, wrong: 0, pending: 0 });
         if now.saturating_duration_since(g.since) >= WINDOW {
-            *g = Guesses { since: now, wrong: 0 };
+            *g = Guesses { since: now, wrong: 0, pending: g.pending };
         }
-        g.wrong += 1;
+        if g.wrong >= GUESSES {
+            let left = WINDOW.saturating_sub(now.saturating_duration_since(g.since));
+            return Err((left.as_secs_f64().ceil() as u32).max(1));
+        }
+        if hold {
+            if g.wrong + g.pending >= GUESSES {
+                return Err(1);
+            }
+            g.pending += 1;
+        }
+        Ok(Reserved { gate: self, key: address_key(client), held: hold, settled: false })
+    }
+}
+
+/// A guess let through: settled with its verdict, or (its request gone before the verdict, its
+/// hash perhaps computed) counted as wrong, so that hanging up early buys no extra hashes.
+struct Reserved<'a> {
+    gate: &'a Gate,
+    key: u128,
+    /// Whether it holds one of the address's pending guesses.
+    held: bool,
+    settled: bool,
+}
+
+impl Reserved<'_> {
+    fn settle(mut self, right: bool, now: Instant) {
+        self.settled = true;
+        self.end(right, now);
+    }
+
+    fn end(&self, right: bool, now: Instant) {
+        let mut guesses = self.gate.guesses.lock().expect("guesses");
+        let g = guesses.entry(self.key).or_insert(Guesses { since: now, wrong: 0, pending: u32::from(self.held) });
+        if self.held {
+            g.pending = g.pending.saturating_sub(1);
+        }
+        if !right {
+            g.wrong += 1;
+        } else if g.wrong == 0 && g.pending == 0 {
+            guesses.remove(&self.key);
+        }
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if !self.settled && self.held {
+            self.end(false, Instant::now());
+        }
     }
 }
 
@@ -293,9 +372,11 @@ mod tests {
         let later = t0 + Duration::from_secs(200);
         assert_eq!(gate.check_at(ask(id, &hash, Some(&next), me), &metrics, later).await, Verdict::Wait(400));
         assert_eq!(metrics.password_hashes(), 1 + u64::from(GUESSES), "a waiting address is not hashed for");
-        // Another address is not held back, and the right password still opens for anyone.
+        // Another address is not held back; the waiting one waits whatever it presents, the
+        // right password too (remembered as right): a 429 tells nothing of the password.
         assert_eq!(gate.check_at(ask(id, &hash, Some(&next), other), &metrics, later).await, Verdict::Ask);
-        assert_eq!(gate.check_at(ask(id, &hash, Some(&right), me), &metrics, later).await, Verdict::Open);
+        assert_eq!(gate.check_at(ask(id, &hash, Some(&right), me), &metrics, later).await, Verdict::Wait(400));
+        assert_eq!(gate.check_at(ask(id, &hash, None, me), &metrics, later).await, Verdict::Ask, "no password: asked");
         // The window over, guesses are counted afresh.
         let after = t0 + WINDOW;
         assert_eq!(gate.check_at(ask(id, &hash, Some(&next), me), &metrics, after).await, Verdict::Ask);
@@ -327,6 +408,94 @@ mod tests {
         }
         assert_eq!(metrics.password_hashes(), 1);
         assert!(gate.running.lock().unwrap().is_empty());
+    }
+
+    /// `n` guesses from `client` at once, each another wrong password, answered once all are.
+    async fn at_once(
+        gate: &Arc<Gate>,
+        metrics: &Arc<Metrics>,
+        hash: &PasswordHash,
+        client: IpAddr,
+        n: usize,
+    ) -> Vec<Verdict> {
+        let id = LinkId::parse("H83if").unwrap();
+        let asked: Vec<_> = (0..n)
+            .map(|i| {
+                let (gate, metrics, hash) = (gate.clone(), metrics.clone(), hash.clone());
+                tokio::spawn(async move {
+                    let guess = basic(&format!("x:guess {i}"));
+                    gate.check(ask(id, &hash, Some(&guess), client), &metrics).await
+                })
+            })
+            .collect();
+        let mut verdicts = Vec::new();
+        for verdict in asked {
+            verdicts.push(verdict.await.unwrap());
+        }
+        verdicts
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn guesses_sent_at_once_are_reserved_before_they_are_hashed() {
+        let gate = Arc::new(Gate::new(4));
+        let metrics = Arc::new(Metrics::default());
+        let id = LinkId::parse("H83if").unwrap();
+        let hash = PasswordHash::create(b"staff only").unwrap();
+        let me: IpAddr = "2001:db8::7".parse().unwrap();
+        let verdicts = at_once(&gate, &metrics, &hash, me, 60).await;
+        let asked = verdicts.iter().filter(|v| **v == Verdict::Ask).count();
+        assert_eq!(asked, GUESSES as usize, "{verdicts:?}");
+        assert!(verdicts.iter().all(|v| matches!(v, Verdict::Ask | Verdict::Wait(_))));
+        assert_eq!(metrics.password_hashes(), u64::from(GUESSES), "no more guesses hashed than the limit");
+        // The right password, from the same /64, is told to wait like any other.
+        let right = basic("x:staff only");
+        let same: IpAddr = "2001:db8::8".parse().unwrap();
+        assert!(matches!(gate.check(ask(id, &hash, Some(&right), same), &metrics).await, Verdict::Wait(s) if s > 500));
+        assert_eq!(metrics.password_hashes(), u64::from(GUESSES));
+        assert_eq!(gate.guesses.lock().unwrap()[&address_key(me)].pending, 0, "every reservation settled");
+        assert!(gate.lanes.lock().unwrap().is_empty(), "lanes go once unused");
+    }
+
+    #[tokio::test]
+    async fn a_guess_whose_request_goes_before_its_verdict_counts_as_wrong() {
+        let gate = Gate::new(1);
+        let metrics = Metrics::default();
+        let id = LinkId::parse("H83if").unwrap();
+        let hash = PasswordHash::create(b"staff only").unwrap();
+        let me = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 7));
+        let guess = basic("x:hang up");
+        // Polled once (reserved, its hash begun) and dropped, as a connection closed early is.
+        let checking = gate.check(ask(id, &hash, Some(&guess), me), &metrics);
+        assert!(futures_util::FutureExt::now_or_never(checking).is_none());
+        let g = gate.guesses.lock().unwrap()[&address_key(me)];
+        assert_eq!((g.wrong, g.pending), (1, 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_address_flooding_delays_another_first_check_by_about_one_hash() {
+        // One turn at a time: without lanes the other check would wait behind all ten.
+        let gate = Arc::new(Gate::new(1));
+        let metrics = Arc::new(Metrics::default());
+        let hash = PasswordHash::create(b"staff only").unwrap();
+        let attacker = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 66));
+        let flood = {
+            let (gate, metrics, hash) = (gate.clone(), metrics.clone(), hash.clone());
+            tokio::spawn(async move { at_once(&gate, &metrics, &hash, attacker, 10).await })
+        };
+        // Every one of the attacker's guesses reserved (and so waiting for its lane or a turn).
+        while gate.guesses.lock().unwrap().get(&address_key(attacker)).map_or(0, |g| g.pending) < GUESSES {
+            tokio::task::yield_now().await;
+        }
+        let other = LinkId::parse("Other").unwrap();
+        let right = basic("x:staff only");
+        let visitor = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+        let verdict = gate.check(ask(other, &hash, Some(&right), visitor), &metrics).await;
+        let hashed_by_then = metrics.password_hashes();
+        assert_eq!(verdict, Verdict::Open);
+        // Its own, the attacker's one running when it asked, and at most one begun since.
+        assert!(hashed_by_then <= 3, "{hashed_by_then} hashes before the visitor's verdict");
+        assert!(flood.await.unwrap().iter().all(|v| *v == Verdict::Ask));
+        assert_eq!(metrics.password_hashes(), 11);
     }
 
     #[tokio::test]

@@ -3,10 +3,11 @@
 //!
 //! `$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>`: Argon2id (RFC 9106), version 0x13, memory `m`
 //! in KiB, `t` passes, `p` lanes, the salt and the 32-byte output in base64 without padding.
-//! The bounds below keep what one check costs a proxy known: at most 64 MiB and 5 passes (a
-//! document cannot make the proxy spend a second or a gigabyte per guess), at least what
-//! OWASP's cheapest Argon2id setting asks (7 MiB, 5 passes; 19 MiB, 2 passes is what couchlink
-//! writes). `couchdb/validate_doc_update.js` refuses what [`PasswordHash::parse`] refuses;
+//! The bounds below keep what one check costs a proxy known: memory times passes at most 64 MiB
+//! (1.7 times what couchlink writes, 19 MiB and 2 passes: a document cannot make a guess cost a
+//! proxy much more than its own hashes do, nor a second or a gigabyte), and at least what
+//! OWASP's cheapest Argon2id settings ask (7 MiB and 5 passes, 12 MiB and 3, 19 MiB and 2, all
+//! 35 MiB-passes or more; Argon2id's cost is its memory times its passes, whatever its lanes). `couchdb/validate_doc_update.js` refuses what [`PasswordHash::parse`] refuses;
 //! `tests/password_cases.json` holds both to the same cases.
 
 use std::fmt;
@@ -20,6 +21,10 @@ pub const WRITTEN: (u32, u32, u32) = (19 * 1024, 2, 1);
 pub const MIN_MEMORY_KIB: u32 = 7 * 1024;
 /// The most memory (KiB) a stored hash may ask for: what one check can cost a proxy.
 pub const MAX_MEMORY_KIB: u32 = 64 * 1024;
+/// The least memory times passes (KiB): OWASP's cheapest setting, 7 MiB and 5 passes.
+pub const MIN_COST: u32 = 7 * 1024 * 5;
+/// The most memory times passes (KiB): what one guess may cost a proxy.
+pub const MAX_COST: u32 = 64 * 1024;
 /// The most passes.
 pub const MAX_PASSES: u32 = 5;
 /// The most lanes.
@@ -40,7 +45,7 @@ pub enum BadPasswordHash {
     NotArgon2id,
     /// Argon2id, but with parameters outside the bounds.
     #[error(
-        "its parameters must be m={MIN_MEMORY_KIB} to {MAX_MEMORY_KIB} (KiB), t=1 to {MAX_PASSES}, p=1 to {MAX_LANES}"
+        "its parameters must be m={MIN_MEMORY_KIB} to {MAX_MEMORY_KIB} (KiB), t=1 to {MAX_PASSES}, p=1 to {MAX_LANES}, and m times t {MIN_COST} to {MAX_COST}"
     )]
     Parameters,
     /// The salt or the output is not base64 of the right length.
@@ -87,6 +92,7 @@ impl PasswordHash {
         if !(MIN_MEMORY_KIB..=MAX_MEMORY_KIB).contains(&m)
             || !(1..=MAX_PASSES).contains(&t)
             || !(1..=MAX_LANES).contains(&p)
+            || !(MIN_COST..=MAX_COST).contains(&(m * t))
         {
             return Err(BadPasswordHash::Parameters);
         }

@@ -103,26 +103,75 @@ async fn a_changed_password_stops_the_old_one_with_the_revision_and_a_removed_on
     app.wait_until_served("/Badge", 302, Some(TARGET)).await;
 }
 
+/// `path` asked with `password` as from `client` (a trusted proxy, loopback, names it).
+async fn get_from(app: &TestApp, path: &str, password: &str, client: &str) -> reqwest::Response {
+    let request = http().get(format!("{}{path}", app.base)).basic_auth("anyone", Some(password));
+    request.header("x-forwarded-for", client).send().await.expect("couchlink answers")
+}
+
+async fn spawn_behind_a_proxy() -> TestApp {
+    spawn_app_with(AppOptions::with(|c| c.trusted_proxies = "127.0.0.1/32".parse().unwrap())).await
+}
+
 #[tokio::test]
-async fn wrong_guesses_from_one_address_end_in_429_while_the_right_password_still_opens() {
-    let app = spawn_app().await;
+async fn wrong_guesses_from_one_address_end_in_429_for_every_password_it_presents() {
+    let app = spawn_behind_a_proxy().await;
     app.db.put_link("Guess", json!({"url": TARGET, "password": hash("correct horse")})).await;
-    // Someone who knows it came first: their verdict is remembered.
-    assert_redirects_to(&get_with(&app, "/Guess", Some("correct horse")).await, TARGET);
+    // Its rightful visitor came first: the verdict is remembered.
+    assert_redirects_to(&get_from(&app, "/Guess", "correct horse", "198.51.100.1").await, TARGET);
+    let guesser = "203.0.113.7";
     for n in 0..couchlink::gate::GUESSES {
-        assert_asks(get_with(&app, "/Guess", Some(&format!("guess {n}"))).await, "Guess").await;
+        assert_asks(get_from(&app, "/Guess", &format!("guess {n}"), guesser).await, "Guess").await;
     }
-    let waiting = get_with(&app, "/Guess", Some("one more")).await;
+    // 199 more, then the right one: each answered 429, the right one too, remembered or not
+    // (a 429 that let the right password through would tell it at memory speed).
+    for n in 0..199 {
+        assert_eq!(get_from(&app, "/Guess", &format!("more {n}"), guesser).await.status(), 429);
+    }
+    let waiting = get_from(&app, "/Guess", "correct horse", guesser).await;
     assert_eq!(waiting.status(), 429);
     let retry: u64 = waiting.headers()["retry-after"].to_str().unwrap().parse().unwrap();
     assert!(retry > 0 && retry <= couchlink::gate::WINDOW.as_secs(), "{retry}");
     assert!(waiting.headers().get("location").is_none());
-    // Not hashed for while it waits: the right password's one hash and the ten guesses'.
+    // Not hashed for while it waits: the rightful visitor's one hash and the ten guesses'.
     assert_eq!(app.metric("couchlink_password_hashes_total").await, 1.0 + f64::from(couchlink::gate::GUESSES));
-    assert_eq!(app.metric("couchlink_password_answers_total{result=\"limited\"}").await, 1.0);
-    assert_redirects_to(&get_with(&app, "/Guess", Some("correct horse")).await, TARGET);
-    let lines = app.wait_for_log_lines(13).await;
-    assert_eq!(lines.iter().filter(|l| l.split(' ').nth(5) == Some("429")).count(), 1, "{lines:?}");
+    assert_eq!(app.metric("couchlink_password_answers_total{result=\"limited\"}").await, 200.0);
+    // Another address is not held back.
+    assert_redirects_to(&get_from(&app, "/Guess", "correct horse", "198.51.100.1").await, TARGET);
+    let lines = app.wait_for_log_lines(212).await;
+    assert_eq!(lines.iter().filter(|l| l.split(' ').nth(5) == Some("429")).count(), 200);
+}
+
+#[tokio::test]
+async fn guesses_at_once_from_one_address_are_hashed_no_more_than_the_limit_and_others_still_open() {
+    let app = spawn_behind_a_proxy().await;
+    app.db.put_link("Flood", json!({"url": TARGET, "password": hash("correct horse")})).await;
+    app.db.put_link("Other", json!({"url": TARGET, "password": hash("another")})).await;
+    app.wait_until_served("/Other", 401, None).await;
+    let flooder = "2001:db8:7::1";
+    // 400 connections at once from one /64, each another wrong password.
+    let flood: Vec<_> = (0..400)
+        .map(|n| {
+            let url = format!("{}/Flood", app.base);
+            tokio::spawn(async move {
+                let request = reqwest::Client::new().get(url).basic_auth("anyone", Some(format!("guess {n}")));
+                request.header("x-forwarded-for", format!("2001:db8:7::{:x}", n + 2)).send().await.map(|r| r.status())
+            })
+        })
+        .collect();
+    // Meanwhile another link's first right password, from another address, opens.
+    assert_redirects_to(&get_from(&app, "/Other", "another", "198.51.100.1").await, TARGET);
+    let mut statuses = Vec::new();
+    for answer in flood {
+        statuses.push(answer.await.unwrap().expect("every connection answered").as_u16());
+    }
+    let asked = statuses.iter().filter(|s| **s == 401).count();
+    assert_eq!(asked, couchlink::gate::GUESSES as usize, "as many answered 401 as there are guesses");
+    assert_eq!(asked + statuses.iter().filter(|s| **s == 429).count(), 400, "{statuses:?}");
+    // The limit's guesses hashed for the flood, and one for the other link.
+    assert_eq!(app.metric("couchlink_password_hashes_total").await, 1.0 + f64::from(couchlink::gate::GUESSES));
+    // The right password, once the flood is answered: 429 as well.
+    assert_eq!(get_from(&app, "/Flood", "correct horse", flooder).await.status(), 429);
 }
 
 #[tokio::test]
