@@ -4,6 +4,7 @@
 //! every link of a bulk change back as it was, sparing links edited since. Both exit 0 only
 //! when every link was applied.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use clap::Args;
@@ -346,6 +347,12 @@ impl UndoArgs {
             }
             let current = now_with_ancestry(&links, &record.members).await?;
             let steps = plan_undo(&record, &current);
+            // What the record says each link was is its writer's word: held to the revision it
+            // names, as CouchDB holds it, else as the history recorded it.
+            let (steps, disbelieved) = held_to_the_revisions(&links, &history, &record.members, steps).await?;
+            for said in &disbelieved {
+                writeln!(out, "{said}")?;
+            }
             // Links too long to keep in the record: read back as the change found them.
             let read_back: Vec<(String, String)> = steps
                 .iter()
@@ -378,6 +385,11 @@ impl UndoArgs {
                          written by someone else instead); left as it is"
                     )),
                     UndoStep::Missing => left.push(format!("{id}: no such link any more; left as it is")),
+                    UndoStep::Unverified(rev) => left.push(format!(
+                        "{id}: CouchDB no longer holds revision {rev}, and the history does not record it as the \
+                         change's record says it was; left as it is (couchlink history {id}, then couchlink restore \
+                         {id} --rev REV)"
+                    )),
                     UndoStep::NotChanged => unchanged.push(id),
                 }
             }
@@ -425,6 +437,81 @@ impl UndoArgs {
             }
         })
     }
+}
+
+/// `steps` with each restore held to the revision its member names: put back as CouchDB holds
+/// that revision (said where the record's fields differ), or, where CouchDB no longer holds it,
+/// as the record says only when the history's entry of that revision says the same; else
+/// [`UndoStep::Unverified`]. The second list says where the record was not believed. (Anyone who may write a change's record may write what it says a
+/// link was: undo writes nothing a revision of the link never held.)
+async fn held_to_the_revisions(
+    links: &CouchClient,
+    history: &CouchClient,
+    members: &[crate::bulk::Member],
+    steps: Vec<(String, UndoStep)>,
+) -> Result<(Vec<(String, UndoStep)>, Vec<String>), CouchError> {
+    let restoring: Vec<usize> =
+        steps.iter().enumerate().filter(|(_, (_, s))| matches!(s, UndoStep::Restore(_))).map(|(i, _)| i).collect();
+    let mut held = Vec::with_capacity(restoring.len());
+    for chunk in restoring.chunks(500) {
+        let wanted: Vec<(String, String)> =
+            chunk.iter().map(|&i| (members[i].id.clone(), members[i].rev.clone())).collect();
+        held.extend(links.revisions(&wanted).await?);
+    }
+    // Where CouchDB no longer holds the revision, the history's entry of it.
+    let gone: Vec<String> = restoring
+        .iter()
+        .zip(&held)
+        .filter(|(_, body)| body.is_none())
+        .map(|(&i, _)| crate::history::entry::entry_id(&members[i].id, &members[i].rev))
+        .collect();
+    let mut recorded: HashMap<String, Value> = HashMap::new();
+    for chunk in gone.chunks(500) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        for (key, state) in refs.iter().zip(history.id_states(&refs).await?) {
+            if let IdState::Taken(entry) = state {
+                recorded.insert((*key).to_owned(), entry);
+            }
+        }
+    }
+    let mut bodies = held.into_iter();
+    let mut said = Vec::new();
+    let mut out = Vec::with_capacity(steps.len());
+    for (i, (id, step)) in steps.into_iter().enumerate() {
+        let UndoStep::Restore(doc) = step else {
+            out.push((id, step));
+            continue;
+        };
+        let member = &members[i];
+        let current = doc["_rev"].as_str().unwrap_or_default().to_owned();
+        match bodies.next().flatten() {
+            Some(body) => {
+                let back = put_back(&id, &body, &current);
+                if back != doc {
+                    said.push(format!(
+                        "{id}: the change's record says otherwise of revision {} than CouchDB holds; put back as \
+                         CouchDB holds it (the record is not believed)",
+                        member.rev
+                    ));
+                }
+                out.push((id, UndoStep::Restore(back)));
+            }
+            None => {
+                let entry = recorded.get(&crate::history::entry::entry_id(&id, &member.rev));
+                let agrees = entry.is_some_and(|e| {
+                    e["after"].is_object()
+                        && e["large"]["after"].as_object().is_none_or(|l| l.is_empty())
+                        && put_back(&id, &e["after"], &current) == doc
+                });
+                if agrees {
+                    out.push((id, UndoStep::Restore(doc)));
+                } else {
+                    out.push((id.clone(), UndoStep::Unverified(member.rev.clone())));
+                }
+            }
+        }
+    }
+    Ok((out, said))
 }
 
 /// Each member of a change as it is now, with its ancestry (`None`: no such link), in order.

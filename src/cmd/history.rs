@@ -273,10 +273,10 @@ fn pick<'a>(
     let found = match (rev, at) {
         (Some(rev), _) => versions.find(|e| e["rev"] == rev),
         // Newest first: the first recorded at or before `at` (when it was recorded, never when
-        // its writer says it wrote it).
+        // its writer says it wrote it); a conflict's losing leaf was never what CouchDB served.
         (None, Some(at)) => versions.find(|e| {
             let when = e["recorded_at"].as_str().unwrap_or("");
-            OffsetDateTime::parse(when, &Rfc3339).is_ok_and(|t| t <= at)
+            e["kind"] != "conflict" && OffsetDateTime::parse(when, &Rfc3339).is_ok_and(|t| t <= at)
         }),
         (None, None) => None,
     };
@@ -323,6 +323,14 @@ mod tests {
             text.starts_with("2026-11-25T00:00:00Z  4-d  changed  writer not stated, stated 2020-01-01T00:00:00Z"),
             "{text}"
         );
+        // Two leaves recorded at one instant: by time, the one CouchDB serves, never the
+        // conflict's losing leaf (recorded after it, or before).
+        let mut losing = change("2-ABCDEF", "2026-11-25T00:00:00Z", "https://lost.example/");
+        losing["kind"] = json!("conflict");
+        let winning = change("2-zzzz", "2026-11-25T00:00:00Z", "https://served.example/");
+        for leaves in [[winning.clone(), losing.clone()], [losing, winning]] {
+            assert_eq!(pick(&leaves, None, Some(later)).unwrap()["rev"], "2-zzzz");
+        }
     }
 
     #[test]

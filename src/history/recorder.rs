@@ -440,6 +440,8 @@ impl Recorder {
             }
             self.status.caught_up();
             self.status.standing_by.store(true, Relaxed);
+            // Another recorder records: what failed this one's own round is no longer so.
+            *self.status.failing.lock().expect("recorder status lock") = None;
             tokio::time::sleep(self.timing.standby_poll).await;
         }
     }

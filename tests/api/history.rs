@@ -763,6 +763,36 @@ async fn undo_at_once_puts_back_every_link_and_only_the_change_s_own() {
     assert_eq!(other["url"], "https://example.com/other", "left as the change's writer found it");
 }
 
+/// A change's record is its writer's word: an editor who records a change of their own that
+/// says a link was at a URL of theirs, and writes the link as that change, cannot make a
+/// colleague's undo of it write that URL (a stranger's pass found it did).
+#[tokio::test]
+async fn undo_puts_a_link_back_as_the_revision_was_not_as_a_record_says_it_was() {
+    let db = recorded_db().await;
+    crate::support::couch::ensure_user(couch(), OTHER_EDITOR, EDITOR_ROLE).await;
+    let (status, created) = edit(&db, "LinkA", json!({"url": "https://example.com/A"})).await;
+    assert_eq!(status, 201);
+    let rev = created["rev"].as_str().unwrap().to_owned();
+    let batch = "bulk-20261203T150800-deadbeef";
+    let forged = json!({"type": "batch", "batch": batch, "by": OTHER_EDITOR.0, "at": "2026-12-03T15:08:00Z",
+        "part": 1, "parts": 1, "edit": {"by": OTHER_EDITOR.0, "batch": batch}, "undoes": null,
+        "links": [{"id": "LinkA", "rev": rev, "before": {"url": "https://evil.example.com/forged-before"}}]});
+    let path = format!("~batch:{batch}:0001");
+    let (status, body) = on_history(&db, Some(OTHER_EDITOR), reqwest::Method::PUT, &path, Some(&forged)).await;
+    assert_eq!(status, 201, "{body}");
+    let doc = json!({"_id": "LinkA", "_rev": rev, "url": "https://example.com/harmless-change",
+        "edit": {"by": OTHER_EDITOR.0, "batch": batch}});
+    let r = db.request_as(Some(OTHER_EDITOR), reqwest::Method::PUT, "LinkA", Some(&doc)).await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+
+    let out = couchlink_at(&db, EDITOR).args(["undo", batch]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("LinkA: the change's record says otherwise of revision"), "{text}");
+    let now: Value = db.admin(reqwest::Method::GET, "LinkA", None).await.json().await.unwrap();
+    assert_eq!(now["url"], "https://example.com/A", "put back as the revision was: {text}");
+}
+
 /// A conflict (two revisions side by side, as replication or a cluster's nodes make them) is
 /// recorded, the one CouchDB does not serve as `conflict`; and undo takes neither for the
 /// change's own write.
