@@ -493,6 +493,12 @@ impl Asked<'_, '_> {
         }
     }
 
+    /// Gives back the visit of `id` [`Asked::admit`] counted, the request having ended in no
+    /// redirect.
+    fn give_back(&self, id: LinkId) {
+        self.limits.give_back(id, self.visitor.client().bot);
+    }
+
     /// The rule of `link`'s `targets` (`id`'s) this visitor matches, and its variant; a
     /// country asked without a GeoIP database is said and counted.
     fn choose(&self, id: LinkId, link: &Arc<Link>) -> Option<(usize, usize)> {
@@ -709,6 +715,23 @@ async fn locate(
     };
     let query = query.map(|q| format!("?{q}")).unwrap_or_default();
     let resolved = resolve(path, &query, "", &rules).await;
+    let outcome = decide(store, &rules, path, resolved).await;
+    // A visit of a limited link is used up by its redirect only: one admitted on the way to a
+    // 404 (a path after the ID that resolves to nothing, say) or a 503 is given back.
+    if rules.admitted.get() == Some(&true) && !matches!(outcome, Outcome::Redirect { .. }) {
+        rules.asked.give_back(first);
+    }
+    outcome
+}
+
+/// The outcome of a full resolution, `resolved` by `rules` for `path`.
+async fn decide(
+    store: &LinkStore,
+    rules: &LiveLinks<'_, '_>,
+    path: &str,
+    resolved: Result<Resolved, ResolveError<Unavailable>>,
+) -> Outcome {
+    let first = rules.first;
     if let Some(status) = rules.shut.get() {
         return Outcome::Shut(*status);
     }

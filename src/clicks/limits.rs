@@ -120,6 +120,19 @@ impl Limits {
         }
     }
 
+    /// Gives back a visit of `id` that [`Limits::admit`] let through (a bot's when `bot`) and
+    /// that ended in no redirect (a 404 for what followed the ID, CouchDB gone meanwhile): only
+    /// redirects use up a link's visits, as the live counts count them.
+    pub fn give_back(&self, id: LinkId, bot: bool) {
+        let Some(entry) = self.links.lock().expect("limits").get(&id).cloned() else { return };
+        let one = if bot { BOT } else { 1 };
+        let _ = entry.admitted.fetch_update(Relaxed, Relaxed, |n| {
+            let (people, bots) = (n & (BOT - 1), n >> 32);
+            let enough = if bot { bots >= 1 } else { people >= 1 };
+            enough.then(|| n - one)
+        });
+    }
+
     /// Counted visits of `id` as this proxy knows them (`None`: never asked for here).
     pub fn counted(&self, id: LinkId, bots: bool) -> Option<i64> {
         let entry = self.links.lock().expect("limits").get(&id)?.clone();

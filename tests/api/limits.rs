@@ -50,6 +50,27 @@ async fn one_proxy_serves_exactly_max_visits_at_once_then_the_fallback_and_after
 }
 
 #[tokio::test]
+async fn requests_answered_with_no_redirect_use_no_visit() {
+    let db = counted_db().await;
+    db.put_link("Three", json!({"url": COUPON, "max_visits": 3, "fallback": CAMPAIGN})).await;
+    let app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    // Paths after the ID that resolve to nothing: 404 each, never a visit (sent as they are:
+    // an HTTP client would take the dots away).
+    for path in ["/Three/%2e%2e", "/Three/..", "/Three/%2E%2E?x=1", "/Three/a/../../.."] {
+        for _ in 0..5 {
+            let raw = format!("GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: {BROWSER}\r\nConnection: close\r\n\r\n");
+            let answer = app.raw(raw.as_bytes()).await;
+            assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
+        }
+    }
+    // A path after the ID that does redirect is a visit like the link's own.
+    assert_eq!(sent_to(&app, "/Three/more", BROWSER).await.as_deref(), Some(&*format!("{COUPON}/more")));
+    assert_eq!(sent_to(&app, "/Three", BROWSER).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Three", BROWSER).await.as_deref(), Some(COUPON));
+    assert_eq!(sent_to(&app, "/Three", BROWSER).await.as_deref(), Some(CAMPAIGN), "used up by its three redirects");
+}
+
+#[tokio::test]
 async fn bots_pass_uncounted_unless_the_document_counts_them_and_no_fallback_is_a_404() {
     let db = counted_db().await;
     db.put_link("Human", json!({"url": COUPON, "max_visits": 2})).await;
