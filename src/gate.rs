@@ -6,11 +6,12 @@
 //! a few at a time, never on a serving thread. A guess is reserved before it is hashed, so
 //! guesses sent at once never pass the limit; an address hashes one guess at a time and waits
 //! for the shared turns behind every other address in order, so one attacker delays another
-//! visitor's first check by about one hash (per address ahead of it), not by its whole flood. Browsers send the credential with every request
-//! to the link once the visitor has typed it, so the verdict is remembered, bounded in memory,
-//! under a keyed digest of the password presented, the link and its hash (a changed password
-//! is a new hash, so the old password stops working with the revision that changes it). The
-//! tracking cookie plays no part: it never lets anyone in.
+//! visitor's first check by about one hash (per address ahead of it), not by its whole flood.
+//! Browsers send the credential with every request to the link once the visitor has typed it,
+//! so the verdict is remembered, bounded in memory, under a keyed digest of the password
+//! presented, the link and its hash (a changed password is a new hash, so the old password
+//! stops working with the revision that changes it). The tracking cookie plays no part: it
+//! never lets anyone in.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -228,7 +229,14 @@ impl Gate {
                 guesses.remove(&any);
             }
         }
-        let g = guesses.entry(address_key(client)).or_insert(Guesses { since: now, wrong: 0, pending: 0 });
+        let key = address_key(client);
+        // Made only once let through: a reservation dropped settles itself, under this lock.
+        let reserved = || Reserved { gate: self, key, held: hold, settled: false };
+        // A known verdict from an address with nothing counted: nothing to keep.
+        if !hold && !guesses.contains_key(&key) {
+            return Ok(reserved());
+        }
+        let g = guesses.entry(key).or_insert(Guesses { since: now, wrong: 0, pending: 0 });
         if now.saturating_duration_since(g.since) >= WINDOW {
             *g = Guesses { since: now, wrong: 0, pending: g.pending };
         }
@@ -242,7 +250,7 @@ impl Gate {
             }
             g.pending += 1;
         }
-        Ok(Reserved { gate: self, key: address_key(client), held: hold, settled: false })
+        Ok(reserved())
     }
 }
 
@@ -263,6 +271,10 @@ impl Reserved<'_> {
     }
 
     fn end(&self, right: bool, now: Instant) {
+        // A known right password, nothing reserved: nothing to count.
+        if right && !self.held {
+            return;
+        }
         let mut guesses = self.gate.guesses.lock().expect("guesses");
         let g = guesses.entry(self.key).or_insert(Guesses { since: now, wrong: 0, pending: u32::from(self.held) });
         if self.held {
