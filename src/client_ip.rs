@@ -131,6 +131,19 @@ fn parse_node(node: &str) -> Option<IpAddr> {
         .or_else(|| IpAddr::from_str(node.strip_prefix('[')?.strip_suffix(']')?).ok())
 }
 
+/// The address a client's attempts are counted by (a link's password guesses, the console's
+/// logins): an IPv4 address, or an IPv6 address's /64 (what one
+/// subscriber is given; counting single IPv6 addresses would give each client 2^64 tries).
+pub fn subscriber(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => u128::from(u32::from(v4)),
+            None => u128::from(v6) & !u128::from(u64::MAX) | 1 << 32,
+        },
+    }
+}
+
 /// `ip` with its host part cleared, as the log keeps it when asked to anonymise: the first 24
 /// bits of an IPv4 address (`203.0.113.0`), the first 48 of an IPv6 one (`2001:db8:1::`). An
 /// IPv4 address mapped into IPv6 is cut as IPv4.

@@ -22,6 +22,7 @@ use base64::Engine as _;
 use blake2::digest::{consts::U16, Mac};
 use tokio::sync::{OnceCell, Semaphore};
 
+use crate::client_ip::subscriber;
 use crate::domain::{LinkId, PasswordHash};
 use crate::metrics::{Metrics, PasswordAnswer};
 
@@ -169,7 +170,7 @@ impl Gate {
         let running = self.running.lock().expect("running").entry(digest).or_default().clone();
         let right = *running
             .get_or_init(|| async {
-                let key = address_key(client);
+                let key = subscriber(client);
                 let lane =
                     self.lanes.lock().expect("lanes").entry(key).or_insert_with(|| Arc::new(Semaphore::new(1))).clone();
                 let right = {
@@ -229,7 +230,7 @@ impl Gate {
                 guesses.remove(&any);
             }
         }
-        let key = address_key(client);
+        let key = subscriber(client);
         // Made only once let through: a reservation dropped settles itself, under this lock.
         let reserved = || Reserved { gate: self, key, held: hold, settled: false };
         // A known verdict from an address with nothing counted: nothing to keep.
@@ -296,18 +297,6 @@ impl Drop for Reserved<'_> {
     }
 }
 
-/// The address guesses are counted by: an IPv4 address, or an IPv6 address's /64 (what one
-/// subscriber is given; counting single IPv6 addresses would give each client 2^64 tries).
-fn address_key(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => u128::from(u32::from(v4)),
-            None => u128::from(v6) & !u128::from(u64::MAX) | 1 << 32,
-        },
-    }
-}
-
 /// The password of an `Authorization: Basic` value (RFC 7617): base64 of `user-id:password`,
 /// the user ID whatever the visitor typed (a link has a password, not accounts). `None` for
 /// another scheme or a malformed value, which is asked again like no credential at all.
@@ -352,10 +341,10 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
         let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        assert_eq!(address_key(a), address_key(b));
-        assert_ne!(address_key(a), address_key(c));
-        assert_eq!(address_key("::ffff:203.0.113.7".parse().unwrap()), address_key("203.0.113.7".parse().unwrap()));
-        assert_ne!(address_key("0.0.0.1".parse().unwrap()), address_key("::1".parse().unwrap()));
+        assert_eq!(subscriber(a), subscriber(b));
+        assert_ne!(subscriber(a), subscriber(c));
+        assert_eq!(subscriber("::ffff:203.0.113.7".parse().unwrap()), subscriber("203.0.113.7".parse().unwrap()));
+        assert_ne!(subscriber("0.0.0.1".parse().unwrap()), subscriber("::1".parse().unwrap()));
     }
 
     #[tokio::test]
@@ -464,7 +453,7 @@ mod tests {
         let same: IpAddr = "2001:db8::8".parse().unwrap();
         assert!(matches!(gate.check(ask(id, &hash, Some(&right), same), &metrics).await, Verdict::Wait(s) if s > 500));
         assert_eq!(metrics.password_hashes(), u64::from(GUESSES));
-        assert_eq!(gate.guesses.lock().unwrap()[&address_key(me)].pending, 0, "every reservation settled");
+        assert_eq!(gate.guesses.lock().unwrap()[&subscriber(me)].pending, 0, "every reservation settled");
         assert!(gate.lanes.lock().unwrap().is_empty(), "lanes go once unused");
     }
 
@@ -479,7 +468,7 @@ mod tests {
         // Polled once (reserved, its hash begun) and dropped, as a connection closed early is.
         let checking = gate.check(ask(id, &hash, Some(&guess), me), &metrics);
         assert!(futures_util::FutureExt::now_or_never(checking).is_none());
-        let g = gate.guesses.lock().unwrap()[&address_key(me)];
+        let g = gate.guesses.lock().unwrap()[&subscriber(me)];
         assert_eq!((g.wrong, g.pending), (1, 0));
     }
 
@@ -495,7 +484,7 @@ mod tests {
             tokio::spawn(async move { at_once(&gate, &metrics, &hash, attacker, 10).await })
         };
         // Every one of the attacker's guesses reserved (and so waiting for its lane or a turn).
-        while gate.guesses.lock().unwrap().get(&address_key(attacker)).map_or(0, |g| g.pending) < GUESSES {
+        while gate.guesses.lock().unwrap().get(&subscriber(attacker)).map_or(0, |g| g.pending) < GUESSES {
             tokio::task::yield_now().await;
         }
         let other = LinkId::parse("Other").unwrap();

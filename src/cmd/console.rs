@@ -43,6 +43,18 @@ pub struct ConsoleArgs {
     #[arg(long, env = "COUCHLINK_CLICKS_INTERVAL_SECS", default_value_t = crate::clicks::writer::DEFAULT_INTERVAL_SECS,
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub clicks_interval_secs: u32,
+    /// The proxies' CouchDB accounts (comma-separated; `setup`'s `COUCHLINK_READER_USER`): the
+    /// console never passes a login as them on, so that nobody can make CouchDB lock the
+    /// proxies out through it.
+    #[arg(long, env = "COUCHLINK_READER_USER", default_value = "couchlink-reader", value_delimiter = ',')]
+    pub reader_user: Vec<String>,
+    /// Comma-separated IPs/CIDRs of proxies in front of the console whose forwarding header is
+    /// believed (failed logins are counted per visitor address).
+    #[arg(long, env = "COUCHLINK_TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: crate::client_ip::TrustedProxies,
+    /// The one header those proxies write: x-forwarded-for or forwarded.
+    #[arg(long, env = "COUCHLINK_FORWARDED_HEADER", default_value = "x-forwarded-for")]
+    pub forwarded_header: crate::client_ip::ForwardedHeader,
     /// A file to write the console's pid to (an upgrade's new process writes its own).
     #[arg(long, env = "COUCHLINK_CONSOLE_PID_FILE")]
     pub pid_file: Option<std::path::PathBuf>,
@@ -126,8 +138,11 @@ impl ConsoleArgs {
             return Err(ConsoleError::AccountSetting(setting));
         }
         let sites = self.sites()?;
-        let mut console = Console::new(sites, self.couchdb_url.clone(), self.secure_cookies)?;
+        let proxies = self.reader_user.iter().map(|u| u.trim().to_owned()).filter(|u| !u.is_empty()).collect();
+        let mut console =
+            Console::new(sites, self.couchdb_url.clone(), self.secure_cookies)?.refusing_logins_as(proxies);
         console.clicks_interval_secs = self.clicks_interval_secs;
+        console.trusted_proxies = self.trusted_proxies.clone().reading(self.forwarded_header);
         let upgrade = Upgrade::of_this_process(UPGRADE_TIMEOUT, super::env_file::loaded());
         // Before the runtime's threads: taking a passed listener changes the environment.
         let listener = OneListener::take_or_bind(self.listen, upgrade, self.pid_file.clone())?;

@@ -11,13 +11,14 @@
 //! [`route`] decides what a request is (policy, no bytes); [`Console`] answers it; [`sheet`]
 //! reads the page's request for a print sheet.
 
+pub mod logins;
 pub mod route;
 pub mod sheet;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -27,8 +28,10 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use crate::client_ip::TrustedProxies;
 use crate::http::accept::Service;
 use crate::qr::render::{self, Look};
+use logins::{Admit, Hashes, Logins};
 pub use route::{ConsoleSite, Route, Source};
 
 /// The largest request body passed to CouchDB (a link document is a few KB).
@@ -62,7 +65,14 @@ pub struct Console {
     /// The proxies' live counts interval (`COUCHLINK_CLICKS_INTERVAL_SECS`): an open page asks
     /// for new counts once each, just after the proxies write them.
     pub clicks_interval_secs: u32,
+    /// The operator's proxies in front of the console, whose forwarding header names the
+    /// visitor's address (failed logins are counted per address).
+    pub trusted_proxies: TrustedProxies,
     http: reqwest::Client,
+    /// Logins passed on, kept below CouchDB's lockout.
+    logins: Logins,
+    /// Link passwords hashed per account.
+    hashes_made: Hashes,
     /// Print sheets being made, in all.
     sheets: Arc<Semaphore>,
     /// Places among [`HASHES_AT_ONCE`].
@@ -121,25 +131,51 @@ impl Console {
             couchdb,
             secure_cookies,
             clicks_interval_secs: crate::clicks::writer::DEFAULT_INTERVAL_SECS,
+            trusted_proxies: TrustedProxies::default(),
             http,
+            logins: Logins::new(Vec::new()),
+            hashes_made: Hashes::default(),
             sheets: Arc::new(Semaphore::new(SHEETS_AT_ONCE)),
             hashes: Arc::new(Semaphore::new(HASHES_AT_ONCE)),
             sheet_makers: Arc::default(),
         })
     }
 
-    async fn answer(&self, parts: Parts, body: Bytes) -> Response<Full<Bytes>> {
+    /// The console with logins as the accounts `proxies` (the proxies' own) refused.
+    pub fn refusing_logins_as(mut self, proxies: Vec<String>) -> Console {
+        self.logins = Logins::new(proxies);
+        self
+    }
+
+    async fn answer(&self, parts: Parts, body: Bytes, peer: SocketAddr) -> Response<Full<Bytes>> {
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let route = match route::route(parts.method.as_str(), target, source(&parts), &self.sites) {
             Ok(route) => route,
             Err(refusal) => return json_error(refusal.status, "forbidden", &refusal.reason),
         };
-        match route {
-            Route::Asset(name) => {
-                let (_, content_type, bytes) =
-                    route::ASSETS.iter().find(|(n, _, _)| *n == name).expect("routes name known assets");
-                respond(200, content_type, Bytes::from_static(bytes))
+        if let Route::Asset(name) = route {
+            let (_, content_type, bytes) =
+                route::ASSETS.iter().find(|(n, _, _)| *n == name).expect("routes name known assets");
+            return respond(200, content_type, Bytes::from_static(bytes));
+        }
+        let header = self.trusted_proxies.header();
+        let visitor =
+            self.trusted_proxies.client_ip(peer.ip(), parts.headers.get_all(header).iter().map(HeaderValue::as_bytes));
+        // A password in `Authorization` is tried once, alone, before the request it comes with
+        // (which may ask CouchDB several things), so that each request is at most one failure.
+        if let Some(login) = basic_login(&parts) {
+            if let Err(refused) = self.try_basic(&parts, &login, visitor).await {
+                return refused;
             }
+        }
+        let body = match (&route, parts.method.as_str()) {
+            (Route::Couch { path, .. }, "POST") if path == "/_session" => {
+                return self.log_in(parts, body, visitor).await;
+            }
+            _ => body,
+        };
+        match route {
+            Route::Asset(_) => unreachable!("answered above"),
             Route::Sites => {
                 // Only the databases this visitor may read; none: CouchDB's refusal (401 for a
                 // visitor not logged in).
@@ -208,8 +244,12 @@ impl Console {
             }
             Route::PasswordHash => {
                 // Only for someone CouchDB knows: the hash is work the console does for them.
-                if let Err(refused) = self.visitor_name(&parts).await {
-                    return refused;
+                let who = match self.visitor_name(&parts).await {
+                    Ok(who) => who,
+                    Err(refused) => return refused,
+                };
+                if let Err(wait) = self.hashes_made.take(&who, Instant::now()) {
+                    return too_many(wait, "this account has hashed many passwords lately: try again shortly");
                 }
                 let Ok(turn) = self.hashes.clone().try_acquire_owned() else {
                     let mut busy = json_error(429, "too_many_requests", "other passwords are being hashed: try again");
@@ -242,6 +282,64 @@ impl Console {
                 self.pass(parts, path, body).await
             }
         }
+    }
+
+    /// Tries the name and password in `Authorization` (CouchDB's `_session`, as the visitor),
+    /// within the logins' bounds; `Err`: the answer to give instead of the request's.
+    async fn try_basic(
+        &self,
+        parts: &Parts,
+        (name, password): &(String, String),
+        visitor: std::net::IpAddr,
+    ) -> Result<(), Response<Full<Bytes>>> {
+        let attempt = match self.logins.admit(name, password, visitor, Instant::now()) {
+            Admit::Pass(attempt) => attempt,
+            Admit::Refused => return Err(proxies_account(name)),
+            Admit::Wait(wait) => return Err(logins_wait(wait)),
+        };
+        let mut url = self.couchdb.clone();
+        url.set_path("/_session");
+        let answer = self.as_visitor(hyper::Method::GET, url, parts).send().await;
+        let (status, body) = match answer {
+            Ok(answer) => {
+                let status = answer.status().as_u16();
+                (status, answer.bytes().await.unwrap_or_default())
+            }
+            // CouchDB may have counted it: the attempt, dropped, is a failure.
+            Err(e) => return Err(unreachable(e)),
+        };
+        let named = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .is_some_and(|v| v["userCtx"]["name"].as_str() == Some(name.as_str()));
+        let worked = status == 200 && named;
+        attempt.settle(worked, Instant::now());
+        if worked {
+            return Ok(());
+        }
+        let status = if matches!(status, 401 | 403) || status >= 500 { status } else { 401 };
+        let mut refused = respond(status, "application/json", body);
+        *refused.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
+        Err(refused)
+    }
+
+    /// `POST /_session`: the login is read here and passed on as read (one name, one password),
+    /// within the logins' bounds.
+    async fn log_in(&self, parts: Parts, body: Bytes, visitor: std::net::IpAddr) -> Response<Full<Bytes>> {
+        let (name, password) = match session_login(&parts, &body) {
+            Ok(login) => login,
+            Err(refused) => return refused,
+        };
+        let attempt = match self.logins.admit(&name, &password, visitor, Instant::now()) {
+            Admit::Pass(attempt) => attempt,
+            Admit::Refused => return proxies_account(&name),
+            Admit::Wait(wait) => return logins_wait(wait),
+        };
+        let mut parts = parts;
+        parts.headers.insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let login = Bytes::from(json!({"name": name, "password": password}).to_string());
+        let response = self.pass(parts, "/_session".into(), login).await;
+        attempt.settle(response.status() == StatusCode::OK, Instant::now());
+        response
     }
 
     /// A request to CouchDB as the visitor: their `Authorization` and CouchDB's session
@@ -348,8 +446,8 @@ impl Console {
         let mut response = Response::new(Full::new(bytes));
         *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
         for (name, value) in kept {
-            let value = match (name, self.secure_cookies) {
-                ("set-cookie", true) => secure(&value),
+            let value = match name {
+                "set-cookie" => for_browsers(&value, self.secure_cookies),
                 _ => value,
             };
             response.headers_mut().append(HeaderName::from_static(name), value);
@@ -380,18 +478,14 @@ fn unreachable(e: reqwest::Error) -> Response<Full<Bytes>> {
 }
 
 impl Service for Console {
-    async fn call(&self, request: Parts, _peer: SocketAddr) -> Response<Full<Bytes>> {
-        self.answer(request, Bytes::new()).await
+    async fn call(&self, request: Parts, peer: SocketAddr) -> Response<Full<Bytes>> {
+        self.answer(request, Bytes::new(), peer).await
     }
 
-    async fn call_with_body(
-        &self,
-        request: Request<hyper::body::Incoming>,
-        _peer: SocketAddr,
-    ) -> Response<Full<Bytes>> {
+    async fn call_with_body(&self, request: Request<hyper::body::Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
         let (parts, body) = request.into_parts();
         match Limited::new(body, MAX_BODY).collect().await {
-            Ok(collected) => self.answer(parts, collected.to_bytes()).await,
+            Ok(collected) => self.answer(parts, collected.to_bytes(), peer).await,
             Err(_) => json_error(413, "too_large", "a request through the console is at most 1 MiB"),
         }
     }
@@ -419,14 +513,98 @@ fn source(parts: &Parts) -> Source {
     }
 }
 
-/// CouchDB's `Set-Cookie` with `Secure` added (behind TLS).
-fn secure(value: &HeaderValue) -> HeaderValue {
-    match value.to_str() {
-        Ok(v) if !v.to_ascii_lowercase().contains("; secure") => {
-            HeaderValue::from_str(&format!("{v}; Secure")).unwrap_or_else(|_| value.clone())
-        }
-        _ => value.clone(),
+/// CouchDB's `Set-Cookie` as the browser gets it: `SameSite=Lax` unless CouchDB set a
+/// `SameSite` of its own (`[chttpd_auth] same_site`), so another site's page cannot make a
+/// request with the visitor's session, and `Secure` behind TLS.
+fn for_browsers(value: &HeaderValue, secure: bool) -> HeaderValue {
+    let Ok(v) = value.to_str() else { return value.clone() };
+    let attributes: Vec<String> = v.split(';').skip(1).map(|a| a.trim().to_ascii_lowercase()).collect();
+    let mut out = v.to_owned();
+    if !attributes.iter().any(|a| a.starts_with("samesite")) {
+        out.push_str("; SameSite=Lax");
     }
+    if secure && !attributes.iter().any(|a| a == "secure") {
+        out.push_str("; Secure");
+    }
+    HeaderValue::from_str(&out).unwrap_or_else(|_| value.clone())
+}
+
+/// The name and password of `Authorization: Basic`, split at the first `:` as CouchDB does.
+fn basic_login(parts: &Parts) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let value = parts.headers.get("authorization")?.to_str().ok()?.trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let text = String::from_utf8_lossy(&decoded);
+    let (name, password) = text.split_once(':')?;
+    Some((name.to_owned(), password.to_owned()))
+}
+
+/// The name and password of a `POST /_session`, as JSON or a form (what CouchDB reads);
+/// anything else, a compressed body included, is refused, since CouchDB might read a login in
+/// it that the console did not count.
+#[allow(clippy::result_large_err)]
+fn session_login(parts: &Parts, body: &[u8]) -> Result<(String, String), Response<Full<Bytes>>> {
+    let refuse = |why: &str| json_error(400, "bad_request", why);
+    if parts.headers.get(hyper::header::CONTENT_ENCODING).is_some_and(|e| e.as_bytes() != b"identity") {
+        return Err(json_error(415, "bad_content_type", "a login through the console is sent uncompressed"));
+    }
+    let content_type = parts.headers.get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let (name, password) = match content_type.as_str() {
+        "application/json" => {
+            let login: serde_json::Value = serde_json::from_slice(body).map_err(|_| refuse("the login is not JSON"))?;
+            let field = |f: &str| login.get(f).and_then(|v| v.as_str()).map(str::to_owned);
+            (field("name"), field("password"))
+        }
+        "application/x-www-form-urlencoded" => {
+            // The first of a repeated field, as CouchDB takes it.
+            let field = |f: &str| url::form_urlencoded::parse(body).find(|(k, _)| k == f).map(|(_, v)| v.into_owned());
+            (field("name"), field("password"))
+        }
+        _ => {
+            return Err(json_error(
+                415,
+                "bad_content_type",
+                "send the login as application/json: {\"name\": ..., \"password\": ...}",
+            ))
+        }
+    };
+    match (name, password) {
+        (Some(name), Some(password)) => Ok((name, password)),
+        _ => Err(refuse("a login has a name and a password, each a string")),
+    }
+}
+
+/// The answer to a login as one of the proxies' accounts.
+fn proxies_account(name: &str) -> Response<Full<Bytes>> {
+    json_error(
+        403,
+        "forbidden",
+        &format!(
+            "{name} is the proxies' account: the console never logs in as it (a stranger's wrong passwords here \
+             would lock the proxies out of CouchDB); log in with your own account"
+        ),
+    )
+}
+
+/// The answer to a login past the bounds of [`logins`].
+fn logins_wait(wait: u32) -> Response<Full<Bytes>> {
+    too_many(
+        wait,
+        "too many failed logins for this account or from this address lately (the console keeps each account \
+         below CouchDB's lockout): try again later",
+    )
+}
+
+/// `429` with `Retry-After`.
+fn too_many(wait: u32, reason: &str) -> Response<Full<Bytes>> {
+    let mut busy = json_error(429, "too_many_requests", reason);
+    busy.headers_mut().insert("retry-after", HeaderValue::from(wait));
+    busy
 }
 
 /// Headers every answer carries: nothing cached, the page's rules, no sniffing.

@@ -11,7 +11,7 @@ use couchlink::console::{Console, ConsoleError, ConsoleSite};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::{http, TestDb, EDITOR, EDITOR_ROLE};
+use crate::support::{ensure_user, http, spawn_app_on, TestDb, EDITOR, EDITOR_ROLE, READER};
 
 /// CouchDB's URL of `db` without the account the tests' URL may carry.
 fn bare_url(db: &TestDb) -> url::Url {
@@ -22,6 +22,10 @@ fn bare_url(db: &TestDb) -> url::Url {
 }
 
 async fn start_console(db: &TestDb) -> String {
+    start_console_with(db, |console| console).await
+}
+
+async fn start_console_with(db: &TestDb, configure: impl FnOnce(Console) -> Console) -> String {
     let site = ConsoleSite {
         db: db.name.clone(),
         public_url: couchlink::domain::PublicUrl::parse("http://0x1f.ie").unwrap(),
@@ -29,7 +33,7 @@ async fn start_console(db: &TestDb) -> String {
         history_db: None,
         editor_role: EDITOR_ROLE.into(),
     };
-    let console = Console::new(vec![site], bare_url(db), false).unwrap();
+    let console = configure(Console::new(vec![site], bare_url(db), false).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(couchlink::http::accept::run(
@@ -239,4 +243,129 @@ async fn a_bulk_change_through_the_console_writes_links_and_nothing_else() {
     let answer = bulk(json!({"docs": [{"_id": "Bulk1", "url": "https://a.example/"}]})).await.unwrap();
     assert_eq!(answer.status(), StatusCode::CREATED, "links are written");
     assert!(db.rev("Bulk1").await.is_some());
+}
+
+/// CouchDB 3 locks an account for the address its failed logins come from (at 5, for 5
+/// minutes): through the console that is the console's address, the proxies' too on one host.
+/// The console never passes a login as the proxies' account on, and passes on at most 3 failing
+/// logins per account and per visitor address, however many arrive at once. (pouchdb-server
+/// locks nobody out: there, what this shows is what the console passed on.)
+#[tokio::test]
+async fn no_stranger_can_make_couchdb_lock_an_account_through_the_console() {
+    let app = spawn_app_on(TestDb::new().await, |_| {}).await;
+    app.wait_until_feed_is_live().await;
+    let db = &app.db;
+    let console = start_console_with(db, |c| {
+        let mut c = c.refusing_logins_as(vec![READER.0.to_owned()]);
+        c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
+        c
+    })
+    .await;
+    let sites = |who: (&str, &str), from: &str| {
+        http()
+            .get(format!("{console}/console.json"))
+            .basic_auth(who.0, Some(who.1))
+            .header("x-forwarded-for", from)
+            .send()
+    };
+
+    // The sequence, twice over: the proxies' account is never passed on.
+    for k in 0..6 {
+        let refused = sites((READER.0, "x"), &format!("192.0.2.{k}")).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        let said: Value = refused.json().await.unwrap();
+        assert!(said["reason"].as_str().unwrap().contains("proxies' account"), "{said}");
+    }
+    let login = |who: (&str, &str), from: &str| {
+        http()
+            .post(format!("{console}/couch/_session"))
+            .header("origin", console.as_str())
+            .header("x-forwarded-for", from)
+            .json(&json!({"name": who.0, "password": who.1}))
+            .send()
+    };
+    assert_eq!(login((READER.0, "x"), "192.0.2.9").await.unwrap().status(), StatusCode::FORBIDDEN);
+    // The proxy still reads CouchDB as its account: an unknown ID is a 404, not a 503.
+    assert_eq!(app.get("/Zz404").await.status(), StatusCode::NOT_FOUND);
+    let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    let direct = |who: (&str, &str)| {
+        http()
+            .get(format!("{}/_session", bare_url(db).as_str().trim_end_matches('/')))
+            .basic_auth(who.0, Some(who.1))
+            .send()
+    };
+    assert_eq!(direct(READER).await.unwrap().status(), StatusCode::OK);
+
+    // Another account: 12 wrong passwords at once from 12 addresses, then 4 logins from a 13th.
+    let maria = (&*format!("console-maria-{}", rand::random::<u32>()), "right-pw");
+    ensure_user(&db.couch, (maria.0, maria.1), EDITOR_ROLE).await;
+    let at_once: Vec<_> =
+        (0..12).map(|k| tokio::spawn(sites((maria.0, "wrong"), &format!("198.51.100.{k}")))).collect();
+    let mut answered = Vec::new();
+    for request in at_once {
+        answered.push(request.await.unwrap().unwrap().status().as_u16());
+    }
+    for _ in 0..4 {
+        answered.push(login((maria.0, "wrong"), "198.51.100.200").await.unwrap().status().as_u16());
+    }
+    let passed = answered.iter().filter(|s| **s == 401).count();
+    assert_eq!(passed, 3, "failing logins passed on to CouchDB: {answered:?}");
+    assert!(answered.iter().all(|s| matches!(s, 401 | 429)), "{answered:?}");
+    // CouchDB still lets maria in from the console's host...
+    assert_eq!(direct(maria).await.unwrap().status(), StatusCode::OK);
+    // ...and the console makes her wait, saying how long, even with her right password (she
+    // has not logged in through it yet).
+    let waits = sites(maria, "198.51.100.201").await.unwrap();
+    assert_eq!(waits.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = waits.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((500..=600).contains(&retry), "{retry}");
+
+    // One who logged in through the console before keeps doing so while strangers fail: her
+    // session cookie is the browser's own (SameSite=Lax), and her password is known.
+    let jo = (&*format!("console-jo-{}", rand::random::<u32>()), "jo-pw");
+    ensure_user(&db.couch, (jo.0, jo.1), EDITOR_ROLE).await;
+    let session = login(jo, "203.0.113.1").await.unwrap();
+    assert_eq!(session.status(), StatusCode::OK);
+    let cookie = session.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("AuthSession=") && cookie.contains("SameSite=Lax"), "{cookie}");
+    for k in 0..3 {
+        assert_eq!(login((jo.0, "guess"), &format!("203.0.113.{}", 10 + k)).await.unwrap().status(), 401);
+    }
+    assert_eq!(login((jo.0, "guess"), "203.0.113.20").await.unwrap().status(), 429);
+    assert_eq!(login(jo, "203.0.113.21").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(direct(jo).await.unwrap().status(), StatusCode::OK);
+
+    // A login the console cannot read as CouchDB would is refused, not passed on.
+    let gzipped = http()
+        .post(format!("{console}/couch/_session"))
+        .header("origin", console.as_str())
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .body(vec![0x1f, 0x8b])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gzipped.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    // Link passwords are hashed for an account 10 in a row, then one each 6 s.
+    let hash = || {
+        http()
+            .post(format!("{console}/password"))
+            .header("origin", console.as_str())
+            .basic_auth(jo.0, Some(jo.1))
+            .json(&json!({"password": "staff only"}))
+            .send()
+    };
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        let answer = hash().await.unwrap();
+        if answer.status() == StatusCode::TOO_MANY_REQUESTS && answer.headers().contains_key("retry-after") {
+            statuses.push(429);
+        } else {
+            statuses.push(answer.status().as_u16());
+        }
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 10, "{statuses:?}");
+    assert_eq!(statuses[10..], [429, 429], "{statuses:?}");
 }
