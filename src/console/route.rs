@@ -68,7 +68,16 @@ pub enum Body {
     Links,
     /// A bulk change's record (`POST /{db}_history/_bulk_docs`): its parts only, as edits.
     Record,
+    /// The proxies' counts interval (`POST /{db}_clicks/_find`): [`COUNTS_INTERVAL_QUERY`]
+    /// and no other query.
+    CountsInterval,
 }
+
+/// The one `_find` the page makes of a clicks database (console/client.js, `countsSeconds`):
+/// the `seconds` the newest counts documents state, the proxies' interval its live refresh
+/// follows. Only that field of at most 10 documents, newest first.
+pub const COUNTS_INTERVAL_QUERY: &str =
+    r#"{"selector":{"_id":{"$gt":null},"type":"clicks"},"fields":["seconds"],"sort":[{"_id":"desc"}],"limit":10}"#;
 
 impl Body {
     /// Whether `body` is one the page makes: for a `_bulk_docs`, documents of the kind named
@@ -78,6 +87,17 @@ impl Body {
     pub fn check(self, body: &[u8]) -> Result<(), Refusal> {
         let ours: fn(&str) -> bool = match self {
             Body::Any => return Ok(()),
+            Body::CountsInterval => {
+                let asked: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+                let query: serde_json::Value = serde_json::from_str(COUNTS_INTERVAL_QUERY).expect("the query is JSON");
+                if asked != Some(query) {
+                    return Err(refuse(
+                        400,
+                        "a clicks database is asked through the console only for its counts' interval",
+                    ));
+                }
+                return Ok(());
+            }
             Body::Links => |id| LinkId::parse(id).is_ok(),
             Body::Record => is_record_part,
         };
@@ -226,7 +246,8 @@ fn qr_route(rest: &str, query: &str, sites: &[ConsoleSite]) -> Result<Route, Ref
 /// The CouchDB requests the page makes, and no other: `_session`, a links database's info,
 /// `_all_docs`, its console views, a link read or written, a bulk change (`_bulk_docs`, its
 /// body checked by [`Body::check`]), the clicks views, the history's `_all_docs` (a link's
-/// entries, a bulk change's record) and a bulk change's record written (its `_bulk_docs`).
+/// entries, a bulk change's record), a bulk change's record written (its `_bulk_docs`) and the
+/// proxies' counts interval (the clicks database's `_find`, one query only).
 fn couch_route(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<Route, Refusal> {
     let (path, body) = couch_path(method, path, sites)?;
     Ok(Route::Couch { path, body })
@@ -271,6 +292,8 @@ fn couch_path(method: &str, path: &str, sites: &[ConsoleSite]) -> Result<(String
             Ok((path.into(), Body::Any))
         }
         (Some(_), _, Some(doc), "GET" | "PUT") if LinkId::parse(doc).is_ok() => Ok((path.into(), Body::Any)),
+        // The newest counts documents' `seconds`, and only that ([`COUNTS_INTERVAL_QUERY`]).
+        (_, Some(_), Some("_find"), "POST") => Ok((path.into(), Body::CountsInterval)),
         (_, Some(_), Some(doc), "GET")
             if ["by_link", "by_version", "by_day_link", "by_month_link", "by_dimension"]
                 .iter()
@@ -334,6 +357,7 @@ mod tests {
             ("GET", "/couch/links_history/_all_docs"),
             ("POST", "/couch/links_history/_bulk_docs"),
             ("POST", "/couch/links/_bulk_docs"),
+            ("POST", "/couch/links_clicks/_find"),
         ] {
             let Ok(Route::Couch { path: passed, body }) = route(method, path, Source::OwnPage, &s) else {
                 panic!("{method} {path}")
@@ -342,6 +366,7 @@ mod tests {
             let expected = match path {
                 "/couch/links/_bulk_docs" => Body::Links,
                 "/couch/links_history/_bulk_docs" => Body::Record,
+                "/couch/links_clicks/_find" => Body::CountsInterval,
                 _ => Body::Any,
             };
             assert_eq!(body, expected, "{method} {path}");
@@ -362,6 +387,9 @@ mod tests {
             ("GET", "/couch/other/H83if"),
             ("PUT", "/couch/links_clicks/x"),
             ("GET", "/couch/links_clicks/_all_docs"),
+            ("GET", "/couch/links_clicks/_find"),
+            ("POST", "/couch/links/_find"),
+            ("POST", "/couch/links_history/_find"),
             ("PUT", "/couch/links_history/x"),
             ("GET", "/couch/links_history/_design/history/_view/gaps"),
             ("GET", "/couch/links_history/_design/history/_view/by_batch"),
@@ -405,6 +433,30 @@ mod tests {
         ] {
             assert_eq!(Body::Links.check(body.as_bytes()).unwrap_err().status, 400, "{body}");
         }
+    }
+
+    #[test]
+    fn a_clicks_database_s_find_asks_the_counts_interval_and_nothing_else() {
+        let s = sites();
+        assert_eq!(Body::CountsInterval.check(COUNTS_INTERVAL_QUERY.as_bytes()), Ok(()));
+        // The same query spaced otherwise is the same query.
+        let spaced = r#"{ "limit": 10, "sort": [{"_id": "desc"}], "fields": ["seconds"],
+                          "selector": {"type": "clicks", "_id": {"$gt": null}} }"#;
+        assert_eq!(Body::CountsInterval.check(spaced.as_bytes()), Ok(()));
+        for body in [
+            r#"{"selector":{"_id":{"$gt":null},"type":"clicks"},"fields":["links"],"sort":[{"_id":"desc"}],"limit":10}"#,
+            r#"{"selector":{"_id":{"$gt":null},"type":"clicks"},"sort":[{"_id":"desc"}],"limit":10}"#,
+            r#"{"selector":{"_id":{"$gt":null},"type":"clicks"},"fields":["seconds"],"sort":[{"_id":"desc"}],"limit":100000}"#,
+            r#"{"selector":{"proxy":{"$regex":"."}},"fields":["seconds"],"sort":[{"_id":"desc"}],"limit":10}"#,
+            "{}",
+            "not json",
+        ] {
+            assert_eq!(Body::CountsInterval.check(body.as_bytes()).unwrap_err().status, 400, "{body}");
+        }
+        // A write's rules: from the page itself, without a query.
+        assert_eq!(route("POST", "/couch/links_clicks/_find", Source::Unsaid, &s).unwrap_err().status, 403);
+        assert_eq!(route("POST", "/couch/links_clicks/_find", Source::Elsewhere, &s).unwrap_err().status, 403);
+        assert_eq!(route("POST", "/couch/links_clicks/_find?x=1", Source::OwnPage, &s).unwrap_err().status, 400);
     }
 
     #[test]
