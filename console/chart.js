@@ -107,6 +107,25 @@ export function topQuery(period, now = new Date()) {
   }
 }
 
+// The page's one `_find` of a clicks database (src/console/route.rs passes no other).
+export const COUNTS_INTERVAL_QUERY = {
+  selector: { _id: { $gt: null }, type: 'clicks' }, fields: ['seconds'], sort: [{ _id: 'desc' }], limit: 10,
+};
+
+// How often live counts are asked for: the shortest interval (s) the newest counts `docs` state,
+// else `fallback` (the console's own setting).
+export function countsInterval(docs, fallback) {
+  const s = (docs || []).map((d) => d && d.seconds).filter((n) => Number.isInteger(n) && n > 0 && n <= 86400);
+  return s.length ? Math.min(...s) : fallback;
+}
+
+// Milliseconds from `now` to the next ask: a second (half an interval under 2 s) after the end
+// of each interval of `seconds` (UTC multiples, as the proxies count).
+export function untilNextAsk(now, seconds) {
+  const period = seconds * 1000;
+  return period - ((now - Math.min(1000, period / 2)) % period);
+}
+
 // The breakdowns a link's counts hold (src/clicks/by.rs), in the order the page shows them, and
 // what each is called there.
 export const DIMENSIONS = [

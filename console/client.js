@@ -4,6 +4,7 @@
 // the HTTP status (0: no answer), CouchDB's `error` and `reason`, and the field a refusal of the
 // validation function names. A request superseded by a newer one is cancelled (`latest`).
 
+import { COUNTS_INTERVAL_QUERY } from './chart.js';
 import { refusalOf, stating } from './model.js';
 
 export class CouchError extends Error {
@@ -129,6 +130,9 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
       const query = Object.entries(params).map(([k, v]) => `${k}=${/key$/.test(k) ? key(v) : enc(String(v))}`).join('&');
       return (await couch(`${db(dbName)}/_design/${enc(design)}/_view/${enc(view)}?${query}`, options)).rows;
     },
+    // The newest counts documents' `seconds` (chart.js, countsInterval).
+    countsSeconds: async (dbName, options) =>
+      (await couch(`${db(dbName)}/_find`, { method: 'POST', body: COUNTS_INTERVAL_QUERY, ...options })).docs,
     // Whether the console makes the tag in these colours (it refuses colours scanners cannot
     // tell apart, saying their contrast): resolves when it does.
     tagMade: (site, id, query, options) => call(`qr/${enc(site.db)}/${enc(id)}.svg${query}`, { raw: true, ...options }).then(() => true),

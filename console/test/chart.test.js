@@ -1,7 +1,10 @@
 // Clicks over time: the buckets of a range, the view's rows laid on them, the bars, the CSV.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { barChart, buckets, csv, keyOf, roundUp, series } from '../chart.js';
+import { readFileSync } from 'node:fs';
+import {
+  barChart, buckets, COUNTS_INTERVAL_QUERY, countsInterval, csv, keyOf, roundUp, series, untilNextAsk,
+} from '../chart.js';
 
 test('a range has every hour, day or month in it, and no more than a unit allows', () => {
   const from = new Date('2026-11-27T22:30:00Z'), to = new Date('2026-11-28T01:05:00Z');
@@ -87,4 +90,42 @@ test('breakdowns add up over the periods, most first, the rest as (other)', asyn
   assert.equal(c.bars[0].w, 320 - 110 - 40, 'the most counted fills the room');
   assert.ok(c.bars[2].w < c.bars[0].w && c.bars[2].w > 0);
   assert.equal(c.height, 3 * 22);
+});
+
+test('live counts follow the proxies\' interval as their counts documents state it, the console\'s own only before one is read', () => {
+  // The console set to a minute, the proxies to a second: a second.
+  assert.equal(countsInterval([{ seconds: 1 }, { seconds: 1 }], 60), 1);
+  assert.equal(countsInterval([{ seconds: 300 }], 60), 300, 'longer than the console\'s own, too');
+  assert.equal(countsInterval([{ seconds: 60 }, { seconds: 5 }, { seconds: 86400 }], 60), 5, 'the quickest proxy');
+  // Nothing counted yet, not read, or nothing a counts document may say: the console's setting.
+  for (const none of [[], null, undefined, [{}], [{ seconds: 0 }], [{ seconds: 1.5 }], [{ seconds: '1' }], [null], [{ seconds: 86401 }]]) {
+    assert.equal(countsInterval(none, 60), 60, JSON.stringify(none));
+  }
+});
+
+test('live counts are asked for a moment after each interval the proxies write', () => {
+  const at = (iso) => Date.parse(iso);
+  // A minute: a second after each whole minute (UTC).
+  assert.equal(untilNextAsk(at('2026-11-28T10:00:30Z'), 60), 31000);
+  assert.equal(untilNextAsk(at('2026-11-28T10:00:00.500Z'), 60), 500);
+  assert.equal(untilNextAsk(at('2026-11-28T10:00:01Z'), 60), 60000);
+  // A second: every second, half a second after each; never two in one interval, none skipped.
+  assert.equal(untilNextAsk(at('2026-11-28T10:00:00.200Z'), 1), 300);
+  assert.equal(untilNextAsk(at('2026-11-28T10:00:00.500Z'), 1), 1000);
+  assert.equal(untilNextAsk(at('2026-11-28T10:00:00.700Z'), 1), 800);
+  for (const seconds of [1, 2, 7, 60, 3600]) {
+    for (let now = at('2026-11-28T10:00:00Z'); now < at('2026-11-28T10:00:00Z') + 2 * seconds * 1000; now += 137) {
+      const wait = untilNextAsk(now, seconds);
+      assert.ok(wait > 0 && wait <= seconds * 1000, `${seconds} s at ${now}: ${wait}`);
+      // Asked then, the next ask is a whole interval later.
+      assert.equal(untilNextAsk(now + wait, seconds), seconds * 1000);
+    }
+  }
+});
+
+test('the page asks a clicks database\'s _find only the query the console passes', () => {
+  const route = readFileSync(new URL('../../src/console/route.rs', import.meta.url), 'utf8');
+  const passed = /pub const COUNTS_INTERVAL_QUERY: &str =\s*r#"(.*?)"#;/s.exec(route);
+  assert.ok(passed, 'src/console/route.rs states the query');
+  assert.deepEqual(COUNTS_INTERVAL_QUERY, JSON.parse(passed[1]));
 });

@@ -20,11 +20,12 @@ test('no inline script or style, nothing evaluated', () => {
   }
 });
 
-// The bound was 40 KB until passwords and visit limits came (41.3 KB with them, 2026-11-29).
-test('every module the page imports is one the console serves, and all of them weigh under 44 KB gzipped', () => {
+// The bound was 40 KB until passwords and visit limits came (41.3 KB with them, 2026-11-29), 44 KB
+// until live counts followed the proxies' own interval (43.5 KB before, 44.3 KB with it).
+test('every module the page imports is one the console serves, and all of them weigh under 46 KB gzipped', () => {
   const served = readFileSync(new URL('../src/console/route.rs', dir), 'utf8');
   const names = [...served.matchAll(/include_bytes!\("\.\.\/\.\.\/console\/([^"]+)"\)/g)].map((m) => m[1]);
   for (const name of own) assert.ok(names.includes(name), `${name} is not among the console's assets`);
   const weight = names.reduce((sum, name) => sum + gzipSync(readFileSync(new URL(name, dir)), { level: 9 }).length, 0);
-  assert.ok(weight < 44 * 1024, `${weight} bytes gzipped`);
+  assert.ok(weight < 46 * 1024, `${weight} bytes gzipped`);
 });

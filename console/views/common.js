@@ -1,6 +1,7 @@
 // Pieces every screen uses: how a failure reads, a refusal under its field, a tag's colours.
 import { html, useEffect, useRef, useState } from '../vendor/htm-preact-standalone.mjs';
-import { isCancelled } from '../client.js';
+import { client, isCancelled } from '../client.js';
+import { countsInterval, untilNextAsk } from '../chart.js';
 
 // Any failure the same way: CouchDB's words (or the console's), and what to do about a few.
 export function Failure({ error, retry }) {
@@ -37,11 +38,13 @@ export function StatusText({ of }) {
 // Waits for `load(signal)` and keeps what it gives or its failure; the request is cancelled
 // when the screen goes or what it asks changes. `retry` asks again from scratch; `refresh` asks
 // again keeping what is shown until the answer comes (live counts), and only while `deps` are
-// those it was shown for, so a screen never shows one link's data under another's name.
+// those it was shown for, so a screen never shows one link's data under another's name; none
+// while an answer is awaited (under 10 s), so a slow screen's refresh is not cancelled by the next.
 export function useLoad(load, deps) {
   const [state, setState] = useState({ value: null, error: null, loading: true });
   const [again, setAgain] = useState({ n: 0, quiet: false });
   const shown = useRef(null);
+  const busy = useRef(0);
   const key = JSON.stringify(deps);
   useEffect(() => {
     const controller = new AbortController();
@@ -49,30 +52,42 @@ export function useLoad(load, deps) {
     shown.current = key;
     // An answer that arrives after its request was superseded is dropped, whatever its state.
     const current = () => !controller.signal.aborted;
+    busy.current = Date.now();
     load(controller.signal).then(
-      (value) => { if (current()) setState({ value, error: null, loading: false }); },
-      (error) => { if (current() && !isCancelled(error)) setState({ value: null, error, loading: false }); },
+      (value) => { if (current()) { busy.current = 0; setState({ value, error: null, loading: false }); } },
+      (error) => { if (current()) { busy.current = 0; if (!isCancelled(error)) setState({ value: null, error, loading: false }); } },
     );
     return () => controller.abort();
   }, [key, again]);
   return {
     ...state,
     retry: () => setAgain(({ n }) => ({ n: n + 1, quiet: false })),
-    refresh: () => setAgain(({ n }) => ({ n: n + 1, quiet: true })),
+    refresh: () => { if (Date.now() - busy.current > 10000) setAgain(({ n }) => ({ n: n + 1, quiet: true })); },
   };
 }
 
-// Calls `tick` a second after each multiple of `seconds` (UTC), when the proxies have just
-// written the interval that ended: new counts show within one interval and about 2 s.
+// Calls the latest `tick` just after each interval of `seconds` the proxies write (untilNextAsk):
+// new counts show within one interval and about 2 s.
 export function useEveryInterval(seconds, tick) {
+  const latest = useRef(tick);
+  latest.current = tick;
   useEffect(() => {
     if (!seconds) return undefined;
     let timer;
-    const next = () => {
-      const period = seconds * 1000;
-      timer = setTimeout(() => { tick(); next(); }, period - (Date.now() % period) + 1000);
-    };
+    const next = () => { timer = setTimeout(() => { latest.current(); next(); }, untilNextAsk(Date.now(), seconds)); };
     next();
     return () => clearTimeout(timer);
   }, [seconds]);
+}
+
+// The proxies' interval as their newest counts documents state it, read at once and each minute;
+// the console's own until one is read.
+export function useCountsInterval(site) {
+  const db = site.clicks_db;
+  const [stated, setStated] = useState({});
+  const read = () => db && client.countsSeconds(db).then((docs) => setStated({ db, docs }), () => {});
+  useEffect(() => { read(); }, [db]);
+  const seconds = countsInterval(stated.db === db && stated.docs, site.clicks_interval_secs);
+  useEveryInterval(db && Math.max(seconds, 60), read);
+  return seconds;
 }

@@ -5,14 +5,14 @@ import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS }
 import { isWeb, linkStatus, visits } from '../model.js';
 import { BarChart, ChartCard, RowChart } from './charts.js';
 import { History } from './history.js';
-import { ColourPicker, Failure, StatusText, useEveryInterval, useLoad } from './common.js';
+import { ColourPicker, Failure, StatusText, useCountsInterval, useEveryInterval, useLoad } from './common.js';
 
 const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
 
 // Clicks over time (per hour, day or month over the range picked, UTC), as a chart, a table
 // and a CSV, and each breakdown of the range; for one link also its redirects per target
 // version, all time. `ids`: one link's, or a tag's links (their counts added up); `name` names
-// the CSV files.
+// the CSV files; `interval`: how often to ask again (useCountsInterval).
 export function Clicks({ site, ids, name, interval }) {
   const [unit, setUnit] = useState('day');
   const [range, setRange] = useState({ from: day(29), to: day(0) });
@@ -80,10 +80,11 @@ function Breakdowns({ name, by, range }) {
   })}</div>`;
 }
 
-// A limited link's visits used and left, as every proxy counted them (each interval).
-function Visits({ site, doc }) {
+// A limited link's visits used and left, as every proxy counted them, asked again each interval.
+function Visits({ site, doc, interval }) {
   const rows = useLoad((signal) => client.view(site.clicks_db, 'clicks', 'by_link',
     { group_level: 1, startkey: [doc._id], endkey: [doc._id, {}] }, { signal }), [site, doc._id, doc._rev]);
+  useEveryInterval(interval, rows.refresh);
   const v = rows.value && visits(doc, rows.value);
   return v && html`<p>Visits: ${v.used} of ${doc.max_visits} (${v.left} left)</p>`;
 }
@@ -105,6 +106,7 @@ export function LinkPage({ site, id, editor, go }) {
   const [changed, setChanged] = useState(0);
   const [copied, setCopied] = useState(false);
   const [failed, setFailed] = useState(null);
+  const interval = useCountsInterval(site);
   const link = useLoad((signal) => client.doc(site, id, { signal }), [site, id, changed]);
   const short = `${site.public_url.replace(/\/$/, '')}/${id}`;
   async function setInactive(inactive) {
@@ -125,14 +127,14 @@ export function LinkPage({ site, id, editor, go }) {
       <button onClick=${() => navigator.clipboard.writeText(short).then(() => setCopied(true))}>Copy the short URL</button>
       ${copied && html`<span class="notice"> copied</span>`}</p>
     <p>Status: <${StatusText} of=${linkStatus(doc)} />${typeof doc.password === 'string' && ', asks for a password'}</p>
-    ${typeof doc.max_visits === 'number' && site.clicks_db && html`<${Visits} site=${site} doc=${doc} />`}
+    ${typeof doc.max_visits === 'number' && site.clicks_db && html`<${Visits} site=${site} doc=${doc} interval=${interval} />`}
     <p>Points to: ${isWeb(doc.url) ? html`<a href=${doc.url} rel="noopener noreferrer">${doc.url}</a>` : html`<code>${String(doc.url)}</code>`}</p>
     ${Array.isArray(doc.tags) && html`<p>Tags: ${doc.tags.map(String).map((t, i) => html`${i ? ', ' : ''}<a href=${go.href({ page: 'tag', tag: t })}>${t}</a>`)}</p>`}
     <${Tag} site=${site} id=${id} short=${short} />
     ${editor && html`<p><button onClick=${() => go.to({ page: 'edit', id })}>Edit</button>
       ${doc.inactive ? html` <button onClick=${() => setInactive(false)}>Reactivate</button>` : html` <button onClick=${() => setInactive(true)}>Deactivate</button>`}</p>`}
     <${Failure} error=${failed} />
-    <${Clicks} site=${site} ids=${[id]} name=${id} interval=${site.clicks_interval_secs} />
+    <${Clicks} site=${site} ids=${[id]} name=${id} interval=${interval} />
     <${History} site=${site} current=${doc} editor=${editor} onRestored=${() => setChanged((n) => n + 1)} />
   </article>`;
 }

@@ -4,7 +4,7 @@ import { html, useState } from '../vendor/htm-preact-standalone.mjs';
 import { client } from '../client.js';
 import { topLinks, topQuery } from '../chart.js';
 import { BarChart, ChartCard } from './charts.js';
-import { Failure, useEveryInterval, useLoad } from './common.js';
+import { Failure, useCountsInterval, useEveryInterval, useLoad } from './common.js';
 
 const PERIODS = { today: 'today', week: 'the last 7 days', month: 'this month' };
 
@@ -14,7 +14,7 @@ export function TopLinks({ site }) {
     const { view, params } = topQuery(period);
     return topLinks(await client.view(site.clicks_db, 'clicks', view, params, { signal }));
   }, [site, period]);
-  useEveryInterval(site.clicks_interval_secs, top.refresh);
+  useEveryInterval(useCountsInterval(site), top.refresh);
   const title = `Top links, ${PERIODS[period]} (UTC)`;
   let body;
   if (top.error) body = html`<${Failure} error=${top.error} retry=${top.retry} />`;

@@ -2,13 +2,14 @@
 // over time, by breakdown, per link.
 import { html } from '../vendor/htm-preact-standalone.mjs';
 import { client } from '../client.js';
-import { Failure, useLoad } from './common.js';
+import { Failure, useCountsInterval, useLoad } from './common.js';
 import { Clicks } from './link.js';
 
 // Links a tag's page adds up, at most: each is a request or two per refresh.
 export const MOST_LINKS = 200;
 
 export function TagPage({ site, tag, go }) {
+  const interval = useCountsInterval(site);
   // The console's search view has each tag as a key (lower case); the documents say it as
   // written, and only those that carry the tag itself count.
   const links = useLoad(async (signal) => {
@@ -24,6 +25,6 @@ export function TagPage({ site, tag, go }) {
     <h2>Tag: ${tag}</h2>
     <p>${docs.length} link${docs.length === 1 ? '' : 's'} with this tag${links.value.length > MOST_LINKS ? html`, the first ${MOST_LINKS} counted here` : ''}:
       ${docs.map((d, i) => html`${i ? ', ' : ''}<a href=${go.href({ page: 'link', id: d._id })}>${typeof d.title === 'string' && d.title ? `${d.title} (${d._id})` : d._id}</a>`)}</p>
-    ${docs.length ? html`<${Clicks} site=${site} ids=${docs.map((d) => d._id)} name=${`tag-${tag}`} interval=${site.clicks_interval_secs} />` : ''}
+    ${docs.length ? html`<${Clicks} site=${site} ids=${docs.map((d) => d._id)} name=${`tag-${tag}`} interval=${interval} />` : ''}
   </article>`;
 }
