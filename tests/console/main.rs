@@ -3,7 +3,10 @@
 //! through the proxy, re-points it and sees the proxy follow within a second, is refused with
 //! CouchDB's reason, searches, sees stored scripts stay text, and logs out; a reader gets no edit
 //! control and a forged write from the page is refused by CouchDB; a write from another origin
-//! is refused by the console; a database the account may not read is not offered.
+//! is refused by the console; a database the account may not read is not offered. The proxy
+//! counts every second while the console keeps its own default (a minute): an open page shows
+//! new counts within the proxy's interval and 2 s, and a limited link's visits as the proxy
+//! admitted them.
 //!
 //! Not part of the plain `cargo test` (it needs Chromium, chromedriver and a CouchDB 3: the one
 //! `COUCHLINK_TEST_COUCHDB_URL` names, or else a node of its own started with the `couchdb.sh`
@@ -28,6 +31,18 @@ use support::{test_setup, TestDb, EDITOR, EDITOR_ROLE, READER};
 
 /// The freshness couchlink promises an edit.
 const FRESH: Duration = Duration::from_secs(1);
+
+/// The proxy's live counts interval here (`COUCHLINK_CLICKS_INTERVAL_SECS`); the console keeps
+/// its own default.
+const PROXY_INTERVAL: &str = "1";
+
+/// How soon an open page shows new counts: the proxies' interval and 2 s, and 300 ms for this
+/// test's own polling and the browser's rendering.
+const LIVE: Duration = Duration::from_millis(1000 + 2000 + 300);
+
+/// A browser's User-Agent: its redirects use a limited link's visits (a bot's do not).
+const DESKTOP: &str =
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
 
 /// Types `text` into the field labelled by `css`, replacing what it held.
 async fn fill(browser: &Browser, css: &str, text: &str) {
@@ -117,7 +132,7 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
             ("COUCHLINK_COUCHDB_PASSWORD", READER.1),
             ("COUCHLINK_DB", &db.name),
             ("COUCHLINK_CLICKS_DB", &clicks_db),
-            ("COUCHLINK_CLICKS_INTERVAL_SECS", "1"),
+            ("COUCHLINK_CLICKS_INTERVAL_SECS", PROXY_INTERVAL),
         ],
     );
     let public_url = PublicUrl::parse(&format!("http://{}", proxy.addr)).unwrap();
@@ -157,9 +172,10 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let console_addr = listener.local_addr().unwrap();
     let limits = couchlink::http::accept::Limits::new(64, Duration::from_secs(10));
-    let mut console = Console::new(sites, couch_url, false).unwrap();
-    // The proxy's interval (COUCHLINK_CLICKS_INTERVAL_SECS above): the page asks once each.
-    console.clicks_interval_secs = 1;
+    // The console's own interval stays its default: the page follows the proxy's, as its counts
+    // documents state it.
+    let console = Console::new(sites, couch_url, false).unwrap();
+    assert!(console.clicks_interval_secs >= 60, "the console's default is a minute or more");
     tokio::spawn(couchlink::http::accept::run(
         listener,
         Arc::new(console),
@@ -522,12 +538,12 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         .map(|r| r.as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect::<Vec<_>>().join(","))
         .collect();
     assert_eq!(lines[1..], rows[..], "the CSV is the table");
-    // Live: redirects made while the page is open show without a reload, within the interval
-    // (1 s here) and 2 s.
+    // Live: redirects made while the page is open show without a reload, within the proxy's
+    // interval (1 s here, the console's own a minute) and 2 s.
+    let made = Instant::now();
     for _ in 0..3 {
         assert_eq!(location(&proxy, &id).await.as_deref(), Some("https://example.com/summer"));
     }
-    let made = Instant::now();
     let today_row =
         "const cell = document.querySelector('section[aria-label=Clicks] > figure.card tbody tr:last-child td:nth-child(2)');
          return cell && cell.textContent";
@@ -536,15 +552,19 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
         if shown.as_str().and_then(|s| s.parse::<u64>().ok()) == Some(counted + 3) {
             break;
         }
-        assert!(made.elapsed() < Duration::from_secs(3), "today shows {shown}, not {} without a reload", counted + 3);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(made.elapsed() < LIVE, "today shows {shown}, not {} without a reload", counted + 3);
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    eprintln!("new counts shown {:?} after the redirects, without a reload", made.elapsed());
+    eprintln!("new counts shown {:?} after the first redirect, without a reload", made.elapsed());
     let counted = counted + 3;
     // Per month: this month's one bar holds at least today's.
     browser.find("#c-unit").await.select_by_value("month").await.unwrap();
     page_says(&browser, "Redirects per month").await;
-    let month_total: u64 = browser.client.execute(today_row, vec![]).await.unwrap().as_str().unwrap().parse().unwrap();
+    let month_cell = browser.client.execute(today_row, vec![]).await.unwrap();
+    let Some(month_total) = month_cell.as_str().and_then(|s| s.parse::<u64>().ok()) else {
+        let body = browser.find("body").await.text().await.unwrap_or_default();
+        panic!("this month shows {month_cell}; the page says:\n{body}");
+    };
     assert!(month_total >= counted, "{month_total} this month, {counted} today");
     browser.find("#c-unit").await.select_by_value("day").await.unwrap();
     page_says(&browser, "Redirects per day").await;
@@ -717,6 +737,44 @@ async fn an_editor_and_a_reader_use_the_console_and_couchdb_decides_every_write(
     assert_eq!(rows[0][0], json!(id), "{rows}");
     assert!(rows[0][1].as_u64().unwrap() >= counted, "{rows}");
     browser.shot("top-links").await;
+
+    // A visit limit: only redirects use a visit. Requests answered 404 (paths after the ID that
+    // resolve to nothing: twice the limit of them) use none; the open page says, live, the
+    // redirects the proxy admitted, and the proxy serves the target while visits are left.
+    let limited = "Limit";
+    let (target, over) = ("https://example.com/limited", "https://example.com/over");
+    db.put_link(limited, json!({"url": target, "max_visits": 4, "fallback": over})).await;
+    // (It asks without a User-Agent, as a bot: a bot's redirect uses no visit of this link.)
+    proxy.wait_until_served(&format!("/{limited}"), 302, Some(target), Duration::from_secs(10)).await;
+    browser
+        .client
+        .execute("location.hash = arguments[0]", vec![json!(format!("#/{}/link/{limited}", db.name))])
+        .await
+        .unwrap();
+    page_says(&browser, "Visits: 0 of 4 (4 left)").await;
+    for path in ["%2e%2e", "..", "%2E%2E?x=1", "a/../../.."] {
+        for _ in 0..2 {
+            let answer = raw_get(&proxy, &format!("/{limited}/{path}")).await;
+            assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
+        }
+    }
+    let made = Instant::now();
+    for _ in 0..3 {
+        assert_eq!(visit(&http, &proxy, limited).await.as_deref(), Some(target), "visits are left");
+    }
+    let visits_line = "return Array.from(document.querySelectorAll('article p'))
+                         .map(p => p.textContent).find(t => t.startsWith('Visits:')) || null";
+    loop {
+        let shown = browser.client.execute(visits_line, vec![]).await.unwrap();
+        if shown == json!("Visits: 3 of 4 (1 left)") {
+            break;
+        }
+        assert!(made.elapsed() < LIVE, "the page says {shown} after 3 redirects and 8 404s, without a reload");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("a limited link's visits shown {:?} after the first redirect, without a reload", made.elapsed());
+    assert_eq!(visit(&http, &proxy, limited).await.as_deref(), Some(target), "the last visit left");
+    assert_eq!(visit(&http, &proxy, limited).await.as_deref(), Some(over), "used up by its 4 redirects");
 
     // A title with markup and a javascript: URL an admin stored past validation stay inert.
     let design_rev = db.rev("_design/couchlink").await.unwrap();
@@ -1045,9 +1103,32 @@ async fn open_link(browser: &Browser, id: &str) {
                 return;
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "{id} never showed in the list");
+        if started.elapsed() > Duration::from_secs(10) {
+            let body = browser.find("body").await.text().await.unwrap_or_default();
+            panic!("{id} never showed in the list; the page says:\n{body}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `GET /{id}` as a browser: where the proxy sends it (`None`: no redirect).
+async fn visit(http: &reqwest::Client, proxy: &ServeProcess, id: &str) -> Option<String> {
+    let r = http.get(format!("http://{}/{id}", proxy.addr)).header("User-Agent", DESKTOP).send().await.unwrap();
+    proxy.responses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    r.headers().get("location").map(|l| l.to_str().unwrap().to_owned())
+}
+
+/// `GET path` as a browser, sent as it is (an HTTP client would take its dots away): the whole
+/// answer.
+async fn raw_get(proxy: &ServeProcess, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: {DESKTOP}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).await.unwrap();
+    proxy.responses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Sets the colour input `id` as a person picking `value` would (an input event).
