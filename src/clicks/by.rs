@@ -5,12 +5,15 @@
 //! GeoIP reader, one rule for a campaign), so that the two agree on the same requests.
 //!
 //! Bounded per link and interval: the device, the system and the browser are a few names, a
-//! number each; the others keep [`super::MAX_VERSIONS`] values by name and the rest under
-//! [`super::OTHER_VERSIONS`], and a document keeps each one's [`TOP_VALUES`] most counted. Every
-//! breakdown adds up to the link's redirects.
+//! number each; the values visitors send are counted by [`Top`] (exact up to
+//! [`super::top::EXACT`] distinct values, the most frequent kept past that, across serving
+//! threads), a split's variants per variant chosen; a document keeps each breakdown's
+//! [`TOP_VALUES`] most counted and the rest under [`super::OTHER_VERSIONS`]. Every breakdown adds
+//! up to the link's redirects.
 
 use std::borrow::Cow;
 
+use super::top::Top;
 use super::Values;
 use crate::visitor::{Browser, Client, Device, Os};
 
@@ -48,8 +51,9 @@ pub enum Dimension {
     UtmMedium,
     /// `utm_campaign`, likewise.
     UtmCampaign,
-    /// The split variant a rule chose: `R.V`, rule `R` and variant `V` counted from 1 (as
-    /// refusals name them: `targets.R.split.V`).
+    /// The split variant a rule chose, named by its URL; where two variants counted share one,
+    /// each is `URL (R.V)`, rule `R` and variant `V` counted from 1 (as refusals name them:
+    /// `targets.R.split.V`).
     Variant,
 }
 
@@ -148,7 +152,7 @@ const BROWSERS: usize = Browser::NAMES.len() + 1;
 pub const MAX_VALUE_BYTES: usize = 200;
 
 /// Counts one redirect under `value`, or as other past [`MAX_VALUE_BYTES`].
-fn add_value(values: &mut Values, value: &str) {
+fn add_value(values: &mut Top, value: &str) {
     values.add(if value.len() > MAX_VALUE_BYTES { super::OTHER_VERSIONS } else { value }, 1);
 }
 
@@ -220,18 +224,28 @@ impl Default for By {
 /// What visitors send, counted by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Named {
-    country: Values,
-    referrer: Values,
+    country: Top,
+    referrer: Top,
     /// `utm_source`, `utm_medium`, `utm_campaign` of requests that carried a `utm_` parameter.
-    campaign: [Values; 3],
-    /// Per `(rule, variant)`.
-    variants: Vec<((u16, u16), u64)>,
+    campaign: [Top; 3],
+    /// Per variant chosen.
+    variants: Vec<(Variant, u64)>,
     /// Variants past [`MAX_VARIANTS`].
     other_variants: u64,
 }
 
+/// A split variant counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Variant {
+    /// Chosen by a rule: `(rule, variant)` from 0, and the place of the version it sent to
+    /// among the link's versions (its URL; `None` past [`super::MAX_VERSIONS`]).
+    Chosen(u16, u16, Option<usize>),
+    /// Read back from a document, by its name there.
+    Named(Box<str>),
+}
+
 impl Named {
-    fn add_variant(&mut self, variant: (u16, u16), n: u64) {
+    fn add_variant(&mut self, variant: Variant, n: u64) {
         if let Some((_, count)) = self.variants.iter_mut().find(|(v, _)| *v == variant) {
             *count += n;
         } else if self.variants.len() < MAX_VARIANTS {
@@ -301,8 +315,8 @@ impl By {
             }
             None => self.add_by_version(version, 1),
         }
-        if let Some(variant) = seen.variant {
-            self.named().add_variant(variant, 1);
+        if let Some((rule, variant)) = seen.variant {
+            self.named().add_variant(Variant::Chosen(rule, variant, version), 1);
         }
     }
 
@@ -327,8 +341,14 @@ impl By {
             for (ours, theirs) in ours.campaign.iter_mut().zip(&theirs.campaign) {
                 ours.merge(theirs);
             }
-            for &(variant, n) in &theirs.variants {
-                ours.add_variant(variant, n);
+            for (variant, n) in &theirs.variants {
+                let variant = match variant {
+                    Variant::Chosen(rule, v, at) => {
+                        Variant::Chosen(*rule, *v, at.and_then(|at| places.get(at).copied().flatten()))
+                    }
+                    named => named.clone(),
+                };
+                ours.add_variant(variant, *n);
             }
             ours.other_variants += theirs.other_variants;
         }
@@ -367,11 +387,9 @@ impl By {
                 let k = dimension as usize - Dimension::UtmSource as usize;
                 self.named().campaign[k].add(value, n);
             }
-            Dimension::Variant => match parse_variant(value) {
-                Some(variant) => self.named().add_variant(variant, n),
-                None if value == NONE => {}
-                None => self.named().other_variants += n,
-            },
+            Dimension::Variant if value == NONE => {}
+            Dimension::Variant if value == super::OTHER_VERSIONS => self.named().other_variants += n,
+            Dimension::Variant => self.named().add_variant(Variant::Named(value.into()), n),
         }
     }
 
@@ -436,8 +454,8 @@ impl By {
         let named = |names: &[&'static str], counts: &[u64]| -> Vec<(String, u64)> {
             names.iter().zip(counts).map(|(name, n)| ((*name).to_owned(), *n)).collect()
         };
-        let listed = |values: Option<&Values>| -> Vec<(String, u64)> {
-            values.into_iter().flat_map(Values::iter).map(|(v, n)| (v.to_owned(), n)).collect()
+        let listed = |values: Option<&Top>| -> Vec<(String, u64)> {
+            values.into_iter().flat_map(Top::iter).map(|(v, n)| (v.to_owned(), n)).collect()
         };
         let rest = |all: &[(String, u64)]| redirects.saturating_sub(all.iter().map(|(_, n)| n).sum());
         let these = self.named.as_deref();
@@ -467,11 +485,8 @@ impl By {
                 all
             }
             Dimension::Variant => {
-                let mut all: Vec<(String, u64)> = these
-                    .into_iter()
-                    .flat_map(|n| &n.variants)
-                    .map(|((r, v), n)| (format!("{}.{}", r + 1, v + 1), *n))
-                    .collect();
+                let counted: &[(Variant, u64)] = these.map_or(&[], |n| &n.variants);
+                let mut all = variant_names(counted, versions);
                 all.push((super::OTHER_VERSIONS.to_owned(), these.map_or(0, |n| n.other_variants)));
                 all.push((NONE.to_owned(), rest(&all)));
                 all
@@ -486,11 +501,28 @@ const READ_BACK: Profile = 1 << 14;
 const OS_ONLY: Profile = 1 << 13;
 const BROWSER_ONLY: Profile = 1 << 12;
 
-/// `R.V` (from 1) as `(rule, variant)` from 0.
-fn parse_variant(value: &str) -> Option<(u16, u16)> {
-    let (rule, variant) = value.split_once('.')?;
-    let number = |s: &str| s.parse::<u16>().ok().filter(|n| *n >= 1 && s.bytes().all(|b| b.is_ascii_digit()));
-    Some((number(rule)? - 1, number(variant)? - 1))
+/// The variants counted, each named by the URL it sent to (`versions`: the link's); where
+/// variants of different places share a URL, each `URL (R.V)`; one whose URL was not kept,
+/// `R.V`.
+fn variant_names(counted: &[(Variant, u64)], versions: &Values) -> Vec<(String, u64)> {
+    let url = |at: &Option<usize>| at.and_then(|at| versions.get(at));
+    let shared = |of: &str, place: (u16, u16)| {
+        counted.iter().any(|(v, _)| matches!(v, Variant::Chosen(r, w, at) if (*r, *w) != place && url(at) == Some(of)))
+    };
+    counted
+        .iter()
+        .map(|(variant, n)| {
+            let name = match variant {
+                Variant::Chosen(r, v, at) => match url(at) {
+                    Some(u) if shared(u, (*r, *v)) => format!("{u} ({}.{})", r + 1, v + 1),
+                    Some(u) => u.to_owned(),
+                    None => format!("{}.{}", r + 1, v + 1),
+                },
+                Variant::Named(name) => name.to_string(),
+            };
+            (name, *n)
+        })
+        .collect()
 }
 
 /// `values` most counted first, those past [`TOP_VALUES`] (and any already counted as other)
@@ -550,7 +582,11 @@ mod tests {
             "the first from its version"
         );
         assert_eq!(values(Dimension::UtmCampaign), [("spring".into(), 2), ("(none)".into(), 1)]);
-        assert_eq!(values(Dimension::Variant), [("(none)".into(), 2), ("2.1".into(), 1)]);
+        assert_eq!(
+            values(Dimension::Variant),
+            [("(none)".into(), 2), ("https://example.com/?utm_source=flyer&utm_medium=print".into(), 1)],
+            "a variant named by the URL it sent to"
+        );
         assert_eq!(values(Dimension::Country), [("IE".into(), 3)]);
         for d in Dimension::ALL {
             assert_eq!(values(d).iter().map(|(_, n)| n).sum::<u64>(), 3, "{d:?}");
@@ -563,7 +599,10 @@ mod tests {
         assert!(By::default().values(Dimension::Country, &versions, 3).is_empty(), "no country counted without GeoIP");
         let json = by.to_json(&versions, 3);
         assert_eq!(By::from_json(&json).to_json(&Values::default(), 3), json, "a document's breakdowns read back");
-        assert_eq!(json["variant"], serde_json::json!({"(none)": 2, "2.1": 1}));
+        assert_eq!(
+            json["variant"],
+            serde_json::json!({"(none)": 2, "https://example.com/?utm_source=flyer&utm_medium=print": 1})
+        );
         // Merged into counts whose link has other versions first: each plain redirect keeps its
         // version's campaign.
         let mut ours = By::default();
@@ -595,6 +634,36 @@ mod tests {
     }
 
     #[test]
+    fn variants_are_named_by_their_url_and_by_their_place_where_two_share_one() {
+        let mut versions = Values::default();
+        let a = versions.add("https://example.com/a", 1);
+        let b = versions.add("https://example.com/b", 1);
+        let mut by = By::default();
+        let chose = |rule, variant| Seen { variant: Some((rule, variant)), ..Seen::default() };
+        by.add(&chose(0, 0), false, a);
+        by.add(&chose(0, 1), false, b);
+        by.add(&chose(0, 1), false, b);
+        by.add(&chose(1, 0), false, a);
+        by.add(&chose(2, 0), false, None);
+        let named: Vec<(String, u64)> = [
+            ("https://example.com/b", 2),
+            ("(none)", 1),
+            ("3.1", 1),
+            ("https://example.com/a (1.1)", 1),
+            ("https://example.com/a (2.1)", 1),
+        ]
+        .into_iter()
+        .map(|(name, n)| (name.to_owned(), n))
+        .collect();
+        assert_eq!(by.values(Dimension::Variant, &versions, 6), named);
+        // Read back from a document, merged with live counts: the names stay.
+        let mut read = By::from_json(&by.to_json(&versions, 6));
+        read.merge(&by, &[Some(0), Some(1)]);
+        let doubled: Vec<(String, u64)> = named.iter().map(|(name, n)| (name.clone(), 2 * n)).collect();
+        assert_eq!(read.values(Dimension::Variant, &versions, 12), doubled);
+    }
+
+    #[test]
     fn past_the_top_values_the_rest_is_other_and_totals_stay() {
         let mut by = By::default();
         for n in 0..40u64 {
@@ -607,7 +676,8 @@ mod tests {
         let all: u64 = (1..=40).sum();
         let values = by.values(Dimension::Referrer, &none, all);
         assert_eq!(values.len(), TOP_VALUES + 1);
-        assert_eq!(values[0], ("site31.example".into(), 32), "the most counted of the 32 kept by name");
+        assert_eq!(values[0], ("site39.example".into(), 40), "the most counted, whatever came first");
+        assert_eq!(values[TOP_VALUES - 1], ("site24.example".into(), 25));
         assert_eq!(values.last().unwrap().0, super::super::OTHER_VERSIONS);
         assert_eq!(values.iter().map(|(_, n)| n).sum::<u64>(), (1..=40).sum::<u64>());
         let mut merged = By::default();
@@ -617,11 +687,9 @@ mod tests {
             merged.values(Dimension::Referrer, &none, 2 * all).iter().map(|(_, n)| n).sum::<u64>(),
             2 * (1..=40).sum::<u64>()
         );
-        assert_eq!(parse_variant("2.10"), Some((1, 9)));
         let mut long = By::default();
         long.add(&Seen { referrer: Some("a".repeat(MAX_VALUE_BYTES + 1).into()), ..Seen::default() }, false, None);
         assert_eq!(long.values(Dimension::Referrer, &none, 1), [(super::super::OTHER_VERSIONS.to_owned(), 1)]);
-        assert_eq!(parse_variant("0.1"), None);
         assert_eq!(Dimension::parse("utm_campaign"), Some(Dimension::UtmCampaign));
     }
 }

@@ -5,6 +5,7 @@
 //! - [`Tally`]: the counting itself, on the redirect path: each thread counts in its own
 //!   memory, with no lock, and hands its counts over once an interval.
 //! - [`by`]: what a link's redirects are broken down by (country, device, campaign, ...).
+//! - [`top`]: the values visitors send, counted so that the most frequent are kept.
 //! - [`doc`]: the documents an interval's counts become, and the clicks database's design.
 //! - [`limits`]: visit limits, from what every proxy counted and what this one admitted.
 //! - [`writer`]: the task that takes the tally every interval and writes it, keeping what
@@ -23,6 +24,7 @@ pub mod by;
 pub mod doc;
 pub mod limits;
 pub mod rollup;
+pub mod top;
 pub mod writer;
 
 /// The clicks database of links database `db` when none is named: `<db>_clicks`.
@@ -118,14 +120,6 @@ impl Values {
             self.other += n;
             None
         }
-    }
-
-    /// Adds `other`'s counts to these.
-    pub(crate) fn merge(&mut self, other: &Values) {
-        for (value, n) in other.first.iter().chain(&other.more) {
-            self.add(value, *n);
-        }
-        self.other += other.other;
     }
 
     /// The value counted by name at `place` ([`Values::add`]'s answer).
