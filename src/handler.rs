@@ -493,6 +493,12 @@ impl Asked<'_, '_> {
         }
     }
 
+    /// Whether `link` (`id`'s) is known out of visits, asking nothing: such a link acts as
+    /// expired, its fallback served without asking for its password.
+    fn used_up(&self, id: LinkId, link: &Link) -> bool {
+        link.limit().is_some_and(|limit| self.limits.used_up(id, limit))
+    }
+
     /// Gives back the visit of `id` [`Asked::admit`] counted, the request having ended in no
     /// redirect.
     fn give_back(&self, id: LinkId) {
@@ -625,6 +631,11 @@ impl Ruleset for LiveLinks<'_, '_> {
             if link.password().is_some() && self.first != id {
                 return Ok(None);
             }
+            // Out of visits: expired, its fallback served without asking for its password.
+            if self.first == id && (self.admitted.get() == Some(&false) || self.asked.used_up(id, link)) {
+                let _ = self.admitted.set(false);
+                return Ok(self.target(id, link));
+            }
             if let Some(status) = self.asked.shut(id, link).await {
                 let _ = self.shut.set(status);
                 return Ok(None);
@@ -669,10 +680,14 @@ async fn locate(
                 // Most links have neither a password nor a visit limit: nothing to ask.
                 Some(_) if !link.guarded() => true,
                 Some(_) => {
-                    if let Some(status) = asked.shut(id, &link).await {
-                        return Outcome::Shut(status);
-                    }
-                    let open = asked.admit(id, &link).await;
+                    let open = if asked.used_up(id, &link) {
+                        false
+                    } else {
+                        if let Some(status) = asked.shut(id, &link).await {
+                            return Outcome::Shut(status);
+                        }
+                        asked.admit(id, &link).await
+                    };
                     admitted = std::sync::OnceLock::from(open);
                     open
                 }

@@ -120,6 +120,14 @@ impl Limits {
         }
     }
 
+    /// Whether link `id`'s visits are known used up, as of its last read and what this proxy
+    /// admitted since, asking nothing and counting nothing (`false` before it was first read).
+    pub fn used_up(&self, id: LinkId, limit: VisitLimit) -> bool {
+        let Some(entry) = self.links.lock().expect("limits").get(&id).cloned() else { return false };
+        entry.first_read.initialized()
+            && entry.counted(entry.admitted.load(Relaxed), limit.bots) >= i64::from(limit.max)
+    }
+
     /// Gives back a visit of `id` that [`Limits::admit`] let through (a bot's when `bot`) and
     /// that ended in no redirect (a 404 for what followed the ID, CouchDB gone meanwhile): only
     /// redirects use up a link's visits, as the live counts count them.

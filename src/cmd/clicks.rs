@@ -244,10 +244,13 @@ pub struct Row {
 
 impl ClicksArgs {
     /// Reads the counts and prints them.
-    pub fn execute(self) -> Result<(), ClicksError> {
+    pub fn execute(mut self) -> Result<(), ClicksError> {
         for id in &self.ids {
             LinkId::parse(id).map_err(|_| ClicksError::BadId(id.clone()))?;
         }
+        // An ID named twice is one link: its rows once, not its counts twice.
+        let mut seen = std::collections::HashSet::new();
+        self.ids.retain(|id| seen.insert(id.clone()));
         let db = match self.clicks_db.as_deref() {
             Some("off") => return Err(ClicksError::Off),
             Some(name) => name.to_owned(),

@@ -15,7 +15,7 @@ pub mod logins;
 pub mod route;
 pub mod sheet;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,6 +73,8 @@ pub struct Console {
     logins: Logins,
     /// Link passwords hashed per account.
     hashes_made: Hashes,
+    /// `Authorization` credentials being tried, by their logins digest.
+    trying: Mutex<HashMap<[u8; 16], Try>>,
     /// Print sheets being made, in all.
     sheets: Arc<Semaphore>,
     /// Places among [`HASHES_AT_ONCE`].
@@ -135,6 +137,7 @@ impl Console {
             http,
             logins: Logins::new(Vec::new()),
             hashes_made: Hashes::default(),
+            trying: Mutex::default(),
             sheets: Arc::new(Semaphore::new(SHEETS_AT_ONCE)),
             hashes: Arc::new(Semaphore::new(HASHES_AT_ONCE)),
             sheet_makers: Arc::default(),
@@ -162,11 +165,21 @@ impl Console {
         let visitor =
             self.trusted_proxies.client_ip(peer.ip(), parts.headers.get_all(header).iter().map(HeaderValue::as_bytes));
         // A password in `Authorization` is tried once, alone, before the request it comes with
-        // (which may ask CouchDB several things), so that each request is at most one failure.
-        if let Some(login) = basic_login(&parts) {
-            if let Err(refused) = self.try_basic(&parts, &login, visitor).await {
-                return refused;
+        // (which may ask CouchDB several things), so that each request is at most one failure;
+        // CouchDB gets it as the console read it.
+        let mut parts = parts;
+        match credential(&parts) {
+            Err(refused) => return refused,
+            Ok(Some(Credential::Basic(name, password))) => {
+                use base64::Engine as _;
+                let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{name}:{password}"));
+                let value = HeaderValue::from_str(&format!("Basic {encoded}")).expect("base64 is a header value");
+                parts.headers.insert(hyper::header::AUTHORIZATION, value);
+                if let Err(refused) = self.try_basic(&parts, &(name, password), visitor).await {
+                    return refused;
+                }
             }
+            Ok(Some(Credential::Bearer) | None) => {}
         }
         let body = match (&route, parts.method.as_str()) {
             (Route::Couch { path, .. }, "POST") if path == "/_session" => {
@@ -285,17 +298,43 @@ impl Console {
     }
 
     /// Tries the name and password in `Authorization` (CouchDB's `_session`, as the visitor),
-    /// within the logins' bounds; `Err`: the answer to give instead of the request's.
+    /// within the logins' bounds; `Err`: the answer to give instead of the request's. Requests
+    /// with the same credential at once (a browser's, a script's) wait for one try.
     async fn try_basic(
+        &self,
+        parts: &Parts,
+        login: &(String, String),
+        visitor: std::net::IpAddr,
+    ) -> Result<(), Response<Full<Bytes>>> {
+        let key = self.logins.digest(&login.0, &login.1);
+        let running = self.trying.lock().expect("logins tried").entry(key).or_default().clone();
+        let tried = running.get_or_init(|| self.try_basic_once(parts, login, visitor)).await.clone();
+        self.trying.lock().expect("logins tried").remove(&key);
+        match tried {
+            None => Ok(()),
+            Some((status, retry_after, body)) => {
+                let mut refused = respond(200, "application/json", body);
+                *refused.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
+                if let Some(wait) = retry_after {
+                    refused.headers_mut().insert("retry-after", HeaderValue::from(wait));
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// One try of [`Console::try_basic`]: `None` if CouchDB took it, else the refusal's status,
+    /// `Retry-After` and body.
+    async fn try_basic_once(
         &self,
         parts: &Parts,
         (name, password): &(String, String),
         visitor: std::net::IpAddr,
-    ) -> Result<(), Response<Full<Bytes>>> {
+    ) -> Option<Kept> {
         let attempt = match self.logins.admit(name, password, visitor, Instant::now()) {
             Admit::Pass(attempt) => attempt,
-            Admit::Refused => return Err(proxies_account(name)),
-            Admit::Wait(wait) => return Err(logins_wait(wait)),
+            Admit::Refused => return kept(proxies_account(name)).await,
+            Admit::Wait(wait) => return kept(logins_wait(wait)).await,
         };
         let mut url = self.couchdb.clone();
         url.set_path("/_session");
@@ -306,7 +345,7 @@ impl Console {
                 (status, answer.bytes().await.unwrap_or_default())
             }
             // CouchDB may have counted it: the attempt, dropped, is a failure.
-            Err(e) => return Err(unreachable(e)),
+            Err(e) => return kept(unreachable(e)).await,
         };
         let named = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
@@ -314,12 +353,10 @@ impl Console {
         let worked = status == 200 && named;
         attempt.settle(worked, Instant::now());
         if worked {
-            return Ok(());
+            return None;
         }
         let status = if matches!(status, 401 | 403) || status >= 500 { status } else { 401 };
-        let mut refused = respond(status, "application/json", body);
-        *refused.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
-        Err(refused)
+        Some((status, None, body))
     }
 
     /// `POST /_session`: the login is read here and passed on as read (one name, one password),
@@ -472,6 +509,21 @@ impl Drop for SheetTurn {
     }
 }
 
+/// A refusal as [`Console::try_basic_once`] keeps it for every request waiting on the try:
+/// status, `Retry-After`, body.
+type Kept = (u16, Option<u32>, Bytes);
+
+/// A try of a credential: `None` once CouchDB took it, else its refusal kept.
+type Try = Arc<tokio::sync::OnceCell<Option<Kept>>>;
+
+/// A refusal made here, kept.
+async fn kept(response: Response<Full<Bytes>>) -> Option<Kept> {
+    let status = response.status().as_u16();
+    let retry = response.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse().ok());
+    let body = response.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    Some((status, retry, body))
+}
+
 /// The answer when CouchDB could not be asked.
 fn unreachable(e: reqwest::Error) -> Response<Full<Bytes>> {
     json_error(502, "couchdb_unreachable", &format!("CouchDB did not answer: {}", crate::errors::Causes(&e)))
@@ -529,18 +581,45 @@ fn for_browsers(value: &HeaderValue, secure: bool) -> HeaderValue {
     HeaderValue::from_str(&out).unwrap_or_else(|_| value.clone())
 }
 
-/// The name and password of `Authorization: Basic`, split at the first `:` as CouchDB does.
-fn basic_login(parts: &Parts) -> Option<(String, String)> {
+/// What a visitor's `Authorization` holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Credential {
+    /// `Basic`: a name and password (split at the first `:`, as CouchDB does).
+    Basic(String, String),
+    /// `Bearer`: a token, passed on as sent (CouchDB's JWT handler; no lockout counts tokens).
+    Bearer,
+}
+
+/// The visitor's credential, read strictly: a `Basic` one the console could not read as CouchDB
+/// would (whitespace inside the base64, no `:`, not UTF-8) is refused, never passed on, since
+/// CouchDB might read a login in it the console did not count; one it reads is passed on
+/// re-encoded from what it read. Any other scheme is refused.
+#[allow(clippy::result_large_err)]
+fn credential(parts: &Parts) -> Result<Option<Credential>, Response<Full<Bytes>>> {
     use base64::Engine as _;
-    let value = parts.headers.get("authorization")?.to_str().ok()?.trim();
-    let (scheme, encoded) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
+    let refuse = |why: &str| json_error(400, "bad_request", why);
+    let mut values = parts.headers.get_all(hyper::header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(refuse("one Authorization header at most"));
     }
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
-    let text = String::from_utf8_lossy(&decoded);
-    let (name, password) = text.split_once(':')?;
-    Some((name.to_owned(), password.to_owned()))
+    let value = value.to_str().map_err(|_| refuse("Authorization is not plain text"))?.trim();
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    if scheme.eq_ignore_ascii_case("bearer") {
+        return Ok(Some(Credential::Bearer));
+    }
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(refuse("Authorization is Basic (a CouchDB name and password) or Bearer"));
+    }
+    let malformed = || refuse("Authorization: Basic holds the base64 of name:password, in one piece");
+    let encoded = rest.trim();
+    if encoded.is_empty() || encoded.bytes().any(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))) {
+        return Err(malformed());
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|_| malformed())?;
+    let text = String::from_utf8(decoded).map_err(|_| malformed())?;
+    let (name, password) = text.split_once(':').ok_or_else(malformed)?;
+    Ok(Some(Credential::Basic(name.to_owned(), password.to_owned())))
 }
 
 /// The name and password of a `POST /_session`, as JSON or a form (what CouchDB reads);
@@ -753,6 +832,34 @@ mod tests {
                 Err(refusal) => proptest::prop_assert!([403, 404, 405, 400].contains(&refusal.status)),
             }
         }
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)]
+    fn a_basic_credential_is_read_strictly_and_what_cannot_be_read_is_never_passed_on() {
+        let read = |value: &str| credential(&parts("GET", "/console.json", &[("authorization", value)]).unwrap());
+        let basic = |n: &str, p: &str| Some(Credential::Basic(n.into(), p.into()));
+        // couchlink-reader:guess, as sent and as the stranger's pass spelt it.
+        assert_eq!(read("Basic Y291Y2hsaW5rLXJlYWRlcjpndWVzcw==").unwrap(), basic("couchlink-reader", "guess"));
+        assert_eq!(read("basic  Y291Y2hsaW5rLXJlYWRlcjpndWVzcw== ").unwrap(), basic("couchlink-reader", "guess"));
+        assert_eq!(read("Basic YTpiOmM=").unwrap(), basic("a", "b:c"), "split at the first colon");
+        for odd in [
+            "Basic Y291 Y2hsaW5rLXJlYWRlcjpndWVzcw==",
+            "Basic Y291\tY2hsaW5rLXJlYWRlcjpndWVzcw==",
+            "Basic Y291Y2hsaW5rLXJlYWRlcjpndWVzc w==",
+            "Basic Y291Y2hsaW5rLXJlYWRlcjpndWVzcw",
+            "Basic Y291Y2hsaW5r*LXJlYWRlcjpndWVzcw==",
+            "Basic bm9jb2xvbg==",
+            "Basic",
+            "Digest username=\"x\"",
+        ] {
+            let refused = read(odd).expect_err(odd);
+            assert_eq!(refused.status(), 400, "{odd}");
+        }
+        assert_eq!(read("Bearer eyJhbGciOi.x.y").unwrap(), Some(Credential::Bearer));
+        let two = parts("GET", "/", &[("authorization", "Basic YTpi"), ("authorization", "Basic YzpkCg==")]).unwrap();
+        assert_eq!(credential(&two).expect_err("two").status(), 400);
+        assert_eq!(credential(&parts("GET", "/", &[]).unwrap()).unwrap(), None);
     }
 
     #[test]

@@ -70,6 +70,37 @@ async fn requests_answered_with_no_redirect_use_no_visit() {
     assert_eq!(sent_to(&app, "/Three", BROWSER).await.as_deref(), Some(CAMPAIGN), "used up by its three redirects");
 }
 
+/// Out of visits, a protected link acts as expired: its fallback is served without asking for
+/// its password (as an inactive or expired one's is), and no guess is hashed for it.
+#[tokio::test]
+async fn a_protected_link_out_of_visits_serves_its_fallback_without_asking() {
+    let db = counted_db().await;
+    let hash = couchlink::domain::PasswordHash::create(b"staff only").unwrap();
+    db.put_link("Guard", json!({"url": COUPON, "max_visits": 1, "fallback": CAMPAIGN, "password": hash.as_str()}))
+        .await;
+    let app = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
+    let ask = |password: Option<&str>, path: &str| {
+        let request = http().get(format!("{}{path}", app.base)).header("user-agent", BROWSER);
+        match password {
+            Some(p) => request.basic_auth("anyone", Some(p)),
+            None => request,
+        }
+        .send()
+    };
+    assert_eq!(ask(None, "/Guard").await.unwrap().status(), 401);
+    let opened = ask(Some("staff only"), "/Guard").await.unwrap();
+    assert_eq!(opened.headers()["location"], COUPON);
+    let hashed = app.metric("couchlink_password_hashes_total").await;
+    for (password, path) in
+        [(None, "/Guard"), (Some("wrong"), "/Guard"), (Some("staff only"), "/Guard"), (None, "/Guard?x=1")]
+    {
+        let answer = ask(password, path).await.unwrap();
+        assert_eq!(answer.status(), 302, "{password:?} {path}");
+        assert_eq!(answer.headers()["location"].to_str().unwrap().split('?').next(), Some(CAMPAIGN));
+    }
+    assert_eq!(app.metric("couchlink_password_hashes_total").await, hashed, "nothing hashed for a used-up link");
+}
+
 #[tokio::test]
 async fn bots_pass_uncounted_unless_the_document_counts_them_and_no_fallback_is_a_404() {
     let db = counted_db().await;
