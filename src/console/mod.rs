@@ -181,12 +181,10 @@ impl Console {
             }
             Ok(Some(Credential::Bearer) | None) => {}
         }
-        let body = match (&route, parts.method.as_str()) {
-            (Route::Couch { path, .. }, "POST") if path == "/_session" => {
-                return self.log_in(parts, body, visitor).await;
-            }
-            _ => body,
-        };
+        // A login is read and counted here, and passed on as read.
+        if matches!(&route, Route::Couch { path, .. } if path == "/_session") && parts.method == hyper::Method::POST {
+            return self.log_in(parts, body, visitor).await;
+        }
         match route {
             Route::Asset(_) => unreachable!("answered above"),
             Route::Sites => {
