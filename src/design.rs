@@ -22,11 +22,23 @@ const VALIDATE_DOC_UPDATE: &str = include_str!("../couchdb/validate_doc_update.j
 /// the file without its leading comment lines (CouchDB compiles the stored source as one
 /// function expression), with the roles written in.
 pub fn validate_doc_update_source(editor_roles: &[&str]) -> String {
-    let source = function(VALIDATE_DOC_UPDATE);
-    let line = |roles: String| format!("var EDITOR_ROLES = {roles};");
-    let template = line(r#"["links:editor"]"#.to_owned());
-    assert!(source.contains(&template), "couchdb/validate_doc_update.js declares EDITOR_ROLES");
-    source.replacen(&template, &line(serde_json::to_string(editor_roles).expect("strings serialise")), 1)
+    with_roles(&function(VALIDATE_DOC_UPDATE), &[("EDITOR_ROLES", editor_roles)])
+}
+
+/// `source` with each declaration `var NAME = [...];` of `roles` written with those roles: the
+/// one way a design function learns which roles write (the files under `couchdb/` declare the
+/// roles of a database named `links`, so that they can be read and tested as they are).
+///
+/// Panics when `source` does not declare one of them: the files are part of the build.
+pub fn with_roles(source: &str, roles: &[(&str, &[&str])]) -> String {
+    let mut source = source.to_owned();
+    for (name, held) in roles {
+        let start = source.find(&format!("var {name} = [")).unwrap_or_else(|| panic!("the function declares {name}"));
+        let end = start + source[start..].find("];").unwrap_or_else(|| panic!("{name}'s declaration ends")) + 2;
+        let declared = format!("var {name} = {};", serde_json::to_string(held).expect("strings serialise"));
+        source.replace_range(start..end, &declared);
+    }
+    source
 }
 
 /// A function's source as stored from its file under `couchdb/`: without the file's leading

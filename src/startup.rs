@@ -26,7 +26,7 @@ use crate::clicks::writer::{ClicksStatus, ClicksWriter};
 use crate::clicks::Tally;
 use crate::client_ip::TrustedProxies;
 use crate::couch::{CouchClient, CouchConfig, CouchError};
-use crate::domain::{Domain, Host, PublicUrl};
+use crate::domain::{Companion, CompanionDb, Domain, Host, PublicUrl, Roles};
 use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Location, Settings, Site, Sites};
@@ -109,9 +109,12 @@ pub struct ServerConfig {
     pub default_domain: Option<Host>,
     /// Live counts (`None`: off).
     pub clicks: Option<ClicksConfig>,
-    /// Record every link's history into each links database's `<db>_history`
-    /// (docs/reference.md, "History").
+    /// Record every link's history into the history database (docs/reference.md, "History");
+    /// false: this proxy records nothing (others may).
     pub history: bool,
+    /// Where each links database's history is kept (`COUCHLINK_HISTORY_DB`): `<db>_history`
+    /// by default; `off`: nowhere, nothing recorded.
+    pub history_db: CompanionDb,
     /// How the proxies' recorders share the recording: one records, the others take over
     /// from it within the lease (docs/reference.md, "History").
     pub history_timing: crate::history::recorder::Timing,
@@ -128,8 +131,9 @@ pub struct ServerConfig {
 /// Where and how often a proxy writes its live counts (docs/reference.md, "Live counts").
 #[derive(Debug, Clone)]
 pub struct ClicksConfig {
-    /// The clicks database; `None`: each links database's `<db>_clicks`.
-    pub db: Option<String>,
+    /// The clicks database (`COUCHLINK_CLICKS_DB`): each links database's `<db>_clicks` by
+    /// default; `off`: no counting, as if the whole configuration were `None`.
+    pub db: CompanionDb,
     /// Seconds per interval (1 to 3600).
     pub interval_secs: u32,
     /// Bytes of counts that may wait for CouchDB.
@@ -142,7 +146,7 @@ impl ClicksConfig {
     /// The documented defaults: `<db>_clicks`, a minute, 64 MiB, the host's name.
     pub fn new() -> ClicksConfig {
         ClicksConfig {
-            db: None,
+            db: CompanionDb::Beside,
             interval_secs: 60,
             queue_bytes: crate::clicks::writer::DEFAULT_QUEUE_BYTES,
             proxy_name: host_name(),
@@ -184,7 +188,7 @@ impl ServerConfig {
     /// The documented defaults (docs/reference.md, "Configuration") for the proxy on `couch`, serving
     /// on `listen`, with one serving thread per CPU core.
     pub fn new(couch: CouchConfig, listen: SocketAddr) -> ServerConfig {
-        let editor_role = format!("{}:editor", couch.db);
+        let editor_role = Roles::of_database(&couch.db, None, None).map(|r| r.editor).unwrap_or_default();
         ServerConfig {
             listen,
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
@@ -214,6 +218,7 @@ impl ServerConfig {
             default_domain: None,
             clicks: Some(ClicksConfig::new()),
             history: true,
+            history_db: CompanionDb::Beside,
             history_timing: crate::history::recorder::Timing::default(),
             upgrade: None,
             pid_file: None,
@@ -372,6 +377,14 @@ impl Application {
         inherited: Option<Inherited>,
     ) -> Result<Application, StartError> {
         let workers = config.workers.max(1);
+        // One named companion database cannot be every domain's.
+        let clicks_db = config.clicks.as_ref().map(|c| (Companion::Clicks, &c.db));
+        for (companion, place) in clicks_db.into_iter().chain([(Companion::History, &config.history_db)]) {
+            place
+                .clone()
+                .for_domains(companion, config.domains.len())
+                .map_err(|e| StartError::Domains(e.to_string()))?;
+        }
         // Read before anything is bound: a file missing or damaged is a misconfiguration.
         let geoip = match &config.geoip {
             Some(path) => Some(Arc::new(crate::visitor::geoip::GeoIp::open(path).map_err(StartError::GeoIp)?)),
@@ -438,7 +451,8 @@ impl Application {
             let server = CouchClient::new(&config.couch).map_err(|e| StartError::Client(Box::new(e)))?;
             for domain in &config.domains {
                 let couch = server.for_database(&domain.db);
-                check_database(&couch, &format!("{}:editor", domain.db)).await?;
+                let editor_role = Roles::of_database(&domain.db, None, None).map(|r| r.editor).unwrap_or_default();
+                check_database(&couch, &editor_role).await?;
                 let (log_dir, state_dir) = (config.log_dir.join(domain.host.as_str()), config.state_dir.clone());
                 let state_dir = state_dir.map(|d| d.join(domain.host.as_str()));
                 checked.push((Some(domain.host.clone()), couch, domain.public_url.clone(), log_dir, state_dir));
@@ -846,7 +860,8 @@ async fn start_site(
     if config.warm_start {
         tasks.push(tokio::spawn(crate::warm::Warmer::run(couch.clone(), store.clone(), warmed_for, stopped.clone())));
     }
-    let history = config.history.then(|| {
+    let history_db = config.history_db.database(Companion::History, couch.database()).filter(|_| config.history);
+    let history = history_db.map(|history_db| {
         // The recorder reads and writes in pages of hundreds of documents: on a thread of its
         // own, with connections of its own, so that neither its work nor CouchDB's answers to
         // it ever wait on a serving thread (on one, it raised that thread's p99 during a first
@@ -854,7 +869,7 @@ async fn start_site(
         let own = couch.with_own_connections().unwrap_or_else(|_| couch.clone());
         let recorder = crate::history::recorder::Recorder::new(
             own.clone(),
-            own.for_database(&crate::history::database_of(couch.database())),
+            own.for_database(&history_db),
             recorder.to_owned(),
             config.history_timing,
         )
@@ -875,9 +890,11 @@ async fn start_site(
     });
     // Visit limits count from the live counts' view when they are on; else from this start.
     let mut limits = Arc::new(VisitLimits::new(None));
+    let clicks = clicks.and_then(|(settings, writer)| {
+        Some((settings.db.database(Companion::Clicks, couch.database())?, settings, writer))
+    });
     let clicks = match clicks {
-        Some((settings, writer)) => {
-            let db = settings.db.clone().unwrap_or_else(|| crate::clicks::database_of(couch.database()));
+        Some((db, settings, writer)) => {
             limits = Arc::new(VisitLimits::new(Some(couch.for_database(&db))));
             let clicks = ClicksWriter {
                 couch: couch.for_database(&db),

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::Counts;
-use crate::design::function;
+use crate::design::{function, with_roles};
 use crate::domain::LinkId;
 
 /// Links per document, at most: a document stays a few tens of kilobytes however busy the
@@ -265,13 +265,10 @@ pub fn rfc3339_second(time: OffsetDateTime) -> String {
 
 /// The design document, with `writer_roles` (the proxies') written into its validation.
 pub fn design(writer_roles: &[&str]) -> Value {
-    let validate = function(VALIDATE_DOC_UPDATE);
-    let template = r#"var WRITER_ROLES = ["links:proxy"];"#;
-    assert!(validate.contains(template), "couchdb/clicks/validate_doc_update.js declares WRITER_ROLES");
-    let roles = format!("var WRITER_ROLES = {};", serde_json::to_string(writer_roles).expect("strings serialise"));
+    let validate = with_roles(&function(VALIDATE_DOC_UPDATE), &[("WRITER_ROLES", writer_roles)]);
     json!({
         "language": "javascript",
-        "validate_doc_update": validate.replacen(template, &roles, 1),
+        "validate_doc_update": validate,
         "views": {
             "by_link": {"map": function(BY_LINK), "reduce": "_sum"},
             "by_version": {"map": function(BY_VERSION), "reduce": "_sum"},

@@ -27,11 +27,6 @@ pub mod rollup;
 pub mod top;
 pub mod writer;
 
-/// The clicks database of links database `db` when none is named: `<db>_clicks`.
-pub fn database_of(db: &str) -> String {
-    format!("{db}_clicks")
-}
-
 /// Distinct versions counted per link and interval, at most: a link's versions are what it
 /// decided (its `url` over time, its rules' targets and variants, its fallback), a handful,
 /// never the visitor's own path or query. Past this, its redirects are counted under

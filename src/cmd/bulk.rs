@@ -73,8 +73,8 @@ pub struct BulkArgs {
     pub dry_run: bool,
     /// The history database, where the change is recorded for undo [default: <db>_history];
     /// `off`: none (the change cannot be undone).
-    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
-    pub history_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = crate::domain::CompanionDb::parse)]
+    pub history_db: Option<crate::domain::CompanionDb>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -93,8 +93,8 @@ pub struct UndoArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// The history database [default: <db>_history].
-    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
-    pub history_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = crate::domain::CompanionDb::parse)]
+    pub history_db: Option<crate::domain::CompanionDb>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -243,7 +243,7 @@ impl BulkArgs {
     pub fn execute(self) -> Result<(), BulkCommandError> {
         let change = self.change()?;
         let links = CouchClient::new(&self.couch.clone().into())?;
-        let history = super::history_of(&links, self.history_db.as_deref());
+        let history = super::history_of(&links, self.history_db.as_ref());
         let runtime = super::current_thread_runtime().map_err(BulkCommandError::Runtime)?;
         runtime.block_on(async {
             let ids = self.picked(&links).await?;
@@ -260,22 +260,27 @@ impl BulkArgs {
             }
             let writer = links.account_name().unwrap_or("").to_owned();
             let (batch, written) = write_named("bulk", &links, history.as_ref(), &planned, &writer, None).await?;
-            let undo =
-                history.as_ref().map(|_| undo_command(&batch, &self.couch, &self.on, self.history_db.as_deref()));
+            let undo = history.as_ref().map(|_| undo_command(&batch, &self.couch, &self.on, self.history_db.as_ref()));
             report(&mut out, &planned, &written, &batch, undo.as_deref())
         })
     }
 }
 
 /// The command that undoes `batch`, with the database chosen as this command's was.
-fn undo_command(batch: &str, couch: &CouchArgs, on: &super::DomainChoice, history_db: Option<&str>) -> String {
+fn undo_command(
+    batch: &str,
+    couch: &CouchArgs,
+    on: &super::DomainChoice,
+    history_db: Option<&crate::domain::CompanionDb>,
+) -> String {
     let mut command = format!("couchlink undo {batch}");
     if let Some(domain) = &on.domain {
         command.push_str(&format!(" --domain {}", shell_word(domain)));
     } else if couch.db != "links" {
         command.push_str(&format!(" --db {}", shell_word(&couch.db)));
     }
-    if let Some(history) = history_db.filter(|h| *h != crate::history::database_of(&couch.db)) {
+    let beside = crate::domain::Companion::History.beside(&couch.db);
+    if let Some(history) = history_db.and_then(|h| h.named()).filter(|h| *h != beside) {
         command.push_str(&format!(" --history-db {}", shell_word(history)));
     }
     command
@@ -320,7 +325,7 @@ impl UndoArgs {
             )));
         }
         let links = CouchClient::new(&self.couch.clone().into())?;
-        let history = super::history_of(&links, self.history_db.as_deref()).ok_or_else(|| {
+        let history = super::history_of(&links, self.history_db.as_ref()).ok_or_else(|| {
             BulkCommandError::Usage(
                 "the history is off (--history-db off): a bulk change is undone from its record there".into(),
             )
@@ -423,7 +428,7 @@ impl UndoArgs {
             let writer = links.account_name().unwrap_or("").to_owned();
             let (batch, written) =
                 write_named("undo", &links, Some(&history), &planned, &writer, Some(&self.batch)).await?;
-            let undo = undo_command(&batch, &self.couch, &self.on, self.history_db.as_deref());
+            let undo = undo_command(&batch, &self.couch, &self.on, self.history_db.as_ref());
             let reported = report(&mut out, &planned, &written, &batch, Some(&undo));
             if !left.is_empty() {
                 writeln!(out, "undo of {}: {} link(s) left as they are (each said above)", self.batch, left.len())?;

@@ -49,8 +49,8 @@ pub struct ClicksArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// The clicks database [default: <db>_clicks].
-    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
-    pub clicks_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_CLICKS_DB", value_parser = crate::domain::CompanionDb::parse)]
+    pub clicks_db: Option<crate::domain::CompanionDb>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -251,11 +251,8 @@ impl ClicksArgs {
         // An ID named twice is one link: its rows once, not its counts twice.
         let mut seen = std::collections::HashSet::new();
         self.ids.retain(|id| seen.insert(id.clone()));
-        let db = match self.clicks_db.as_deref() {
-            Some("off") => return Err(ClicksError::Off),
-            Some(name) => name.to_owned(),
-            None => crate::clicks::database_of(&self.couch.db),
-        };
+        let place = self.clicks_db.clone().unwrap_or_default();
+        let db = place.database(crate::domain::Companion::Clicks, &self.couch.db).ok_or(ClicksError::Off)?;
         let couch = CouchClient::new(&self.couch.clone().into())?.for_database(&db);
         let runtime = super::current_thread_runtime().map_err(ClicksError::Runtime)?;
         let out = &mut std::io::stdout().lock();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::console::{Console, ConsoleSite};
-use crate::domain::PublicUrl;
+use crate::domain::{Companion, CompanionDb, PublicUrl};
 use crate::handover::Upgrade;
 use crate::lifecycle::OneListener;
 
@@ -31,11 +31,11 @@ pub struct ConsoleArgs {
     #[arg(long, env = "COUCHLINK_PUBLIC_URL", default_value = "http://127.0.0.1:8080")]
     pub public_url: PublicUrl,
     /// The clicks database [default: <db>_clicks]; `off`: no clicks shown.
-    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
-    pub clicks_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_CLICKS_DB", value_parser = CompanionDb::parse)]
+    pub clicks_db: Option<CompanionDb>,
     /// The history database [default: <db>_history]; `off`: no history shown.
-    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
-    pub history_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = CompanionDb::parse)]
+    pub history_db: Option<CompanionDb>,
     /// Behind TLS: CouchDB's session cookie is passed on marked `Secure`.
     #[arg(long, env = "COUCHLINK_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub secure_cookies: bool,
@@ -100,31 +100,19 @@ impl ConsoleArgs {
         let pairs: Vec<(String, PublicUrl)> = if domains.is_empty() {
             vec![(self.db.clone(), self.public_url.clone())]
         } else {
-            if self.clicks_db.as_deref().is_some_and(|c| c != "off")
-                || self.history_db.as_deref().is_some_and(|c| c != "off")
-            {
-                return Err(ConsoleError::Config(
-                    "COUCHLINK_CLICKS_DB and COUCHLINK_HISTORY_DB name one database; with several domains each has \
-                     its own <db>_clicks and <db>_history (or set them to off)"
-                        .into(),
-                ));
-            }
             domains.into_iter().map(|d| (d.db, d.public_url)).collect()
         };
+        let place = |companion, setting: &Option<CompanionDb>| {
+            setting.clone().unwrap_or_default().for_domains(companion, pairs.len())
+        };
+        let clicks = place(Companion::Clicks, &self.clicks_db).map_err(|e| ConsoleError::Config(e.to_string()))?;
+        let history = place(Companion::History, &self.history_db).map_err(|e| ConsoleError::Config(e.to_string()))?;
         pairs
             .into_iter()
             .map(|(db, public_url)| {
                 let roles = self.roles.roles(&db).map_err(|e| ConsoleError::Config(e.to_string()))?;
-                let clicks_db = match self.clicks_db.as_deref() {
-                    Some("off") => None,
-                    Some(named) => Some(named.to_owned()),
-                    None => Some(crate::clicks::database_of(&db)),
-                };
-                let history_db = match self.history_db.as_deref() {
-                    Some("off") => None,
-                    Some(named) => Some(named.to_owned()),
-                    None => Some(crate::history::database_of(&db)),
-                };
+                let clicks_db = clicks.database(Companion::Clicks, &db);
+                let history_db = history.database(Companion::History, &db);
                 Ok(ConsoleSite { db, public_url, clicks_db, history_db, editor_role: roles.editor })
             })
             .collect()

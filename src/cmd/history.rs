@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::CouchArgs;
 use crate::couch::{CouchClient, CouchError, Created};
-use crate::domain::LinkId;
+use crate::domain::{CompanionDb, LinkId};
 use crate::history::entry::own_fields;
 use crate::history::read::{changed_fields, link_entries};
 
@@ -26,8 +26,8 @@ pub struct HistoryArgs {
     #[arg(long)]
     pub json: bool,
     /// The history database [default: <db>_history].
-    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
-    pub history_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = CompanionDb::parse)]
+    pub history_db: Option<CompanionDb>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -53,8 +53,8 @@ pub struct RestoreArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// The history database [default: <db>_history].
-    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
-    pub history_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = CompanionDb::parse)]
+    pub history_db: Option<CompanionDb>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub couch: CouchArgs,
@@ -81,7 +81,7 @@ pub enum HistoryCommandError {
     #[error("no history recorded for {0} (is `couchlink setup` run, and a proxy running to record it?)")]
     Nothing(String),
     /// `--history-db off`.
-    #[error("the history is off (--history-db off): nothing is recorded to read or restore")]
+    #[error("the history is off (--history-db off, COUCHLINK_HISTORY_DB): nothing is recorded to read or restore")]
     Off,
     /// The version asked for is not recorded.
     #[error("{0}")]
@@ -97,14 +97,14 @@ pub enum HistoryCommandError {
     Runtime(#[source] std::io::Error),
 }
 
-fn history_client(couch: &CouchArgs, history_db: Option<&str>) -> Result<CouchClient, HistoryCommandError> {
+fn history_client(couch: &CouchArgs, history_db: Option<&CompanionDb>) -> Result<CouchClient, HistoryCommandError> {
     let links = CouchClient::new(&couch.clone().into())?;
     super::history_of(&links, history_db).ok_or(HistoryCommandError::Off)
 }
 impl HistoryArgs {
     /// Prints the link's history, oldest first.
     pub fn execute(self) -> Result<(), HistoryCommandError> {
-        let history = history_client(&self.couch, self.history_db.as_deref())?;
+        let history = history_client(&self.couch, self.history_db.as_ref())?;
         let runtime = super::current_thread_runtime().map_err(HistoryCommandError::Runtime)?;
         let entries = runtime.block_on(link_entries(&history, &self.id))?;
         if entries.is_empty() {
@@ -190,7 +190,7 @@ fn shown(value: Option<&Value>) -> String {
 impl RestoreArgs {
     /// Writes the chosen version back as a new revision, stating the writer.
     pub fn execute(self) -> Result<(), HistoryCommandError> {
-        let history = history_client(&self.couch, self.history_db.as_deref())?;
+        let history = history_client(&self.couch, self.history_db.as_ref())?;
         let links = CouchClient::new(&self.couch.clone().into())?;
         let runtime = super::current_thread_runtime().map_err(HistoryCommandError::Runtime)?;
         runtime.block_on(async {

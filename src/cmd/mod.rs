@@ -299,20 +299,16 @@ impl std::fmt::Debug for SecretFile {
     }
 }
 
-/// A single-threaded runtime, for the commands that wait on CouchDB one request at a time.
-/// The history database of `links`, as `--history-db` names it (`off`: none; default:
-/// `<db>_history`).
+/// The history database of `links`, where its setting (`--history-db`) places it (`None`: off).
 pub(crate) fn history_of(
     links: &crate::couch::CouchClient,
-    history_db: Option<&str>,
+    history_db: Option<&crate::domain::CompanionDb>,
 ) -> Option<crate::couch::CouchClient> {
-    match history_db {
-        Some("off") => None,
-        Some(name) => Some(links.for_database(name)),
-        None => Some(links.for_database(&crate::history::database_of(links.database()))),
-    }
+    let place = history_db.cloned().unwrap_or_default();
+    place.database(crate::domain::Companion::History, links.database()).map(|name| links.for_database(&name))
 }
 
+/// A single-threaded runtime, for the commands that wait on CouchDB one request at a time.
 pub(crate) fn current_thread_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::CouchArgs;
 use crate::client_ip::{ForwardedHeader, TrustedProxies};
-use crate::domain::PublicUrl;
+use crate::domain::{Companion, CompanionDb, PublicUrl};
 pub use crate::startup::StartError;
 use crate::startup::{Application, ClicksConfig, ServerConfig};
 
@@ -108,14 +108,18 @@ pub struct ServeArgs {
     /// previous response (the idle keep-alive timeout and the slow-header timeout at once).
     #[arg(long, env = "COUCHLINK_HEADER_TIMEOUT_SECS", default_value_t = NonZeroU32::new(10).expect("non-zero"))]
     pub header_timeout_secs: NonZeroU32,
-    /// Record every change to a link in the links database's history database (<db>_history,
+    /// Record every change to a link in the links database's history database (--history-db,
     /// made by `couchlink setup`); false: this proxy records nothing (others may).
     #[arg(long, env = "COUCHLINK_HISTORY", default_value_t = true, action = clap::ArgAction::Set)]
     pub history: bool,
     /// The clicks database, where live counts are written [default: <db>_clicks, each domain
     /// its own]; `off`: no counting.
-    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
-    pub clicks_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_CLICKS_DB", value_parser = CompanionDb::parse)]
+    pub clicks_db: Option<CompanionDb>,
+    /// The history database, where this proxy records every change to a link [default:
+    /// <db>_history, each domain its own]; `off`: nothing recorded.
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = CompanionDb::parse)]
+    pub history_db: Option<CompanionDb>,
     /// Seconds per interval of live counts: one document (or a few, for many links) per
     /// interval, none while idle.
     #[arg(long, env = "COUCHLINK_CLICKS_INTERVAL_SECS", default_value_t = crate::clicks::writer::DEFAULT_INTERVAL_SECS,
@@ -187,21 +191,18 @@ impl ServeArgs {
         let editor_role = self.roles.roles(&self.couch.db).map(|r| r.editor).unwrap_or_default();
         let workers = self.workers.map_or_else(ServerConfig::default_workers, NonZeroUsize::get);
         let state_dir = self.state_dir.unwrap_or_else(|| ServerConfig::state_dir_beside(&self.log_dir));
-        let clicks =
-            match self.clicks_db.as_deref() {
-                Some("off") => None,
-                Some(_) if !domains.is_empty() => return Err(StartError::Domains(
-                    "COUCHLINK_CLICKS_DB names one clicks database; with several domains each has its own <db>_clicks \
-                     (or set it to off)"
-                        .into(),
-                )),
-                db => Some(ClicksConfig {
-                    db: db.map(str::to_owned),
-                    interval_secs: self.clicks_interval_secs,
-                    queue_bytes: self.clicks_queue_bytes,
-                    proxy_name: self.proxy_name.clone().unwrap_or_else(crate::startup::host_name),
-                }),
-            };
+        let place = |companion, setting: &Option<CompanionDb>| {
+            let place = setting.clone().unwrap_or_default();
+            place.for_domains(companion, domains.len()).map_err(|e| StartError::Domains(e.to_string()))
+        };
+        let clicks_db = place(Companion::Clicks, &self.clicks_db)?;
+        let history_db = place(Companion::History, &self.history_db)?;
+        let clicks = (clicks_db != CompanionDb::Off).then(|| ClicksConfig {
+            db: clicks_db,
+            interval_secs: self.clicks_interval_secs,
+            queue_bytes: self.clicks_queue_bytes,
+            proxy_name: self.proxy_name.clone().unwrap_or_else(crate::startup::host_name),
+        });
         Ok(ServerConfig {
             listen: self.listen,
             admin_listen: self.admin_listen,
@@ -231,6 +232,7 @@ impl ServeArgs {
             default_domain,
             clicks,
             history: self.history,
+            history_db,
             history_timing: crate::history::recorder::Timing::default(),
             // Set by `execute`: only the process `couchlink serve` runs in can start itself anew.
             upgrade: None,

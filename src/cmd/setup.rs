@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::{BadCredentials, CouchArgs, RoleArgs};
 use crate::couch::{CouchClient, CouchError};
-use crate::domain::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
+use crate::domain::{Companion, CompanionDb, InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 
 pub use crate::design::{console_design, validate_doc_update_source, CONSOLE_DESIGN_DOC, DESIGN_DOC};
 use crate::design::{import_design, IMPORT_DESIGN_DOC};
@@ -45,12 +45,12 @@ pub struct SetupArgs {
     #[arg(long)]
     pub replace_security: bool,
     /// The clicks database, where proxies write live counts [default: <db>_clicks]; `off`: none.
-    #[arg(long, env = "COUCHLINK_CLICKS_DB")]
-    pub clicks_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_CLICKS_DB", value_parser = CompanionDb::parse)]
+    pub clicks_db: Option<CompanionDb>,
     /// The history database, where proxies record every change to a link [default:
     /// <db>_history]; `off`: none.
-    #[arg(long, env = "COUCHLINK_HISTORY_DB")]
-    pub history_db: Option<String>,
+    #[arg(long, env = "COUCHLINK_HISTORY_DB", value_parser = CompanionDb::parse)]
+    pub history_db: Option<CompanionDb>,
 }
 
 impl SetupArgs {
@@ -61,16 +61,8 @@ impl SetupArgs {
         let admin = CouchClient::new(&self.couch.into())?;
         let password = self.reader_password.or(self.reader_password_file.map(|f| f.secret));
         let reader = password.map(|password| Reader { name: self.reader_user, password });
-        let clicks_db = match self.clicks_db.as_deref() {
-            Some("off") => None,
-            Some(name) => Some(name.to_owned()),
-            None => Some(crate::clicks::database_of(&db)),
-        };
-        let history_db = match self.history_db.as_deref() {
-            Some("off") => None,
-            Some(name) => Some(name.to_owned()),
-            None => Some(crate::history::database_of(&db)),
-        };
+        let clicks_db = self.clicks_db.unwrap_or_default().database(Companion::Clicks, &db);
+        let history_db = self.history_db.unwrap_or_default().database(Companion::History, &db);
         let options = SetupOptions {
             roles,
             clicks_db,
@@ -116,8 +108,8 @@ impl SetupOptions {
         let roles = Roles::of_database(db, None, None).expect("derived roles are valid");
         SetupOptions {
             roles,
-            clicks_db: Some(crate::clicks::database_of(db)),
-            history_db: Some(crate::history::database_of(db)),
+            clicks_db: Some(Companion::Clicks.beside(db)),
+            history_db: Some(Companion::History.beside(db)),
             drop_shared_roles: false,
             replace_security: false,
         }
@@ -332,15 +324,38 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
     let console = ensure_design(admin, CONSOLE_DESIGN_DOC, console_design()).await?;
     let import = ensure_design(admin, IMPORT_DESIGN_DOC, import_design()).await?;
 
+    // Each companion admits the links database's readers and editors (and the shared roles
+    // while it does) and its own writer role; only that role writes there (an editor also
+    // records their own bulk change in the history).
+    let roles = &options.roles;
+    fn admitted<'a>(roles: &'a Roles, shared: &'a [String], writer: &'a str) -> Vec<&'a str> {
+        let mut members = vec![roles.reader.as_str(), roles.editor.as_str(), writer];
+        members.extend(shared.iter().map(String::as_str));
+        members
+    }
+    let members = |writer| admitted(roles, &plan.shared_roles, writer);
     let clicks = match &options.clicks_db {
-        Some(name) => Some(ensure_clicks(&admin.for_database(name), options, &plan.shared_roles).await?),
+        Some(name) => Some(
+            ensure_companion(
+                &admin.for_database(name),
+                &members(&roles.proxy),
+                options.replace_security,
+                (crate::clicks::doc::DESIGN_DOC, crate::clicks::doc::design(&[&roles.proxy])),
+            )
+            .await?,
+        ),
         None => None,
     };
-
     let history = match &options.history_db {
-        Some(name) => {
-            Some(ensure_history(&admin.for_database(name), options, &plan.shared_roles, &editor_roles).await?)
-        }
+        Some(name) => Some(
+            ensure_companion(
+                &admin.for_database(name),
+                &members(&roles.recorder),
+                options.replace_security,
+                (crate::history::DESIGN_DOC, crate::history::design(&[&roles.recorder], &editor_roles)),
+            )
+            .await?,
+        ),
         None => None,
     };
 
@@ -366,69 +381,33 @@ pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOp
     })
 }
 
-/// The history database (docs/reference.md, "History"): made if missing; its `_security`
-/// admits the links database's readers and editors (and the shared roles while the links
-/// database does) and the recorders, keeping what admins added; its design document holds the
-/// validation (only the recorder role writes entries, each once; `editor_roles` record their
-/// own bulk changes) and the views.
-async fn ensure_history(
-    history: &CouchClient,
-    options: &SetupOptions,
-    shared_roles: &[String],
-    editor_roles: &[&str],
+/// A companion database (docs/reference.md, "Live counts" and "History"): made if missing; its
+/// `_security` admits `members` (the links database's readers and editors, the shared roles
+/// while the links database admits them, and the companion's own writers), keeping what admins
+/// added; its design document `design` (`design_doc`: its validation, so that only the
+/// companion's writers write, and its views) written where it differs.
+async fn ensure_companion(
+    companion: &CouchClient,
+    members: &[&str],
+    replace_security: bool,
+    (design_doc, design): (&str, Value),
 ) -> Result<(String, Step, Step, Step), SetupError> {
-    let created = history.ensure_database(history.database()).await?;
+    let created = companion.ensure_database(companion.database()).await?;
     let database = if created { Step::Created } else { Step::Unchanged };
-    let current = history.security().await?;
-    let roles = &options.roles;
-    let mut members: Vec<&str> = vec![&roles.reader, &roles.editor, &roles.recorder];
-    members.extend(shared_roles.iter().map(String::as_str));
-    let wanted = merge_member_roles(&current, &members, options.replace_security);
+    let current = companion.security().await?;
+    let wanted = merge_member_roles(&current, members, replace_security);
     let security = if wanted == current {
         Step::Unchanged
     } else {
-        history.put_security(&wanted).await?;
+        companion.put_security(&wanted).await?;
         if created {
             Step::Created
         } else {
             Step::Updated
         }
     };
-    let design =
-        ensure_design(history, crate::history::DESIGN_DOC, crate::history::design(&[&roles.recorder], editor_roles))
-            .await?;
-    Ok((history.database().to_owned(), database, security, design))
-}
-
-/// The clicks database (docs/reference.md, "Live counts"): made if missing; its `_security`
-/// admits the links database's readers and editors (and the shared roles while the links
-/// database does) and the proxies, keeping what admins added; its design document holds the
-/// validation (only the proxy role writes, each document once) and the views.
-async fn ensure_clicks(
-    clicks: &CouchClient,
-    options: &SetupOptions,
-    shared_roles: &[String],
-) -> Result<(String, Step, Step, Step), SetupError> {
-    let created = clicks.ensure_database(clicks.database()).await?;
-    let database = if created { Step::Created } else { Step::Unchanged };
-    let current = clicks.security().await?;
-    let roles = &options.roles;
-    let mut members: Vec<&str> = vec![&roles.reader, &roles.editor, &roles.proxy];
-    members.extend(shared_roles.iter().map(String::as_str));
-    let wanted = merge_member_roles(&current, &members, options.replace_security);
-    let security = if wanted == current {
-        Step::Unchanged
-    } else {
-        clicks.put_security(&wanted).await?;
-        if created {
-            Step::Created
-        } else {
-            Step::Updated
-        }
-    };
-    let design =
-        ensure_design(clicks, crate::clicks::doc::DESIGN_DOC, crate::clicks::doc::design(&[&roles.proxy])).await?;
-    Ok((clicks.database().to_owned(), database, security, design))
+    let design = ensure_design(companion, design_doc, design).await?;
+    Ok((companion.database().to_owned(), database, security, design))
 }
 
 /// Design document `name` made `wanted` (its fields; others an admin added are kept), written

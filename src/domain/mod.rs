@@ -1,6 +1,7 @@
 //! Domain types: parsed, validated values that the rest of couchlink can trust.
 
 pub mod clock;
+mod companion;
 mod edit;
 mod host;
 mod link;
@@ -12,6 +13,7 @@ mod roles;
 mod target;
 mod tracking_id;
 
+pub use companion::{is_database_name, Companion, CompanionDb, CompanionError};
 pub use edit::{is_batch_name, is_stated_time, Stated};
 pub use host::{parse_domains, Domain, Host, InvalidHost};
 pub use link::{

@@ -14,7 +14,7 @@ pub mod recorder;
 
 use serde_json::{json, Value};
 
-use crate::design::function;
+use crate::design::{function, with_roles};
 
 /// The `edit` a write by account `by` states (docs/reference.md, "History"): the writer, the
 /// time to the nanosecond (an `edit` equal to the revision before's states nothing, so two
@@ -47,11 +47,6 @@ pub fn batch_name(kind: &str) -> String {
     format!("{kind}-{stamp}-{:08x}", rand::random::<u32>())
 }
 
-/// The history database of links database `db`.
-pub fn database_of(db: &str) -> String {
-    format!("{db}_history")
-}
-
 /// The history database's design document.
 pub const DESIGN_DOC: &str = "history";
 
@@ -62,16 +57,8 @@ const GAPS: &str = include_str!("../../couchdb/history/gaps.js");
 /// `editor_roles`: the validation (only recorders write entries, each once, and their
 /// checkpoint; an editor records their own bulk change) and the view of the gaps.
 pub fn design(writer_roles: &[&str], editor_roles: &[&str]) -> Value {
-    let mut validate = function(VALIDATE_DOC_UPDATE);
-    for (template, roles) in [
-        (r#"var WRITER_ROLES = ["links:recorder"];"#, writer_roles),
-        (r#"var EDITOR_ROLES = ["links:editor"];"#, editor_roles),
-    ] {
-        assert!(validate.contains(template), "couchdb/history/validate_doc_update.js declares {template}");
-        let name = &template[4..template.find(" =").expect("a declaration")];
-        let declared = format!("var {name} = {};", serde_json::to_string(roles).expect("strings serialise"));
-        validate = validate.replacen(template, &declared, 1);
-    }
+    let validate =
+        with_roles(&function(VALIDATE_DOC_UPDATE), &[("WRITER_ROLES", writer_roles), ("EDITOR_ROLES", editor_roles)]);
     json!({
         "language": "javascript",
         "validate_doc_update": validate,

@@ -8,6 +8,7 @@ mod admin_plane;
 #[cfg(feature = "agent")]
 mod agent;
 mod clicks;
+mod companions;
 mod console;
 mod cookies;
 mod domains;

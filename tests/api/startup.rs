@@ -406,7 +406,8 @@ fn serve_flags_become_the_configuration() {
     assert_eq!(c.snapshot_interval, Duration::from_secs(60));
     assert_eq!(c.fallback_url.as_deref(), Some("https://0x1f.ie/gone"));
     let clicks = c.clicks.expect("counting is on by default");
-    assert_eq!((clicks.db, clicks.interval_secs, clicks.queue_bytes), (None, 15, 4096));
+    let beside = couchlink::domain::CompanionDb::Beside;
+    assert_eq!((clicks.db, clicks.interval_secs, clicks.queue_bytes), (beside, 15, 4096));
     assert_eq!(clicks.proxy_name, "web-7");
     let off = couchlink::cmd::Cli::try_parse_from(["couchlink", "serve", "--clicks-db", "off"]).unwrap();
     let couchlink::cmd::Command::Serve(off) = off.command else { panic!("parsed as another command") };
