@@ -16,6 +16,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::couch::{BulkOutcome, CouchClient, CouchError, IdState};
+use crate::domain::{EditStamp, LinkEdit, LinkField, LinkWrite};
 
 /// One field change applied to every link picked.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -49,15 +50,23 @@ impl Change {
         *self == Change::default()
     }
 
-    /// What `doc` becomes (its `_id`, `_rev` and other fields kept), or `None` when the change
-    /// leaves it as it is.
+    /// What `doc` becomes (its `_id`, `_rev` and every field the change does not change kept
+    /// exactly as read), or `None` when the change leaves it as it is.
     pub fn apply(&self, doc: &Value) -> Option<Value> {
-        let mut out = doc.as_object()?.clone();
-        if let Some(url) = &self.url {
-            out.insert("url".into(), json!(url));
-        }
+        let stored = doc.as_object()?;
+        let out = Value::Object(self.edit_of(stored).onto(stored.clone()));
+        (without_edit(&out) != without_edit(doc)).then_some(out)
+    }
+
+    /// What the change writes to, and removes from, the document `stored`.
+    fn edit_of(&self, stored: &Map<String, Value>) -> LinkEdit {
+        let mut edit = LinkEdit {
+            set: LinkWrite { url: self.url.clone(), inactive: self.inactive, ..LinkWrite::default() },
+            remove: Vec::new(),
+        };
+        let list = |name: &str| stored.get(name).and_then(Value::as_array).cloned().unwrap_or_default();
         if !self.add_tags.is_empty() || !self.remove_tags.is_empty() {
-            let mut tags: Vec<Value> = out.get("tags").and_then(Value::as_array).cloned().unwrap_or_default();
+            let mut tags = list("tags");
             for tag in &self.add_tags {
                 if !tags.iter().any(|t| t == tag) {
                     tags.push(json!(tag));
@@ -65,51 +74,43 @@ impl Change {
             }
             tags.retain(|t| !self.remove_tags.iter().any(|r| t == r));
             if tags.is_empty() {
-                out.remove("tags");
+                edit.remove.push(LinkField::Tags);
             } else {
-                out.insert("tags".into(), Value::Array(tags));
+                edit.set.tags = Some(tags);
             }
         }
-        if let Some(inactive) = self.inactive {
-            out.insert("inactive".into(), json!(inactive));
-        }
-        for (name, value) in
-            [("expires", &self.expires), ("valid_from", &self.valid_from), ("password", &self.password)]
-        {
+        for (field, value, set) in [
+            (LinkField::Expires, &self.expires, &mut edit.set.expires),
+            (LinkField::ValidFrom, &self.valid_from, &mut edit.set.valid_from),
+            (LinkField::Password, &self.password, &mut edit.set.password),
+        ] {
             match value {
-                Some(Some(t)) => {
-                    out.insert(name.into(), json!(t));
-                }
-                Some(None) => {
-                    out.remove(name);
-                }
+                Some(Some(t)) => *set = Some(t.clone()),
+                Some(None) => edit.remove.push(field),
                 None => {}
             }
         }
         match self.max_visits {
-            Some(Some(max)) => {
-                out.insert("max_visits".into(), json!(max));
-            }
-            Some(None) => {
-                out.remove("max_visits");
-                out.remove("max_visits_bots");
-            }
+            Some(Some(max)) => edit.set.max_visits = Some(max.into()),
+            Some(None) => edit.remove.extend([LinkField::MaxVisits, LinkField::MaxVisitsBots]),
             None => {}
         }
-        if let Some(rules) = &self.replace_rules {
-            if rules.is_empty() {
-                out.remove("targets");
-            } else {
-                out.insert("targets".into(), Value::Array(rules.clone()));
-            }
-        }
+        // `None`: the rules as they are; `Some(None)`: none.
+        let mut targets = self.replace_rules.as_ref().map(|rules| Some(rules.clone()).filter(|r| !r.is_empty()));
         if let Some(rule) = &self.add_rule {
-            let mut rules: Vec<Value> = out.get("targets").and_then(Value::as_array).cloned().unwrap_or_default();
+            let mut rules = match targets {
+                Some(replaced) => replaced.unwrap_or_default(),
+                None => list("targets"),
+            };
             rules.push(rule.clone());
-            out.insert("targets".into(), Value::Array(rules));
+            targets = Some(Some(rules));
         }
-        let out = Value::Object(out);
-        (without_edit(&out) != without_edit(doc)).then_some(out)
+        match targets {
+            Some(Some(rules)) => edit.set.targets = Some(rules),
+            Some(None) => edit.remove.push(LinkField::Targets),
+            None => {}
+        }
+        edit
     }
 }
 
@@ -212,7 +213,8 @@ pub async fn write(
     batch: &str,
     undoes: Option<&str>,
 ) -> Result<Option<Written>, BulkError> {
-    let edit = crate::history::edit(writer, Some(batch)).unwrap_or(Value::Null);
+    let stamp = crate::history::edit(writer, Some(batch));
+    let edit = stamp.as_ref().map_or(Value::Null, EditStamp::to_value);
     let mut outcomes: Vec<Outcome> = planned
         .iter()
         .map(|p| match (&p.before, &p.after) {
@@ -250,12 +252,14 @@ pub async fn write(
     for (indices, _) in &parts {
         let docs: Vec<Value> = indices
             .iter()
-            .map(|&i| {
-                let mut doc = planned[i].after.clone().expect("only changed links are written");
-                if !edit.is_null() {
-                    doc["edit"] = edit.clone();
+            .map(|&i| match planned[i].after.clone().expect("only changed links are written") {
+                // Written onto the document as planned: every other field as read.
+                Value::Object(doc) => {
+                    let stated =
+                        LinkEdit { set: LinkWrite { edit: stamp.clone(), ..LinkWrite::default() }, remove: Vec::new() };
+                    Value::Object(stated.onto(doc))
                 }
-                doc
+                other => other,
             })
             .collect();
         for (&i, outcome) in indices.iter().zip(links.bulk_create(&docs).await?) {

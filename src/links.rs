@@ -1,10 +1,8 @@
 //! Storing a new link under a fresh short ID, as `couchlink create` and the DIDComm agent do:
 //! through CouchDB's HTTP API, as an editor account, never overwriting or reusing an ID.
 
-use serde_json::Value;
-
 use crate::couch::{CouchClient, CouchError, Created};
-use crate::domain::LinkId;
+use crate::domain::{LinkId, LinkWrite};
 
 /// How many random IDs to try before giving up (each collision is a 1 in 62^5/n event).
 pub const MAX_ATTEMPTS: usize = 20;
@@ -38,20 +36,20 @@ impl From<CouchError> for NewLinkError {
     }
 }
 
-/// Stores `doc` under the first ID from `ids` that has never been used, and returns it. An
+/// Stores `link` under the first ID from `ids` that has never been used, and returns it. An
 /// existing ID is never overwritten (a `PUT` without `_rev` gets 409), and a deleted one is
 /// skipped: its short URL may be printed somewhere.
 pub async fn store_new(
     editor: &CouchClient,
-    doc: &Value,
+    link: &LinkWrite,
     ids: impl IntoIterator<Item = LinkId>,
 ) -> Result<LinkId, NewLinkError> {
     // The writer stated for the history; CouchDB refuses another name than the account's.
-    let mut doc = doc.clone();
+    let mut link = link.clone();
     if let Some(edit) = crate::history::edit(editor.account_name().unwrap_or(""), None) {
-        doc["edit"] = edit;
+        link.edit = Some(edit);
     }
-    let doc = &doc;
+    let doc = &link.to_doc();
     for id in ids.into_iter().take(MAX_ATTEMPTS) {
         if editor.ever_used(&id).await? {
             continue;

@@ -21,7 +21,7 @@ use super::identity::Identity;
 use super::peer_did::PeerDid;
 use super::protocol::{self, LinkState, Problem, ShortenRequest};
 use crate::couch::{CouchClient, CouchError, Created};
-use crate::domain::{LinkId, PublicUrl};
+use crate::domain::{LinkEdit, LinkId, LinkWrite, PublicUrl, RequestedBy};
 use crate::links::{store_new, NewLinkError};
 
 /// The media types of DIDComm v2 messages.
@@ -207,33 +207,31 @@ impl Agent {
     async fn shorten(&self, request: &ShortenRequest, opened: &Opened) -> Result<(LinkId, Option<i64>), Shorten> {
         let now = OffsetDateTime::now_utc();
         let expires = request.validity_seconds.map(|s| now + Duration::from_secs(s));
-        let mut doc = json!({"url": request.url, "inactive": false});
-        if request.goal != protocol::Goal::Shorten {
-            // An agent that asks for JSON gets the invitation itself (RFC 0434).
-            doc["oob"] = json!(true);
-        }
-        if let Some(at) = expires {
-            doc["expires"] =
-                json!(at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339).expect("a UTC time formats"));
-        }
         let did = match &opened.sender {
             Sender::Authenticated(did) => Some(did.clone()),
             Sender::Anonymous => None,
         };
-        doc["requested_by"] = json!({"did": did, "thid": protocol::thread_of(&opened.message), "via": "didcomm"});
+        let link = LinkWrite {
+            // An agent that asks for JSON gets the invitation itself (RFC 0434).
+            oob: (request.goal != protocol::Goal::Shorten).then_some(true),
+            expires: expires
+                .map(|at| at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339).expect("a UTC time formats")),
+            requested_by: Some(RequestedBy { did, thid: protocol::thread_of(&opened.message), via: "didcomm" }),
+            ..LinkWrite::new_link(&request.url)
+        };
         let stored = match request.slug {
             Some(slug) => {
                 if self.editor.ever_used(&slug).await.map_err(Shorten::Couch)? {
                     return Err(Shorten::Problem(Problem::InvalidSlug(format!("{slug} is taken"))));
                 }
-                match self.editor.create_doc(&slug, &doc).await {
+                match self.editor.create_doc(&slug, &link.to_doc()).await {
                     Ok(Created::Stored(_)) => Ok(slug),
                     Ok(Created::Conflict) => Err(Shorten::Problem(Problem::InvalidSlug(format!("{slug} is taken")))),
                     Err(e) => Err(refused_or(e)),
                 }
             }
             None => {
-                store_new(&self.editor, &doc, std::iter::repeat_with(LinkId::random)).await.map_err(|e| match e {
+                store_new(&self.editor, &link, std::iter::repeat_with(LinkId::random)).await.map_err(|e| match e {
                     NewLinkError::Couch(e) => Shorten::Couch(e),
                     NewLinkError::Refused { status, reason } => {
                         refused_or(CouchError::Refused { status, error: "refused".into(), reason })
@@ -255,7 +253,7 @@ impl Agent {
     async fn invalidate(&self, id: LinkId, requester: &str) -> Result<Result<(), Problem>, CouchError> {
         // A conflict means someone edited it meanwhile: read it again and decide again.
         for _ in 0..3 {
-            let Some(mut doc) = self.editor.link_doc(&id).await? else {
+            let Some(doc) = self.editor.link_doc(&id).await? else {
                 return Ok(protocol::check_invalidation(None, requester));
             };
             let state = LinkState {
@@ -269,9 +267,13 @@ impl Agent {
             if let Err(p) = protocol::check_invalidation(Some(&state), requester) {
                 return Ok(Err(p));
             }
-            // Switched off, never deleted: the short URL may be printed somewhere.
-            doc["inactive"] = json!(true);
-            match self.editor.create_doc(&id, &doc).await? {
+            // Switched off, never deleted: the short URL may be printed somewhere. Every other
+            // field (the `_rev` read, fields couchlink does not know) is written back as read.
+            let Value::Object(fields) = doc else {
+                return Ok(protocol::check_invalidation(None, requester));
+            };
+            let off = LinkEdit { set: LinkWrite { inactive: Some(true), ..LinkWrite::default() }, remove: Vec::new() };
+            match self.editor.create_doc(&id, &Value::Object(off.onto(fields))).await? {
                 Created::Stored(_) => return Ok(Ok(())),
                 Created::Conflict => continue,
             }

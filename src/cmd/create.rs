@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{BadCredentials, CouchArgs};
 use crate::couch::CouchClient;
-use crate::domain::{LinkId, PublicUrl};
+use crate::domain::{BadRule, LinkId, LinkWrite, NotCanonical, PublicUrl};
 use crate::links::{store_new, NewLinkError};
 
 /// Flags of `couchlink create`.
@@ -112,8 +112,7 @@ impl CreateArgs {
         let mut rules = self.targets.clone();
         if !self.split.is_empty() {
             let rule = json!({"split": self.split});
-            crate::domain::Rule::from_value(&rule)
-                .map_err(|reason| CreateError::Split(format!("--split: {reason}")))?;
+            crate::domain::Rule::from_value(&rule).map_err(CreateError::Split)?;
             rules.push(rule);
         }
         Ok(rules)
@@ -146,6 +145,22 @@ impl NewLink {
     pub fn to(url: &str) -> NewLink {
         NewLink { url: url.to_owned(), ..NewLink::default() }
     }
+
+    /// The document's fields: `{url, inactive: false, expires?, valid_from?, fallback?,
+    /// password?, targets?, max_visits?, max_visits_bots?}` (no empty `targets`, and
+    /// `max_visits_bots` only as `true`, only with `max_visits`).
+    pub fn to_write(&self) -> LinkWrite {
+        LinkWrite {
+            expires: self.expires.clone(),
+            valid_from: self.valid_from.clone(),
+            fallback: self.fallback.clone(),
+            password: self.password.clone(),
+            targets: (!self.targets.is_empty()).then(|| self.targets.clone()),
+            max_visits: self.max_visits.map(serde_json::Number::from),
+            max_visits_bots: (self.max_visits.is_some() && self.max_visits_bots).then_some(true),
+            ..LinkWrite::new_link(&self.url)
+        }
+    }
 }
 
 /// Why no link was created.
@@ -170,8 +185,8 @@ pub enum CreateError {
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
     /// The `--split` variants do not make a split.
-    #[error("{0}")]
-    Split(String),
+    #[error("--split: {0}")]
+    Split(BadRule),
     /// The password file cannot be read, or holds no password couchlink sets.
     #[error("--password-file {}: {reason}", .file.display())]
     Password {
@@ -210,45 +225,60 @@ impl From<NewLinkError> for CreateError {
     }
 }
 
-/// Stores `{url, inactive: false, expires?, valid_from?, fallback?, password?}` under the first ID from
-/// `ids` that has never been used, and returns it (see [`store_new`]).
+/// Stores `link` ([`NewLink::to_write`]) under the first ID from `ids` that has never been
+/// used, and returns it (see [`store_new`]).
 pub async fn run(
     editor: &CouchClient,
     link: &NewLink,
     ids: impl IntoIterator<Item = LinkId>,
 ) -> Result<LinkId, CreateError> {
-    let mut doc = json!({"url": link.url, "inactive": false});
-    let fields = [
-        ("expires", &link.expires),
-        ("valid_from", &link.valid_from),
-        ("fallback", &link.fallback),
-        ("password", &link.password),
-    ];
-    for (name, value) in fields {
-        if let Some(value) = value {
-            doc[name] = json!(value);
-        }
-    }
-    if !link.targets.is_empty() {
-        doc["targets"] = json!(link.targets);
-    }
-    if let Some(max) = link.max_visits {
-        doc["max_visits"] = json!(max);
-        if link.max_visits_bots {
-            doc["max_visits_bots"] = json!(true);
-        }
-    }
-    Ok(store_new(editor, &doc, ids).await?)
+    Ok(store_new(editor, &link.to_write(), ids).await?)
+}
+
+/// How `--target` is written.
+const TARGET_USAGE: &str = "write CONDITIONS=URL, like os=ios=https://apps.apple.com/app/id1 or 'device=desktop;lang=fr=https://example.com/fr/'";
+/// How `--split` is written.
+const SPLIT_USAGE: &str = "write WEIGHT=URL, like 70=https://example.com/a";
+
+/// Why a flag of `create` cannot be read (clap says it of the flag and its value).
+#[derive(Debug, thiserror::Error)]
+pub enum BadFlag {
+    /// `--target` not in the form `CONDITIONS=URL`.
+    #[error("{TARGET_USAGE}")]
+    TargetForm,
+    /// `--target` is no rule the proxy follows.
+    #[error("{0}; {TARGET_USAGE}")]
+    Rule(BadRule),
+    /// `--split` not in the form `WEIGHT=URL`.
+    #[error("{SPLIT_USAGE}")]
+    SplitForm,
+    /// A `--split` weight that is no whole number.
+    #[error("the weight is a whole number; {SPLIT_USAGE}")]
+    Weight,
+    /// A `--split` URL the proxy would not send.
+    #[error(transparent)]
+    Target(NotCanonical),
+    /// An `--expires` already past.
+    #[error("{0} is already past: the link would never work")]
+    Past(String),
+    /// A date with no day after it.
+    #[error("no day after {0}")]
+    NoNextDay(String),
+    /// Neither a date nor an RFC 3339 time.
+    #[error("{0:?} is neither a date (2026-12-31) nor an RFC 3339 time (2026-12-31T23:59:59Z)")]
+    NotATime(String),
+    /// A time that cannot be written in RFC 3339 (a year past 9999).
+    #[error(transparent)]
+    Format(time::error::Format),
 }
 
 /// `--target CONDITIONS=URL` as a document holds the rule, checked as the proxy reads it.
-fn target_rule(text: &str) -> Result<serde_json::Value, String> {
-    let usage = "write CONDITIONS=URL, like os=ios=https://apps.apple.com/app/id1 or 'device=desktop;lang=fr=https://example.com/fr/'";
-    let at = ["=https://", "=http://", "=/"].iter().filter_map(|p| text.find(p)).min().ok_or(usage)?;
+fn target_rule(text: &str) -> Result<serde_json::Value, BadFlag> {
+    let at = ["=https://", "=http://", "=/"].iter().filter_map(|p| text.find(p)).min().ok_or(BadFlag::TargetForm)?;
     let (conditions, url) = (&text[..at], &text[at + 1..]);
     let mut when = serde_json::Map::new();
     for condition in conditions.split(';') {
-        let (key, values) = condition.split_once('=').ok_or(usage)?;
+        let (key, values) = condition.split_once('=').ok_or(BadFlag::TargetForm)?;
         let values: Vec<&str> = values.split(',').map(str::trim).collect();
         match key.trim().strip_prefix("query.") {
             Some(name) => {
@@ -261,49 +291,109 @@ fn target_rule(text: &str) -> Result<serde_json::Value, String> {
         }
     }
     let rule = json!({"when": when, "url": url});
-    crate::domain::Rule::from_value(&rule).map(|_| rule).map_err(|reason| format!("{reason}; {usage}"))
+    crate::domain::Rule::from_value(&rule).map(|_| rule).map_err(BadFlag::Rule)
 }
 
 /// `--split WEIGHT=URL` as a split's variant holds it.
-fn split_variant(text: &str) -> Result<serde_json::Value, String> {
-    let usage = "write WEIGHT=URL, like 70=https://example.com/a";
-    let (weight, url) = text.split_once('=').ok_or(usage)?;
-    let weight: u32 = weight.trim().parse().map_err(|_| format!("the weight is a whole number; {usage}"))?;
-    super::target_flag(url)?;
+fn split_variant(text: &str) -> Result<serde_json::Value, BadFlag> {
+    let (weight, url) = text.split_once('=').ok_or(BadFlag::SplitForm)?;
+    let weight: u32 = weight.trim().parse().map_err(|_| BadFlag::Weight)?;
+    crate::domain::check_target(url).map_err(BadFlag::Target)?;
     Ok(json!({"weight": weight, "url": url}))
 }
 
 /// `--expires` as the document holds it (RFC 3339, UTC): a date's end (the next day's midnight)
 /// or the instant given, refused when it is already past, since the link would be dead on
 /// arrival.
-fn expires(text: &str) -> Result<String, String> {
+fn expires(text: &str) -> Result<String, BadFlag> {
     let at = instant(text, |date| date.next_day())?;
     if at <= time::OffsetDateTime::now_utc() {
-        return Err(format!("{text} is already past: the link would never work"));
+        return Err(BadFlag::Past(text.to_owned()));
     }
     utc_text(at)
 }
 
 /// `--valid-from` as the document holds it (RFC 3339, UTC): a date's start, or the instant given.
-fn valid_from(text: &str) -> Result<String, String> {
+fn valid_from(text: &str) -> Result<String, BadFlag> {
     utc_text(instant(text, Some)?)
 }
 
 /// A UTC date (the midnight `day` picks) or an RFC 3339 time.
-fn instant(text: &str, day: impl FnOnce(time::Date) -> Option<time::Date>) -> Result<time::OffsetDateTime, String> {
+fn instant(text: &str, day: impl FnOnce(time::Date) -> Option<time::Date>) -> Result<time::OffsetDateTime, BadFlag> {
     let format = time::macros::format_description!("[year]-[month]-[day]");
     match time::Date::parse(text, &format) {
-        Ok(date) => Ok(day(date).ok_or_else(|| format!("no day after {text}"))?.midnight().assume_utc()),
-        Err(_) => time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).map_err(|_| {
-            format!("{text:?} is neither a date (2026-12-31) nor an RFC 3339 time (2026-12-31T23:59:59Z)")
-        }),
+        Ok(date) => Ok(day(date).ok_or_else(|| BadFlag::NoNextDay(text.to_owned()))?.midnight().assume_utc()),
+        Err(_) => time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+            .map_err(|_| BadFlag::NotATime(text.to_owned())),
     }
 }
 
-fn utc_text(at: time::OffsetDateTime) -> Result<String, String> {
+fn utc_text(at: time::OffsetDateTime) -> Result<String, BadFlag> {
     let at = at.to_offset(time::UtcOffset::UTC);
     at.replace_nanosecond(0)
         .unwrap_or(at)
         .format(&time::format_description::well_known::Rfc3339)
-        .map_err(|e| e.to_string())
+        .map_err(BadFlag::Format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_link_writes_what_create_always_wrote() {
+        assert_eq!(
+            NewLink::to("https://a.example/").to_write().to_doc(),
+            json!({"url": "https://a.example/", "inactive": false})
+        );
+        let link = NewLink {
+            url: "https://a.example/".into(),
+            expires: Some("2030-01-01T00:00:00Z".into()),
+            valid_from: Some("2029-01-01T00:00:00Z".into()),
+            fallback: Some("/Other".into()),
+            targets: vec![json!({"when": {"os": ["ios"]}, "url": "/x"})],
+            password: Some("$argon2id$v=19$...".into()),
+            max_visits: Some(500),
+            max_visits_bots: true,
+        };
+        assert_eq!(
+            link.to_write().to_doc().to_string(),
+            r#"{"expires":"2030-01-01T00:00:00Z","fallback":"/Other","inactive":false,"max_visits":500,"max_visits_bots":true,"password":"$argon2id$v=19$...","targets":[{"url":"/x","when":{"os":["ios"]}}],"url":"https://a.example/","valid_from":"2029-01-01T00:00:00Z"}"#
+        );
+        let bots_without_a_limit = NewLink { max_visits: None, ..link.clone() }.to_write().to_doc();
+        assert!(bots_without_a_limit.get("max_visits_bots").is_none());
+        let people_only = NewLink { max_visits_bots: false, ..link }.to_write().to_doc();
+        assert!(people_only.get("max_visits_bots").is_none() && people_only["max_visits"] == 500);
+    }
+
+    #[test]
+    fn a_flag_that_cannot_be_read_says_how_to_write_it() {
+        assert_eq!(target_rule("ios").unwrap_err().to_string(), TARGET_USAGE);
+        assert_eq!(
+            target_rule("os=beos=https://a.example/").unwrap_err().to_string(),
+            format!(
+                "\"when\".\"os\" holds \"beos\"; allowed: {}; {TARGET_USAGE}",
+                crate::visitor::Os::NAMES.join(", ")
+            )
+        );
+        assert_eq!(
+            target_rule("os=ios=https://a.example/").unwrap(),
+            json!({"when": {"os": ["ios"]}, "url": "https://a.example/"})
+        );
+        assert_eq!(
+            split_variant("x=https://a.example/").unwrap_err().to_string(),
+            format!("the weight is a whole number; {SPLIT_USAGE}")
+        );
+        assert_eq!(split_variant("70").unwrap_err().to_string(), SPLIT_USAGE);
+        assert!(matches!(split_variant("70=ftp://a.example/"), Err(BadFlag::Target(_))));
+        assert_eq!(
+            expires("2020-01-01").unwrap_err().to_string(),
+            "2020-01-01 is already past: the link would never work"
+        );
+        assert_eq!(valid_from("2026-12-01").unwrap(), "2026-12-01T00:00:00Z");
+        assert_eq!(
+            valid_from("soon").unwrap_err().to_string(),
+            "\"soon\" is neither a date (2026-12-31) nor an RFC 3339 time (2026-12-31T23:59:59Z)"
+        );
+    }
 }

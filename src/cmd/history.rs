@@ -232,12 +232,8 @@ impl RestoreArgs {
                 }
             }
             let name = links.session().await?.name.unwrap_or_default();
-            let mut restored = json!({"_id": self.id.as_str(), "_rev": doc["_rev"].clone()});
-            for (k, v) in fields.iter().filter(|(k, _)| *k != "edit") {
-                restored[k] = v.clone();
-            }
-            let now = OffsetDateTime::now_utc().format(&Rfc3339).expect("a UTC time formats");
-            restored["edit"] = json!({"by": name, "at": now, "restores": rev});
+            let stamp = crate::domain::EditStamp::new(&name, &crate::history::now()).restoring(&rev);
+            let restored = crate::history::restored(self.id.as_str(), &doc["_rev"], &fields, stamp);
             let preview = json!({"before": own_fields(&doc), "after": own_fields(&restored)});
             let changes = changed_fields(&preview);
             let mut out = std::io::stdout().lock();

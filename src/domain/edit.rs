@@ -9,7 +9,47 @@
 //! exactly what [`Stated::of`] keeps. `tests/edit_cases.json` holds all three to the same
 //! cases. A stated time is the client's word: shown as stated, never used to order anything.
 
+use serde::Serialize;
 use serde_json::Value;
+
+/// The `edit` a write states of itself: the account writing (CouchDB refuses another), the
+/// time the client says it writes, and the bulk change it belongs to or the revision it
+/// restores. Fields in the order a `serde_json` object sorts them (see [`super::LinkWrite`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EditStamp {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The bulk change (`edit.batch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
+    /// The account.
+    pub by: String,
+    /// The revision restored (`edit.restores`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restores: Option<String>,
+}
+
+impl EditStamp {
+    /// A write by `by` at `at`, of no bulk change and restoring nothing.
+    pub fn new(by: &str, at: &str) -> EditStamp {
+        EditStamp { at: at.to_owned(), batch: None, by: by.to_owned(), restores: None }
+    }
+
+    /// The same, as part of bulk change `batch`.
+    pub fn in_batch(self, batch: &str) -> EditStamp {
+        EditStamp { batch: Some(batch.to_owned()), ..self }
+    }
+
+    /// The same, restoring revision `rev`.
+    pub fn restoring(self, rev: &str) -> EditStamp {
+        EditStamp { restores: Some(rev.to_owned()), ..self }
+    }
+
+    /// As a document holds it.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("strings serialise")
+    }
+}
 
 /// The fields of an `edit` that are of the form both validation functions accept; `None` for
 /// each one absent or malformed.

@@ -6,23 +6,25 @@ mod edit;
 mod host;
 mod link;
 mod link_id;
+mod link_write;
 mod password;
 mod public_url;
 mod refusal;
 mod roles;
+mod rule;
 mod target;
 mod tracking_id;
 
 pub use companion::{is_database_name, Companion, CompanionDb, CompanionError};
-pub use edit::{is_batch_name, is_stated_time, Stated};
+pub use edit::{is_batch_name, is_stated_time, EditStamp, Stated};
 pub use host::{parse_domains, Domain, Host, InvalidHost};
-pub use link::{
-    check_target, stable_hash, Link, LinkDoc, LinkParts, Rule, Status, UnusableLink, VisitLimit, MAX_VISITS,
-};
+pub use link::{check_target, Link, LinkDoc, LinkParts, Status, UnusableLink, VisitLimit, MAX_VISITS};
 pub use link_id::{InvalidLinkId, LinkId};
+pub use link_write::{ImportedFrom, LinkEdit, LinkField, LinkWrite, RequestedBy};
 pub use password::{BadPassword, BadPasswordHash, PasswordHash, MAX_PASSWORD_BYTES};
 pub use public_url::{InvalidPublicUrl, PublicUrl};
 pub use refusal::Refusal;
 pub use roles::{InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
+pub use rule::{stable_hash, BadRule, BadVariant, Rule, MAX_VARIANTS};
 pub use target::{canonical_location, check_internal, NotCanonical};
 pub use tracking_id::TrackingId;

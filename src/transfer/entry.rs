@@ -3,7 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::domain::{ImportedFrom, LinkWrite};
 
 /// The systems `couchlink import` reads (`--from`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -78,13 +80,18 @@ pub struct Entry {
 impl Entry {
     /// An entry for `url` read at `place`, with `inactive: false` and nothing else.
     pub fn new(place: Place, url: &str) -> Entry {
-        let mut fields = Map::new();
-        fields.insert("url".into(), json!(url));
-        fields.insert("inactive".into(), json!(false));
-        Entry { place, code: None, short_url: None, created: None, fields }
+        Entry { place, code: None, short_url: None, created: None, fields: LinkWrite::new_link(url).to_map() }
     }
 
-    /// Sets `name` to `value` unless the value is empty (`""`, `[]`, `null`).
+    /// Writes the fields `link` has, each unless it is empty (`""`, `[]`).
+    pub fn write(&mut self, link: &LinkWrite) {
+        for (name, value) in link.to_map() {
+            self.set(&name, value);
+        }
+    }
+
+    /// Sets field `name`, one couchlink gives no meaning to (a CSV's other columns), to `value`
+    /// unless the value is empty (`""`, `[]`, `null`).
     pub fn set(&mut self, name: &str, value: Value) {
         let empty = match &value {
             Value::Null => true,
@@ -109,15 +116,13 @@ impl Entry {
 
     /// `imported_from` for this entry: the system, and the code, short URL and creation time
     /// the source gave.
-    pub fn imported_from(&self, system: System) -> Value {
-        let mut from = Map::new();
-        from.insert("system".into(), json!(system.as_str()));
-        for (name, value) in [("code", &self.code), ("short_url", &self.short_url), ("created", &self.created)] {
-            if let Some(value) = value {
-                from.insert(name.into(), json!(value));
-            }
+    pub fn imported_from(&self, system: System) -> ImportedFrom {
+        ImportedFrom {
+            code: self.code.clone(),
+            created: self.created.clone(),
+            short_url: self.short_url.clone(),
+            system: system.as_str(),
         }
-        Value::Object(from)
     }
 }
 
@@ -181,7 +186,7 @@ mod tests {
         entry.short_url = Some("https://s.example/abc".into());
         assert_eq!(entry.key(), "https://s.example/abc");
         let mut doc = Value::Object(entry.fields.clone());
-        doc["imported_from"] = entry.imported_from(System::Kutt);
+        doc["imported_from"] = serde_json::to_value(entry.imported_from(System::Kutt)).unwrap();
         assert_eq!(stored_key(System::Kutt, &doc), Some(entry.key()));
         assert_eq!(stored_key(System::Bitly, &doc), None);
     }

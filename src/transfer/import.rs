@@ -328,10 +328,7 @@ async fn check(
         if done % BATCH == 0 {
             progress(Progress::Checking { done: done as u64, total });
         }
-        let mut doc = plan::document(system, &entry, &id);
-        if let Some(edit) = &edit {
-            doc["edit"] = edit.clone();
-        }
+        let doc = plan::document(system, &entry, &id, edit.as_ref());
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, n, doc)),
             // Said with the field it names: `"targets.2.url": ...`.
@@ -434,7 +431,8 @@ async fn write(
         pending = placed
             .into_iter()
             .map(|(entry, id, kept, n)| {
-                let doc = plan::document(system, &entry, &id);
+                // As before this type: a row given a fresh ID in a later round states no `edit`.
+                let doc = plan::document(system, &entry, &id, None);
                 (entry, id, kept, n, doc)
             })
             .collect();

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::entry::{stored_key, Entry, Invalid, System};
 use crate::couch::IdState;
-use crate::domain::{stable_hash, LinkId};
+use crate::domain::{stable_hash, EditStamp, LinkEdit, LinkId, LinkWrite};
 
 /// What becomes of one row.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,15 +88,15 @@ fn is_stored(system: System, entry: &Entry, doc: &Value) -> bool {
 }
 
 /// The document stored for `entry` under `id`: its fields, and where it came from (a restore
-/// keeps the document as it was).
-pub fn document(system: System, entry: &Entry, id: &LinkId) -> Value {
-    let mut doc = Map::with_capacity(entry.fields.len() + 2);
+/// keeps the document as it was), stating `edit` when there is one.
+pub fn document(system: System, entry: &Entry, id: &LinkId, edit: Option<&EditStamp>) -> Value {
+    let mut doc = Map::with_capacity(entry.fields.len() + 3);
     doc.insert("_id".into(), Value::String(id.as_str().to_owned()));
     doc.extend(entry.fields.iter().map(|(k, v)| (k.clone(), v.clone())));
-    if system != System::Jsonl {
-        doc.insert("imported_from".into(), entry.imported_from(system));
-    }
-    Value::Object(doc)
+    let imported_from = (system != System::Jsonl).then(|| entry.imported_from(system));
+    let stated =
+        LinkEdit { set: LinkWrite { imported_from, edit: edit.cloned(), ..LinkWrite::default() }, remove: Vec::new() };
+    Value::Object(stated.onto(doc))
 }
 
 /// The `n`th ID (from 0) offered to a row without a code of its own: derived from the source
@@ -134,7 +134,7 @@ mod tests {
     fn a_document_of_an_earlier_run_is_recognised_by_system_and_key() {
         let e = entry("Ab3dE", "https://example.com/");
         let id = LinkId::parse("Ab3dE").unwrap();
-        let stored = document(System::Bitly, &e, &id);
+        let stored = document(System::Bitly, &e, &id, None);
         assert_eq!(fate(System::Bitly, &e, Some(&IdState::Taken(stored.clone()))), Ok(Fate::Already(id)));
         // The same code from another system is another link.
         assert_eq!(fate(System::Kutt, &e, Some(&IdState::Taken(stored))), Ok(Fate::Fresh));
@@ -145,7 +145,7 @@ mod tests {
         let mut e = entry("Ab3dE", "https://example.com/");
         e.fields.insert("note".into(), json!("x"));
         let id = LinkId::parse("Ab3dE").unwrap();
-        let mut same = document(System::Jsonl, &e, &id);
+        let mut same = document(System::Jsonl, &e, &id, None);
         same["_rev"] = json!("1-abc");
         assert_eq!(fate(System::Jsonl, &e, Some(&IdState::Taken(same))), Ok(Fate::Already(id)));
         let other = json!({"_id": "Ab3dE", "url": "https://example.com/", "inactive": false});

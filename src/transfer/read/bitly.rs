@@ -6,9 +6,10 @@
 //! write it (Bitly documents no column names for the CSV its web app exports). Archived links
 //! arrive inactive.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{tags, tags_cell, text, time_field};
+use crate::domain::LinkWrite;
 use crate::transfer::entry::{Entry, Place};
 
 pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
@@ -23,11 +24,12 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
     entry.code = Some(code.to_owned());
     entry.created = time_field(item, "created_at")?;
     entry.short_url = Some(short_url);
-    entry.set("title", item.get("title").cloned().unwrap_or_default());
-    entry.set("tags", tags(item, "tags"));
-    if archived(item.get("archived"))? {
-        entry.set("inactive", json!(true));
-    }
+    entry.write(&LinkWrite {
+        title: item.get("title").and_then(Value::as_str).map(str::to_owned),
+        tags: Some(tags(item, "tags")),
+        inactive: archived(item.get("archived"))?.then_some(true),
+        ..LinkWrite::default()
+    });
     Ok(entry)
 }
 

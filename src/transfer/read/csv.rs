@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{records, Row};
+use crate::domain::LinkWrite;
 use crate::transfer::entry::{utc_time, Entry, Invalid};
 
 /// Which columns hold what (`--url-column` and the others); header names match without regard
@@ -63,15 +64,19 @@ pub(super) fn read(text: &str, file: &Arc<str>, columns: &Columns) -> Result<Vec
             let mut entry = Entry::new(place.clone(), cell(Some(url)).ok_or("the url is empty")?);
             entry.code = cell(code).map(str::to_owned);
             entry.created = cell(created).map(utc_time).transpose()?;
-            entry.set("expires", json!(cell(expires).map(utc_time).transpose()?));
-            entry.set("title", json!(cell(title)));
+            let mut link = LinkWrite {
+                expires: cell(expires).map(utc_time).transpose()?,
+                title: cell(title).map(str::to_owned),
+                ..LinkWrite::default()
+            };
             let tags: Vec<&str> = cell(tags)
                 .into_iter()
                 .flat_map(|t| t.split(['|', ',']))
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
                 .collect();
-            entry.set("tags", json!(tags));
+            link.tags = Some(tags.into_iter().map(Value::from).collect());
+            entry.write(&link);
             for (at, name) in header.iter().enumerate() {
                 if named.contains(&Some(at))
                     || name.is_empty()

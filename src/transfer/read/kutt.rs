@@ -2,9 +2,10 @@
 //! `{"address": "x7Kp2", "link": "https://kutt.it/x7Kp2", "target": ..., "description": ...,
 //! "created_at": ..., "expire_in": ..., "banned": false, "password": false}`.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{text, time_field};
+use crate::domain::LinkWrite;
 use crate::transfer::entry::{Entry, Place};
 
 pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
@@ -19,10 +20,12 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
     entry.short_url = text(item, "link").map(str::to_owned);
     entry.created = time_field(item, "created_at")?;
     // A banned link stays off.
-    if item.get("banned") == Some(&Value::Bool(true)) {
-        entry.set("inactive", json!(true));
-    }
-    entry.set("expires", json!(time_field(item, "expire_in")?));
-    entry.set("title", json!(text(item, "description")));
+    let banned = item.get("banned") == Some(&Value::Bool(true));
+    entry.write(&LinkWrite {
+        inactive: banned.then_some(true),
+        expires: time_field(item, "expire_in")?,
+        title: text(item, "description").map(str::to_owned),
+        ..LinkWrite::default()
+    });
     Ok(entry)
 }

@@ -207,10 +207,10 @@ fn time_field(item: &Value, name: &str) -> Result<Option<String>, String> {
 }
 
 /// The tags of an item: a list of strings.
-fn tags(item: &Value, name: &str) -> Value {
+fn tags(item: &Value, name: &str) -> Vec<Value> {
     let tags: Vec<&str> =
         item.get(name).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    serde_json::json!(tags)
+    tags.into_iter().map(Value::from).collect()
 }
 
 #[cfg(test)]

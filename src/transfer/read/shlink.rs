@@ -10,6 +10,7 @@
 use serde_json::{json, Value};
 
 use super::{tags, tags_cell, text, time_field};
+use crate::domain::LinkWrite;
 use crate::transfer::entry::{Entry, Place};
 
 pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
@@ -19,10 +20,13 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
     entry.short_url = text(item, "shortUrl").map(str::to_owned);
     entry.created = time_field(item, "dateCreated")?;
     let meta = item.get("meta").cloned().unwrap_or_default();
-    entry.set("valid_from", json!(time_field(&meta, "validSince")?));
-    entry.set("expires", json!(time_field(&meta, "validUntil")?));
-    // Kept, though couchlink does not count visits to stop a link.
-    entry.set("max_visits", meta.get("maxVisits").cloned().unwrap_or_default());
+    let mut link = LinkWrite {
+        valid_from: time_field(&meta, "validSince")?,
+        expires: time_field(&meta, "validUntil")?,
+        // Shlink's limit is couchlink's (docs/reference.md, "Visit limits").
+        max_visits: meta.get("maxVisits").and_then(Value::as_number).cloned(),
+        ..LinkWrite::default()
+    };
     // Shlink's device long URLs are couchlink's targets.
     let devices = item.get("deviceLongUrls").cloned().unwrap_or_default();
     let rules: Vec<Value> = [("android", "os"), ("ios", "os"), ("desktop", "device")]
@@ -32,9 +36,10 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
             Some(json!({"when": {condition: [device]}, "url": url}))
         })
         .collect();
-    entry.set("targets", json!(rules));
-    entry.set("title", json!(text(item, "title")));
-    entry.set("tags", tags(item, "tags"));
+    link.targets = Some(rules);
+    link.title = text(item, "title").map(str::to_owned);
+    link.tags = Some(tags(item, "tags"));
+    entry.write(&link);
     Ok(entry)
 }
 

@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::{records, Row};
+use crate::domain::LinkWrite;
 use crate::transfer::entry::{utc_time, Entry, Invalid};
 
 pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
@@ -36,7 +35,7 @@ pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
             let mut entry = Entry::new(place.clone(), &cell(Some(url)).ok_or("the url is empty")?);
             entry.code = Some(cell(Some(keyword)).ok_or("the keyword is empty")?);
             entry.created = cell(timestamp).map(|t| utc_time(&t)).transpose()?;
-            entry.set("title", json!(cell(title)));
+            entry.write(&LinkWrite { title: cell(title), ..LinkWrite::default() });
             Ok::<_, String>(entry)
         })();
         rows.push(row.map_err(|reason| Invalid { place, reason }));
