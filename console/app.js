@@ -3,19 +3,20 @@
 // Stored values are only ever rendered as text (htm escapes them), and a target is a link only
 // when it is http(s).
 //
-// The files, one concern each: client.js (every request, one error shape, cancellation),
-// model.js (a link's rules, pure), router.js (a URL per screen), views/ (the screens), and
-// this one: the session, the databases offered, and which screen the URL names.
-import { html, render, useEffect, useState } from './vendor/htm-preact-standalone.mjs';
-import { client } from './client.js';
+// The files, one concern each: client.js (every request, one error shape, cancellation), the
+// pure rules by the Rust modules they mirror (link.js, form.js, history.js, bulk.js, chart.js),
+// router.js (a URL per screen), views/ (the screens), and this one: the session, its client,
+// the databases offered, and which screen the URL names.
+import { html, render, useEffect, useMemo, useState } from './vendor/htm-preact-standalone.mjs';
+import { createClient } from './client.js';
 import { formatRoute, parseRoute } from './router.js';
-import { Failure } from './views/common.js';
+import { ClientContext, Failure, useClient } from './views/common.js';
 import { Editor } from './views/editor.js';
 import { LinkPage } from './views/link.js';
 import { TagPage } from './views/tag.js';
 import { Links } from './views/list.js';
 
-function Login({ onIn }) {
+function Login({ client, onIn }) {
   const [error, setError] = useState(null);
   async function submit(e) {
     e.preventDefault();
@@ -53,6 +54,7 @@ function screens(db) {
 
 // A link's page or its edit form, once its document is read.
 function LinkScreen({ site, route, editor, go }) {
+  const client = useClient();
   const [doc, setDoc] = useState(null);
   const [error, setError] = useState(null);
   useEffect(() => {
@@ -71,6 +73,8 @@ function LinkScreen({ site, route, editor, go }) {
 }
 
 function App() {
+  // Who is logged in, logging in and out, the databases: no writes, so no writer.
+  const guest = useMemo(() => createClient(), []);
   const [session, setSession] = useState(undefined);
   const [sites, setSites] = useState(null);
   const [failure, setFailure] = useState(null);
@@ -78,25 +82,27 @@ function App() {
   async function refresh() {
     setFailure(null);
     try {
-      const user = await client.session();
+      const user = await guest.session();
       if (!user || !user.name) { setSession(null); return; }
       // The databases this account may read (the console asks CouchDB as this visitor).
-      setSites(await client.sites());
-      client.setWriter(user.name);
+      setSites(await guest.sites());
       setSession(user);
     } catch (e) {
       if (e.status === 401) setSession(null); else setFailure(e);
     }
   }
   useEffect(() => { refresh(); }, []);
+  // The session's client, every write stating its account: the one the views are handed.
+  const name = session ? session.name : null;
+  const client = useMemo(() => name && createClient({ writer: name }), [name]);
   async function logout() {
-    try { await client.logOut(); } catch (e) { /* the session ends with the page either way */ }
+    try { await guest.logOut(); } catch (e) { /* the session ends with the page either way */ }
     setSession(null);
   }
   const title = html`<header><h1>couchlink console</h1></header>`;
   if (failure) return html`${title}<${Failure} error=${failure} retry=${refresh} />`;
   if (session === undefined) return html`<p>Loading the console…</p>`;
-  if (session === null) return html`${title}<${Login} onIn=${refresh} />`;
+  if (session === null) return html`${title}<${Login} client=${guest} onIn=${refresh} />`;
   const route = parseRoute(hash, sites[0] ? sites[0].db : '');
   const site = sites.find((s) => s.db === route.db);
   const editor = site && (session.roles.includes('_admin') || session.roles.includes(site.editor_role));
@@ -107,13 +113,13 @@ function App() {
         <select id="db" value=${route.db} onChange=${(e) => screens(e.target.value).to({ page: 'list' })}>
           ${sites.map((s) => html`<option value=${s.db} selected=${s === site}>${s.db}</option>`)}</select>`}
       <button onClick=${logout}>Log out</button></header>
-    ${sites.length === 0 ? html`<p>This account may read none of the console's databases.</p>`
+    <${ClientContext.Provider} value=${client}>${sites.length === 0 ? html`<p>This account may read none of the console's databases.</p>`
       : !site ? html`<p class="error" role="alert">This account may not read the database ${route.db}, or the console does not offer it.</p>
           <p><a href=${screens(sites[0].db).href({ page: 'list' })}>Open ${sites[0].db}</a></p>`
       : route.page === 'list' ? html`<${Links} site=${site} route=${route} editor=${editor} go=${go} />`
       : route.page === 'tag' ? html`<${TagPage} site=${site} tag=${route.tag} go=${go} />`
       : route.page === 'new' ? html`<${Editor} site=${site} doc=${{}} onSaved=${(id) => go.to({ page: 'link', id })} onCancel=${() => go.to({ page: 'list' })} />`
-      : html`<${LinkScreen} site=${site} route=${route} editor=${editor} go=${go} />`}`;
+      : html`<${LinkScreen} site=${site} route=${route} editor=${editor} go=${go} />`}<//>`;
 }
 
 const root = document.getElementById('app');

@@ -1,6 +1,7 @@
 // Clicks over time, pure: the buckets of a range (every hour, day or month in it, counted or
-// not), the by_link view's rows laid on them, a bar chart's geometry, and the CSV of a table.
-// The views draw what this computes (views/charts.js); `node --test` checks it.
+// not), the by_link view's rows laid on them, a bar chart's geometry, and the CSV of a table;
+// a link's clicks summed for the list, and a limited link's visits left (src/clicks counts
+// both). The views draw what this computes (views/charts.js); `node --test` checks it.
 
 export const UNITS = {
   // level: the by_link view's group level; width: a label's length; start: a label's first
@@ -178,3 +179,28 @@ export function rowChart(values, { width = 320, row = 22, label = 110 } = {}) {
   }));
   return { width, height: Math.max(values.length, 1) * row, label, bars };
 }
+
+// The clicks view's rows of one link (`[id, y, m, d]` -> [redirects, bots, new visitors, 404s])
+// summed into today, the last 7 days and in all (UTC days).
+export function sumClicks(rows, now = new Date()) {
+  const day = (offset) => new Date(now.getTime() - offset * 86400000).toISOString().slice(0, 10);
+  const today = day(0), week = day(6);
+  const sum = { today: 0, week: 0, total: 0 };
+  for (const row of rows) {
+    const d = row.key.slice(1).join('-');
+    sum.total += row.value[0];
+    if (d >= week) sum.week += row.value[0];
+    if (d === today) sum.today += row.value[0];
+  }
+  return sum;
+}
+
+// A limited link's visits from its `by_link` rows at group level 1 ([redirects, bots, ...]), as
+// the proxies count them (bots only with `max_visits_bots`): { used, left }, or null.
+export function visits(doc, rows) {
+  if (typeof doc.max_visits !== 'number') return null;
+  const [all = 0, bots = 0] = rows.length ? rows[0].value : [];
+  const used = doc.max_visits_bots ? all : all - bots;
+  return { used, left: Math.max(0, doc.max_visits - used) };
+}
+

@@ -3,9 +3,11 @@
 // tags, print sheets), which use CouchDB's error shape too. Every failure is one CouchError:
 // the HTTP status (0: no answer), CouchDB's `error` and `reason`, and the field a refusal of the
 // validation function names. A request superseded by a newer one is cancelled (`latest`).
+// The app makes one per session and hands it to the views (views/common.js, ClientContext).
 
 import { COUNTS_INTERVAL_QUERY } from './chart.js';
-import { refusalOf, stating } from './model.js';
+import { stating } from './history.js';
+import { refusalOf } from './link.js';
 
 export class CouchError extends Error {
   constructor(status, error, reason) {
@@ -27,8 +29,12 @@ export const isCancelled = (e) => e && e.name === 'AbortError';
 const enc = encodeURIComponent;
 const key = (value) => enc(JSON.stringify(value));
 
-// `fetcher` is the browser's fetch; `base` the console's address (the page's own by default).
-export function createClient({ fetcher = (...args) => globalThis.fetch(...args), base = '' } = {}) {
+// `fetcher` is the browser's fetch; `base` the console's address (the page's own by default);
+// `writer` the account every write states as its writer (the history records it; CouchDB
+// refuses another name): the session's.
+export function createClient({ fetcher = (...args) => globalThis.fetch(...args), base = '', writer = null } = {}) {
+  // Every URL asked: `path` under `base`, its own path kept, or relative to the page.
+  const at = (path) => (base ? new URL(path, base.endsWith('/') ? base : `${base}/`).href : path);
   async function call(path, { method = 'GET', body, signal, raw = false } = {}) {
     const init = { method, headers: { Accept: 'application/json' }, credentials: 'same-origin', signal };
     if (body !== undefined) {
@@ -37,7 +43,7 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
     }
     let response;
     try {
-      response = await fetcher(base ? new URL(path, base).href : path, init);
+      response = await fetcher(at(path), init);
     } catch (e) {
       if (isCancelled(e)) throw e;
       throw new CouchError(0, 'unreachable', `The console did not answer: ${e.message}`);
@@ -56,11 +62,7 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
   }
   const couch = (path, options) => call('couch' + path, options);
   const db = (name) => `/${enc(name)}`;
-  // The account every write states as its writer (the history records it; CouchDB refuses
-  // another name): the session's, set once it is known.
-  let writer = null;
   return {
-    setWriter: (name) => { writer = name || null; },
     // The session: its userCtx (name null when nobody is logged in).
     session: async (options) => (await couch('/_session', options)).userCtx,
     logIn: (name, password) => couch('/_session', { method: 'POST', body: { name, password } }),
@@ -87,7 +89,7 @@ export function createClient({ fetcher = (...args) => globalThis.fetch(...args),
       const rows = await couch(`${db(site.db)}/_bulk_docs`, { method: 'POST', body, ...options });
       return new Map(rows.map((r) => [r.id, r]));
     },
-    // A bulk change's record (console/batch.js), all its parts at once, in the history
+    // A bulk change's record (console/bulk.js), all its parts at once, in the history
     // database: each part's outcome by ID.
     record: async (site, parts, options) => {
       const rows = await couch(`${db(site.history_db)}/_bulk_docs`, { method: 'POST', body: { docs: parts }, ...options });
@@ -172,5 +174,3 @@ export function latest() {
     return current.signal;
   };
 }
-
-export const client = createClient();

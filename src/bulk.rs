@@ -476,7 +476,7 @@ mod tests {
         }
     }
 
-    /// The cases the console's model is held to as well (console/test/model.test.js).
+    /// The cases the console's model is held to as well (console/test/bulk.test.js).
     #[test]
     fn a_change_makes_each_link_what_the_shared_table_says() {
         let table: Value = serde_json::from_str(include_str!("../tests/bulk_cases.json")).unwrap();
@@ -489,7 +489,7 @@ mod tests {
         assert!(Change::default().is_empty());
     }
 
-    /// The cases the console's model is held to as well (console/test/model.test.js).
+    /// The cases the console's model is held to as well (console/test/bulk.test.js).
     #[test]
     fn an_undo_does_what_the_shared_table_says() {
         let table: Value = serde_json::from_str(include_str!("../tests/undo_cases.json")).unwrap();

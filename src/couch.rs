@@ -1380,6 +1380,33 @@ fn parse_feed_line(line: &[u8], url: &str) -> Result<FeedEvent, CouchError> {
     Ok(FeedEvent::Change { seq: row.seq, id: row.id, doc })
 }
 
+/// The URL of `segments` on the CouchDB server at `server`, for a client that holds the server
+/// as a parsed URL (the console's passage): each segment encoded as [`CouchClient`] encodes its
+/// own (`+` too), under the path the server's URL has of its own, as `CouchClient` keeps it. A
+/// CouchDB behind a proxy at `http://host/db/` is asked `http://host/db/_session`, never
+/// `http://host/_session`; the server's query and fragment are not kept.
+///
+/// ```
+/// let at = |server: &str, segments: &[&str]| {
+///     couchlink::couch::server_path_url(&reqwest::Url::parse(server).unwrap(), segments).to_string()
+/// };
+/// assert_eq!(at("http://127.0.0.1:5984/", &["_session"]), "http://127.0.0.1:5984/_session");
+/// assert_eq!(at("http://127.0.0.1:8080/db/", &["links", "H83if"]), "http://127.0.0.1:8080/db/links/H83if");
+/// assert_eq!(at("http://127.0.0.1:8080/db", &["a+b/c"]), "http://127.0.0.1:8080/db/a%2Bb%2Fc");
+/// ```
+pub fn server_path_url(server: &reqwest::Url, segments: &[&str]) -> reqwest::Url {
+    let mut path = server.path().trim_end_matches('/').to_owned();
+    for s in segments {
+        path.push('/');
+        path.push_str(&segment(s));
+    }
+    let mut url = server.clone();
+    url.set_path(&path);
+    url.set_query(None);
+    url.set_fragment(None);
+    url
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

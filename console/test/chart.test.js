@@ -1,9 +1,10 @@
-// Clicks over time: the buckets of a range, the view's rows laid on them, the bars, the CSV.
+// Clicks over time: the buckets of a range, the view's rows laid on them, the bars, the CSV; a
+// link's clicks summed for the list, and a limited link's visits left.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  barChart, buckets, COUNTS_INTERVAL_QUERY, countsInterval, csv, keyOf, roundUp, series, untilNextAsk,
+  barChart, buckets, COUNTS_INTERVAL_QUERY, countsInterval, csv, keyOf, roundUp, series, sumClicks, untilNextAsk, visits,
 } from '../chart.js';
 
 test('a range has every hour, day or month in it, and no more than a unit allows', () => {
@@ -128,4 +129,24 @@ test('the page asks a clicks database\'s _find only the query the console passes
   const passed = /pub const COUNTS_INTERVAL_QUERY: &str =\s*r#"(.*?)"#;/s.exec(route);
   assert.ok(passed, 'src/console/route.rs states the query');
   assert.deepEqual(COUNTS_INTERVAL_QUERY, JSON.parse(passed[1]));
+});
+
+test('clicks are summed by UTC day into today, 7 days and in all', () => {
+  const now = new Date('2026-06-10T08:00:00Z');
+  const rows = [
+    { key: ['H83if', '2026', '06', '10'], value: [3, 1, 2, 0] },
+    { key: ['H83if', '2026', '06', '04'], value: [5, 0, 1, 0] },
+    { key: ['H83if', '2026', '06', '03'], value: [7, 0, 0, 0] },
+  ];
+  assert.deepEqual(sumClicks(rows, now), { today: 3, week: 8, total: 15 });
+});
+
+test('a limited link\'s visits left are read from the proxies\' counts', () => {
+  const doc = { _id: 'Coupn', url: 'https://example.com/', max_visits: 500 };
+  const rows = [{ key: ['Coupn'], value: [120, 20, 90, 3] }];
+  assert.deepEqual(visits(doc, rows), { used: 100, left: 400 });
+  assert.deepEqual(visits({ ...doc, max_visits_bots: true }, rows), { used: 120, left: 380 });
+  assert.deepEqual(visits({ ...doc, max_visits: 50 }, rows), { used: 100, left: 0 });
+  assert.deepEqual(visits(doc, []), { used: 0, left: 500 });
+  assert.equal(visits({ url: 'https://example.com/' }, rows), null);
 });

@@ -2,14 +2,13 @@
 // added or the rules replaced, a password or visit limit set or removed): the change asked, a preview of every link and
 // each field it changes (nothing written yet), then the writes through `_bulk_docs` (CouchDB
 // checks each document; a link edited meanwhile is a conflict, never written over), the
-// change's record written to the history database first (console/batch.js), the outcome per
+// change's record written to the history database first (console/bulk.js), the outcome per
 // link, and "Undo this change", which puts every link back from that record but those changed
 // since.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client } from '../client.js';
-import { batchName, bulkChange, changes } from '../model.js';
-import { readRecord, recordParts, undoPlan } from '../batch.js';
-import { Failure } from './common.js';
+import { batchName, bulkChange, readRecord, recordParts, undoPlan } from '../bulk.js';
+import { changes } from '../history.js';
+import { Failure, useClient } from './common.js';
 
 const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v : JSON.stringify(v));
 // A field's value in the preview; a password's hash says only that there is one.
@@ -56,7 +55,7 @@ const UNDONE = {
 // Writes `writes` ({id, before, after}) as bulk change `batch`, its record first (every part
 // at once) where the site keeps a history: each link's outcome by ID. A record CouchDB refuses
 // stops it before any link is written (undo could not put them back).
-async function writeChange(site, batch, writes, undoes = null) {
+async function writeChange(client, site, batch, writes, undoes = null) {
   const edit = client.editOf({ batch });
   const parts = recordParts(batch, edit, writes, undoes);
   if (site.history_db) {
@@ -72,6 +71,7 @@ async function writeChange(site, batch, writes, undoes = null) {
 }
 
 export function BulkForm({ site, selected }) {
+  const client = useClient();
   const [form, setForm] = useState({ url: '', add: '', remove: '', status: 'keep', expires: '', validFrom: '', rule: '', ruleMode: 'add',
     password: '', removePassword: false, maxVisits: '' });
   const [plan, setPlan] = useState(null);
@@ -97,7 +97,7 @@ export function BulkForm({ site, selected }) {
     const batch = batchName();
     const results = new Map();
     try {
-      for (const [id, r] of await writeChange(site, batch, writes)) results.set(id, r);
+      for (const [id, r] of await writeChange(client, site, batch, writes)) results.set(id, r);
     } catch (e) { setError(e); }
     setDone({ batch, rows: plan.map((p) => [p.id, !p.before ? 'no such link' : !p.after ? 'unchanged' : outcome(results.get(p.id))]) });
   }
@@ -117,7 +117,7 @@ export function BulkForm({ site, selected }) {
       }
       const writes = steps.filter((s) => s.step === 'restore')
         .map((s) => ({ id: s.id, before: current[record.members.findIndex((m) => m.id === s.id)], after: s.doc }));
-      const results = writes.length ? await writeChange(site, batchName(new Date(), undefined, 'undo'), writes, done.batch) : new Map();
+      const results = writes.length ? await writeChange(client, site, batchName(new Date(), undefined, 'undo'), writes, done.batch) : new Map();
       setUndone(steps.map((s) => [s.id, s.step === 'restore' ? outcome(results.get(s.id)) : UNDONE[s.step]]));
     } catch (e) { setError(e); }
   }

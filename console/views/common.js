@@ -1,7 +1,18 @@
-// Pieces every screen uses: how a failure reads, a refusal under its field, a tag's colours.
-import { html, useEffect, useRef, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client, isCancelled } from '../client.js';
+// Pieces every screen uses: the session's client, how a failure reads, a refusal under its
+// field, a tag's colours.
+import { createContext, html, useContext, useEffect, useRef, useState } from '../vendor/htm-preact-standalone.mjs';
+import { isCancelled } from '../client.js';
 import { countsInterval, untilNextAsk } from '../chart.js';
+
+// The session's client (client.js), handed down by the app: every view asks through the one
+// it is given, so a test renders a view with a client of its own.
+export const ClientContext = createContext(null);
+
+export function useClient() {
+  const client = useContext(ClientContext);
+  if (!client) throw new Error('a view rendered outside a ClientContext has no client to ask');
+  return client;
+}
 
 // Any failure the same way: CouchDB's words (or the console's), and what to do about a few.
 export function Failure({ error, retry }) {
@@ -83,6 +94,7 @@ export function useEveryInterval(seconds, tick) {
 // The proxies' interval as their newest counts documents state it, read at once and each minute;
 // the console's own until one is read.
 export function useCountsInterval(site) {
+  const client = useClient();
   const db = site.clicks_db;
   const [stated, setStated] = useState({});
   const read = () => db && client.countsSeconds(db).then((docs) => setStated({ db, docs }), () => {});

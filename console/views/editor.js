@@ -1,9 +1,10 @@
 // A link's edit form, and a new link's: the fields, its rules, and CouchDB's refusal shown under
 // the field it names. A conflict (someone saved meanwhile) is never written over unasked.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client, CouchError } from '../client.js';
-import { CONDITIONS, fromForm, randomId, toForm, toRule } from '../model.js';
-import { FieldRefusal } from './common.js';
+import { CouchError } from '../client.js';
+import { CONDITIONS, fromForm, toForm, toRule } from '../form.js';
+import { randomId } from '../link.js';
+import { FieldRefusal, useClient } from './common.js';
 
 function Rules({ rules, onChange }) {
   const edit = (i, field) => (e) => onChange(rules.map((r, j) => (j === i ? { ...r, [field]: e.target.value } : r)));
@@ -27,7 +28,7 @@ function Rules({ rules, onChange }) {
 }
 
 // Stores `body` as `id`, or under a fresh random ID (another on 409): the ID saved.
-async function save(site, id, body) {
+async function save(client, site, id, body) {
   if (id) {
     await client.put(site, id, body);
     return id;
@@ -45,6 +46,7 @@ async function save(site, id, body) {
 }
 
 export function Editor({ site, doc, onSaved, onCancel }) {
+  const client = useClient();
   const creating = !doc._rev;
   const [form, setForm] = useState(toForm(doc));
   const [id, setId] = useState(creating ? '' : doc._id);
@@ -68,7 +70,7 @@ export function Editor({ site, doc, onSaved, onCancel }) {
           return;
         }
       }
-      onSaved(await save(site, creating ? id : doc._id, body));
+      onSaved(await save(client, site, creating ? id : doc._id, body));
     } catch (e) {
       if (e.status === 409 && creating && id) {
         setError({ form: 'id', message: `The ID ${id} is taken: choose another, or leave it empty for a fresh one.` });

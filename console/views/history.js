@@ -3,9 +3,8 @@
 // which writes the version back as a new revision (recorded in turn). CouchDB decides the write;
 // a conflict (someone saved meanwhile) is shown, never written over.
 import { html, useEffect, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client } from '../client.js';
-import { changes, restoring } from '../model.js';
-import { Failure, useLoad } from './common.js';
+import { changes, restoring } from '../history.js';
+import { Failure, useClient, useLoad } from './common.js';
 
 // A field kept as its size and digest (too long for the history) says so.
 const shown = (v) => (v === null ? '(none)' : typeof v === 'string' ? v
@@ -37,6 +36,7 @@ function Gap({ entry }) {
 }
 
 export function History({ site, current, editor, onRestored }) {
+  const client = useClient();
   const [failed, setFailed] = useState(null);
   const [done, setDone] = useState(0);
   const entries = useLoad((signal) => client.history(site, current._id, { signal }), [site, current._id, current._rev, done]);

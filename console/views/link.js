@@ -1,11 +1,11 @@
 // A link's page: its short URL, status, target, QR tag and clicks; the editor's buttons.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client, each } from '../client.js';
-import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS } from '../chart.js';
-import { isWeb, linkStatus, visits } from '../model.js';
+import { each } from '../client.js';
+import { breakdowns, buckets, DIMENSIONS, dimensionQuery, keyOf, series, UNITS, visits } from '../chart.js';
+import { isWeb, linkStatus } from '../link.js';
 import { BarChart, ChartCard, RowChart } from './charts.js';
 import { History } from './history.js';
-import { ColourPicker, Failure, StatusText, useCountsInterval, useEveryInterval, useLoad } from './common.js';
+import { ColourPicker, Failure, StatusText, useClient, useCountsInterval, useEveryInterval, useLoad } from './common.js';
 
 const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().slice(0, 10);
 
@@ -14,6 +14,7 @@ const day = (offset) => new Date(Date.now() - offset * 86400000).toISOString().s
 // version, all time. `ids`: one link's, or a tag's links (their counts added up); `name` names
 // the CSV files; `interval`: how often to ask again (useCountsInterval).
 export function Clicks({ site, ids, name, interval }) {
+  const client = useClient();
   const [unit, setUnit] = useState('day');
   const [range, setRange] = useState({ from: day(29), to: day(0) });
   const labels = buckets(new Date(`${range.from}T00:00:00Z`), new Date(`${range.to}T23:59:59Z`), unit);
@@ -82,6 +83,7 @@ function Breakdowns({ name, by, range }) {
 
 // A limited link's visits used and left, as every proxy counted them, asked again each interval.
 function Visits({ site, doc, interval }) {
+  const client = useClient();
   const rows = useLoad((signal) => client.view(site.clicks_db, 'clicks', 'by_link',
     { group_level: 1, startkey: [doc._id], endkey: [doc._id, {}] }, { signal }), [site, doc._id, doc._rev]);
   useEveryInterval(interval, rows.refresh);
@@ -92,6 +94,7 @@ function Visits({ site, doc, interval }) {
 // The tag in the colours picked; colours too alike are refused by the console with the
 // contrast they have: asked first, so the page can say why rather than show a broken picture.
 function Tag({ site, id, short }) {
+  const client = useClient();
   const [colours, setColours] = useState({ fg: '#000000', bg: '#ffffff' });
   const query = `?fg=${encodeURIComponent(colours.fg)}&bg=${encodeURIComponent(colours.bg)}`;
   const made = useLoad((signal) => client.tagMade(site, id, query, { signal }), [site, id, query]);
@@ -103,6 +106,7 @@ function Tag({ site, id, short }) {
 }
 
 export function LinkPage({ site, id, editor, go }) {
+  const client = useClient();
   const [changed, setChanged] = useState(0);
   const [copied, setCopied] = useState(false);
   const [failed, setFailed] = useState(null);

@@ -2,15 +2,16 @@
 // at a time; each with its clicks today, in 7 days and in all; ticks for a print sheet and, for
 // editors, a bulk change.
 import { html, useEffect, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client, isCancelled } from '../client.js';
-import { linkStatus, PAGE, sumClicks, uniqueRows } from '../model.js';
-import { ColourPicker, Failure, StatusText, useLoad } from './common.js';
+import { isCancelled } from '../client.js';
+import { sumClicks } from '../chart.js';
+import { linkStatus, PAGE, uniqueRows } from '../link.js';
+import { ColourPicker, Failure, StatusText, useClient, useLoad } from './common.js';
 import { BulkForm } from './bulk.js';
 import { TopLinks } from './overview.js';
 
 // One page of rows (PAGE, and one more to know whether there is a next page), from `after`
 // (the first row of the page: [key, id]), the search's view or the newest first.
-function rowsOf(site, q, after, signal) {
+function rowsOf(client, site, q, after, signal) {
   const word = q.trim().toLowerCase().split(/\s+/)[0] || '';
   const params = { include_docs: true, limit: PAGE + 1 };
   if (after) Object.assign(params, { startkey: after[0], startkey_docid: after[1] });
@@ -25,6 +26,7 @@ function rowsOf(site, q, after, signal) {
 // A print sheet of the links ticked in the list: made by the console as `couchlink qr --sheet`
 // makes it, from the IDs and titles the page read from CouchDB.
 function SheetForm({ site, selected, onClear }) {
+  const client = useClient();
   const [colours, setColours] = useState({ fg: '#000000', bg: '#ffffff' });
   const [paper, setPaper] = useState('a4');
   const [size, setSize] = useState('30');
@@ -57,11 +59,12 @@ function SheetForm({ site, selected, onClear }) {
 }
 
 export function Links({ site, route, editor, go }) {
+  const client = useClient();
   const { q, pages } = route;
   const after = pages.length ? pages[pages.length - 1] : null;
   const [search, setSearch] = useState(q);
   useEffect(() => setSearch(q), [q]);
-  const rows = useLoad(async (signal) => uniqueRows(await rowsOf(site, q, after, signal)), [site, q, JSON.stringify(after)]);
+  const rows = useLoad(async (signal) => uniqueRows(await rowsOf(client, site, q, after, signal)), [site, q, JSON.stringify(after)]);
   // Clicks per row, asked once the rows are shown, cancelled with them.
   const [clicks, setClicks] = useState({});
   useEffect(() => {

@@ -1,14 +1,14 @@
 // The database's overview: its top links today, in the last 7 days or this month (UTC), from
 // the live counts' views, live as a link's clicks are.
 import { html, useState } from '../vendor/htm-preact-standalone.mjs';
-import { client } from '../client.js';
 import { topLinks, topQuery } from '../chart.js';
 import { BarChart, ChartCard } from './charts.js';
-import { Failure, useCountsInterval, useEveryInterval, useLoad } from './common.js';
+import { Failure, useClient, useCountsInterval, useEveryInterval, useLoad } from './common.js';
 
 const PERIODS = { today: 'today', week: 'the last 7 days', month: 'this month' };
 
 export function TopLinks({ site }) {
+  const client = useClient();
   const [period, setPeriod] = useState('today');
   const top = useLoad(async (signal) => {
     const { view, params } = topQuery(period);

@@ -1,14 +1,14 @@
 // A tag's page: every link with that tag (a print run, a campaign), and their clicks added up:
 // over time, by breakdown, per link.
 import { html } from '../vendor/htm-preact-standalone.mjs';
-import { client } from '../client.js';
-import { Failure, useCountsInterval, useLoad } from './common.js';
+import { Failure, useClient, useCountsInterval, useLoad } from './common.js';
 import { Clicks } from './link.js';
 
 // Links a tag's page adds up, at most: each is a request or two per refresh.
 export const MOST_LINKS = 200;
 
 export function TagPage({ site, tag, go }) {
+  const client = useClient();
   const interval = useCountsInterval(site);
   // The console's search view has each tag as a key (lower case); the documents say it as
   // written, and only those that carry the tag itself count.

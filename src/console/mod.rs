@@ -29,6 +29,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::client_ip::TrustedProxies;
+use crate::couch;
 use crate::http::accept::Service;
 use crate::qr::render::{self, Look};
 use logins::{Admit, Hashes, Logins};
@@ -334,8 +335,7 @@ impl Console {
             Admit::Refused => return kept(proxies_account(name)).await,
             Admit::Wait(wait) => return kept(logins_wait(wait)).await,
         };
-        let mut url = self.couchdb.clone();
-        url.set_path("/_session");
+        let url = couch::server_path_url(&self.couchdb, &["_session"]);
         let answer = self.as_visitor(hyper::Method::GET, url, parts).send().await;
         let (status, body) = match answer {
             Ok(answer) => {
@@ -403,8 +403,7 @@ impl Console {
     /// Whether CouchDB lets this visitor read database `db` (its info, as the visitor); else
     /// the answer to give them: CouchDB's refusal, or 502 when CouchDB did not answer.
     async fn may_read(&self, parts: &Parts, db: &str) -> Result<(), Response<Full<Bytes>>> {
-        let mut url = self.couchdb.clone();
-        url.path_segments_mut().expect("an http URL has a path").pop_if_empty().push(db);
+        let url = couch::server_path_url(&self.couchdb, &[db]);
         let answer = self.as_visitor(hyper::Method::GET, url, parts).send().await.map_err(unreachable)?;
         match answer.status().as_u16() {
             200 => Ok(()),
@@ -421,8 +420,7 @@ impl Console {
 
     /// The account this visitor is logged in as (CouchDB's `_session`, as them), or 401.
     async fn visitor_name(&self, parts: &Parts) -> Result<String, Response<Full<Bytes>>> {
-        let mut url = self.couchdb.clone();
-        url.set_path("/_session");
+        let url = couch::server_path_url(&self.couchdb, &["_session"]);
         let answer = self.as_visitor(hyper::Method::GET, url, parts).send().await.map_err(unreachable)?;
         let body: serde_json::Value = answer.json().await.unwrap_or_default();
         match body["userCtx"]["name"].as_str() {
@@ -446,10 +444,11 @@ impl Console {
     }
 
     /// Passes the request to CouchDB with the visitor's credentials and nothing else of its
-    /// own, and CouchDB's answer back.
+    /// own, and CouchDB's answer back. `path` is CouchDB's, from `/`, as `route::route`
+    /// checked it (no escapes), under CouchDB's own base path like every URL of the passage.
     async fn pass(&self, parts: Parts, path: String, body: Bytes) -> Response<Full<Bytes>> {
-        let mut url = self.couchdb.clone();
-        url.set_path(&path);
+        let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(&path).split('/').collect();
+        let mut url = couch::server_path_url(&self.couchdb, &segments);
         url.set_query(parts.uri.query());
         let mut request = self.as_visitor(parts.method.clone(), url, &parts);
         for name in ["content-type", "accept", "if-match"] {

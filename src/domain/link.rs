@@ -155,7 +155,7 @@ impl UnusableLink {
 }
 
 /// What a link document does at an instant, as `couchlink qr --check` and the console say it.
-/// The console's model decides the same (`console/model.js`); both are held to
+/// The console's model decides the same (`console/link.js`); both are held to
 /// `tests/link_status.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -496,7 +496,7 @@ mod tests {
         Link::from_doc(serde_json::from_str(json).expect("a link document's shape"))
     }
 
-    /// The table the console's model is held to as well (console/test/model.test.js).
+    /// The table the console's model is held to as well (console/test/link.test.js).
     #[test]
     fn a_links_status_is_the_shared_tables() {
         let table: serde_json::Value = serde_json::from_str(include_str!("../../tests/link_status.json")).unwrap();

@@ -5,7 +5,7 @@
 //! and variants counted from 1, as its words count them). Clients place a refusal by that path,
 //! never by its wording, so that rewording a message cannot move it to another field. A refusal
 //! of the write itself (the account, a deletion) has no path. The console's model reads the same
-//! form (`console/model.js`, `refusalOf`); `tests/refusal_fields.json` holds the cases both
+//! form (`console/link.js`, `refusalOf`); `tests/refusal_fields.json` holds the cases both
 //! sides, and the validation function, are held to.
 
 use std::fmt;

@@ -40,7 +40,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The cases the console's model is held to as well (console/test/model.test.js).
+    /// The cases the console's model is held to as well (console/test/history.test.js).
     #[test]
     fn what_changed_is_as_the_shared_table_says() {
         let table: Value = serde_json::from_str(include_str!("../../tests/history_cases.json")).unwrap();

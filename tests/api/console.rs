@@ -184,11 +184,15 @@ async fn print_sheets_are_made_one_at_a_time_per_account_and_more_are_told_to_co
     assert_eq!(ask().await.unwrap().status(), StatusCode::OK);
 }
 
-/// The page's own tests (its model, router and client: `console/test/`), run by Node as the
-/// README's test command runs everything; `node --test console/` runs them alone.
+/// The page's own tests (its model, router, client and a view: `console/test/`), run by Node as the
+/// README's test command runs everything; `console/install.sh && node --test console/` runs them
+/// alone.
 #[test]
 fn the_pages_own_tests_pass_in_node() {
     let root = env!("CARGO_MANIFEST_DIR");
+    // The views' tests render into linkedom, as console/package-lock.json pins it.
+    let installed = std::process::Command::new(std::path::Path::new(root).join("console/install.sh")).status();
+    assert!(installed.as_ref().is_ok_and(|s| s.success()), "console/install.sh: {installed:?}");
     let out = match std::process::Command::new("node").args(["--test", "console/"]).current_dir(root).output() {
         Ok(out) => out,
         Err(e) => panic!("node is missing ({e}): the console's tests need Node.js, as the quick start does"),

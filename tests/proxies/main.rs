@@ -1,5 +1,6 @@
 //! couchlink behind a real nginx, configured with the shipped `deploy/nginx-couchlink.conf`:
-//! a client cannot forge the address it is logged with. Needs nginx (`apt-get install
+//! a client cannot forge the address it is logged with; and CouchDB behind nginx under a path
+//! prefix, which `serve` and the console both reach. Needs nginx (`apt-get install
 //! nginx-light`); run as `cargo test --test proxies` (.ci/run runs it).
 
 #[path = "../support/mod.rs"]
@@ -26,12 +27,16 @@ impl Nginx {
     /// nginx with the shipped location block `file`, its `proxy_pass` to `shipped_upstream`
     /// pointed at `upstream`.
     fn start_shipped(file: &str, shipped_upstream: &str, upstream: std::net::SocketAddr) -> Nginx {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let shipped = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
         let pass = format!("proxy_pass http://{shipped_upstream};");
         assert!(shipped.contains(&pass), "{file} names the default port");
-        let location = shipped.replace(shipped_upstream, &upstream.to_string());
+        Nginx::start_with(&shipped.replace(shipped_upstream, &upstream.to_string()))
+    }
+
+    /// nginx with `location` (its blocks) as its one server's.
+    fn start_with(location: &str) -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let d = dir.path().display();
         let conf = format!(
             "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\n\
@@ -157,4 +162,83 @@ async fn behind_nginx_the_console_logs_in_and_refuses_writes_from_other_sites() 
         .await
         .unwrap();
     assert_eq!(own.status(), 201, "{:?}", own.text().await);
+}
+
+/// CouchDB under a path prefix: nginx passes `/db/...` to CouchDB as `/...`, the path as the
+/// client sent it (escapes kept: a history entry's `H83if%2F...` must not become a path), as
+/// CouchDB's documentation configures it. `serve` and the console, both given
+/// `http://127.0.0.1:N/db/`, ask every URL under it: the console's login, its list and a save,
+/// and the proxy serving what the console saved.
+#[tokio::test]
+async fn behind_nginx_under_a_path_prefix_couchdb_serves_both_the_proxy_and_the_console() {
+    use couchlink::console::{Console, ConsoleSite};
+    let db = TestDb::new().await;
+    let couch = url::Url::parse(&db.couch.url).unwrap();
+    let couchdb = format!("{}:{}", couch.host_str().unwrap(), couch.port_or_known_default().unwrap());
+    let nginx = Nginx::start_with(&format!(
+        "  location /db/ {{\n   rewrite ^ $request_uri;\n   rewrite ^/db(/.*) $1 break;\n   \
+         proxy_pass http://{couchdb}$uri;\n  }}\n"
+    ));
+    let prefixed = format!("http://127.0.0.1:{}/db/", nginx.port);
+    // Nothing of CouchDB answers outside the prefix: a URL that dropped it would be refused.
+    let outside = http().get(format!("http://127.0.0.1:{}/_session", nginx.port)).send().await.unwrap();
+    assert_eq!(outside.status(), 404);
+    db.put_link("Prfx1", serde_json::json!({"url": "https://example.com/first", "title": "First"})).await;
+
+    let site = ConsoleSite {
+        db: db.name.clone(),
+        public_url: couchlink::domain::PublicUrl::parse("https://0x1f.ie").unwrap(),
+        clicks_db: None,
+        history_db: None,
+        editor_role: EDITOR_ROLE.into(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let console = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(couchlink::http::accept::run(
+        listener,
+        std::sync::Arc::new(Console::new(vec![site], url::Url::parse(&prefixed).unwrap(), false).unwrap()),
+        couchlink::http::accept::Limits::new(16, Duration::from_secs(10)),
+        std::future::pending::<()>(),
+        Duration::from_secs(1),
+    ));
+    let client = http();
+    let login = client
+        .post(format!("{console}/couch/_session"))
+        .header("origin", &console)
+        .json(&serde_json::json!({"name": EDITOR.0, "password": EDITOR.1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200, "the login: {:?}", login.text().await);
+    let session = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let get = |path: String| client.get(format!("{console}/{path}")).header("cookie", &session).send();
+    let me: serde_json::Value = get("couch/_session".into()).await.unwrap().json().await.unwrap();
+    assert_eq!(me["userCtx"]["name"], EDITOR.0, "{me}");
+    let sites: serde_json::Value = get("console.json".into()).await.unwrap().json().await.unwrap();
+    assert_eq!(sites["sites"][0]["db"], db.name.as_str(), "{sites}");
+    let list =
+        get(format!("couch/{}/_design/console/_view/recent?descending=true&include_docs=true&limit=51", db.name))
+            .await
+            .unwrap();
+    assert_eq!(list.status(), 200);
+    let list: serde_json::Value = list.json().await.unwrap();
+    let ids: Vec<&str> = list["rows"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["Prfx1"], "{list}");
+    assert_eq!(list["rows"][0]["doc"]["title"], "First");
+
+    let saved = client
+        .put(format!("{console}/couch/{}/Prfx2", db.name))
+        .header("origin", &console)
+        .header("cookie", &session)
+        .json(&serde_json::json!({"url": "https://example.com/second", "inactive": false,
+            "edit": {"by": EDITOR.0, "at": "2026-12-04T10:00:00.000Z"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(saved.status(), 201, "the save: {:?}", saved.text().await);
+    assert!(db.rev("Prfx2").await.is_some(), "written to CouchDB");
+
+    let app = spawn_app_on(db, move |c| c.couch.url = prefixed).await;
+    app.wait_until_served("/Prfx1", 302, Some("https://example.com/first")).await;
+    app.wait_until_served("/Prfx2", 302, Some("https://example.com/second")).await;
 }

@@ -1,9 +1,48 @@
-// A bulk change's record, pure (src/bulk.rs holds the same rules; tests/undo_cases.json holds
-// both to the same cases): written to the history database by the change's writer before any
-// of its links (each link, the revision it was read at and what it was), and read back by undo,
-// which so never waits for a recorder, and puts a link back only while it is still the change's
-// own write (the child of the revision the change read, stating the change's edit): what a
-// later write states makes nothing part of a change.
+// A bulk change, pure, as src/bulk.rs makes one (tests/bulk_cases.json and undo_cases.json
+// hold both to the same cases): what it makes of each link, its name, and its record, written
+// to the history database by the change's writer before any of its links (each link, the
+// revision it was read at and what it was), and read back by undo, which so never waits for a
+// recorder, and puts a link back only while it is still the change's own write (the child of
+// the revision the change read, stating the change's edit): what a later write states makes
+// nothing part of a change.
+
+// A bulk change applied to one link (src/bulk.rs, Change::apply; tests/bulk_cases.json holds
+// the cases both agree on): the document it becomes, or null when it stays as it is. `change`:
+// url, add_tags, remove_tags, inactive, expires, valid_from and password (a time or a hash, or
+// null to remove; absent: untouched), add_rule, replace_rules.
+export function bulkChange(doc, change) {
+  const out = { ...doc };
+  if (typeof change.url === 'string') out.url = change.url;
+  const adds = change.add_tags || [];
+  const removes = change.remove_tags || [];
+  if (adds.length || removes.length) {
+    const tags = Array.isArray(out.tags) ? [...out.tags] : [];
+    for (const t of adds) if (!tags.includes(t)) tags.push(t);
+    const kept = tags.filter((t) => !removes.includes(t));
+    if (kept.length) out.tags = kept; else delete out.tags;
+  }
+  if (typeof change.inactive === 'boolean') out.inactive = change.inactive;
+  for (const name of ['expires', 'valid_from', 'password']) {
+    if (!Object.prototype.hasOwnProperty.call(change, name)) continue;
+    if (change[name] === null) delete out[name]; else out[name] = change[name];
+  }
+  if (change.max_visits === null) { delete out.max_visits; delete out.max_visits_bots; }
+  else if (typeof change.max_visits === 'number') out.max_visits = change.max_visits;
+  if (Array.isArray(change.replace_rules)) {
+    if (change.replace_rules.length) out.targets = change.replace_rules; else delete out.targets;
+  }
+  if (change.add_rule) out.targets = [...(Array.isArray(out.targets) ? out.targets : []), change.add_rule];
+  const same = (a, b) => JSON.stringify(Object.entries(a).filter(([k]) => k !== 'edit').sort())
+    === JSON.stringify(Object.entries(b).filter(([k]) => k !== 'edit').sort());
+  return same(out, doc) ? null : out;
+}
+
+// A fresh bulk change's name, as `couchlink bulk` names its own: `bulk-20261128T090000-a1b2c3d4`
+// (an undo's `undo-...`).
+export function batchName(now = new Date(), bytes = (n) => crypto.getRandomValues(new Uint8Array(n)), kind = 'bulk') {
+  const stamp = now.toISOString().slice(0, 19).replace(/[-:]/g, '');
+  return `${kind}-${stamp}-${[...bytes(4)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
 
 // Links per part (one `_bulk_docs` each), and about how many bytes of JSON a part holds at most.
 export const PART = 500;

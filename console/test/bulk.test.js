@@ -1,10 +1,18 @@
-// A bulk change's record and its undo, held to the cases the Rust side is held to.
+// A bulk change, its record and its undo, held to the cases src/bulk.rs is held to.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { KEPT_BEFORE, PART, partId, readRecord, recordParts, undoPlan } from '../batch.js';
+import {
+  bulkChange, KEPT_BEFORE, PART, partId, readRecord, recordParts, undoPlan,
+} from '../bulk.js';
 
 const shared = (name) => JSON.parse(readFileSync(new URL(`../../tests/${name}`, import.meta.url), 'utf8'));
+
+test('a bulk change makes each link what the shared table says', () => {
+  const table = shared('bulk_cases.json');
+  assert.ok(table.cases.length >= 6);
+  for (const c of table.cases) assert.deepEqual(bulkChange(c.doc, c.change), c.after, JSON.stringify(c));
+});
 
 test('an undo does what tests/undo_cases.json says, as src/bulk.rs plan_undo does', () => {
   const table = shared('undo_cases.json');
