@@ -4,7 +4,6 @@
 
 use time::OffsetDateTime;
 
-use super::conn::Persistence;
 use crate::domain::PublicUrl;
 #[cfg(test)]
 use crate::domain::{LinkId, TrackingId};
@@ -118,6 +117,28 @@ pub struct Framing {
     pub omit_body: bool,
     /// The `Connection` header.
     pub persistence: Persistence,
+}
+
+/// How a response ends its connection, written as its `Connection` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1's default: the connection stays open, no header.
+    KeepAlive,
+    /// HTTP/1.0 with `Connection: keep-alive`: it stays open, and says so.
+    KeepAlive10,
+    /// `Connection: close`: the last response on this connection.
+    Close,
+}
+
+impl Persistence {
+    /// The `Connection` header line to write, if any.
+    pub fn header(self) -> &'static [u8] {
+        match self {
+            Persistence::KeepAlive => b"",
+            Persistence::KeepAlive10 => b"connection: keep-alive\r\n",
+            Persistence::Close => b"connection: close\r\n",
+        }
+    }
 }
 
 /// Appends `reply` to `out`.
