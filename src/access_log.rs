@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+use crate::decimal::push_decimal;
 use crate::domain::TrackingId;
 
 /// What the User-Agent keeps unescaped: JavaScript's `encodeURIComponent` set, so the
@@ -152,21 +153,6 @@ fn extend_visible(out: &mut Vec<u8>, bytes: &[u8]) {
     } else {
         extend_encoded(out, bytes, &VISIBLE_ASCII_KEEPS);
     }
-}
-
-/// Appends `n` in decimal.
-pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u32) {
-    let mut digits = [0u8; 10];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// Appends an address's octet in decimal, from a table (four per IPv4 line).

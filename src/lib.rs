@@ -5,7 +5,7 @@
 //!
 //! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`lifecycle`] → [`http`] →
 //! [`handler`] → [`resolve`], [`store`], [`gate`], [`access_log`], [`clicks`], [`client_ip`] → [`message`], [`domain`]
-//! → [`visitor`].
+//! → [`visitor`], [`decimal`].
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `import`, `export`, `qr`, `report`,
 //!   `clicks`, `console`, `agent`), each its
@@ -55,6 +55,7 @@
 //!   its `did:peer:2` DID, its listener.
 //! - [`visitor`]: what a request says of who asks (operating system, kind of device, language), for link targets.
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
+//! - [`decimal`]: numbers as decimal digits into a buffer, for the response writer and the log.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -85,6 +86,7 @@ pub mod client_ip;
 pub mod cmd;
 pub mod console;
 pub mod couch;
+pub mod decimal;
 pub mod design;
 pub mod domain;
 pub mod errors;

@@ -4,6 +4,7 @@
 
 use time::OffsetDateTime;
 
+use crate::decimal::push_decimal;
 use crate::domain::PublicUrl;
 #[cfg(test)]
 use crate::domain::{LinkId, TrackingId};
@@ -153,7 +154,7 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         Body::Json(json) => json.len(),
         Body::Redirect => REDIRECT_BODY.iter().map(|part| part.len()).sum::<usize>() + 2 * escaped,
     };
-    crate::access_log::push_decimal(out, length as u32);
+    push_decimal(out, length as u32);
     if let Some(tracking) = &reply.cookie {
         out.extend_from_slice(shape.cookie_start.as_bytes());
         out.extend_from_slice(tracking.as_bytes());
@@ -187,7 +188,7 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         }
         Status::TooManyRequests(seconds) => {
             out.extend_from_slice(b"\r\nretry-after: ");
-            crate::access_log::push_decimal(out, seconds);
+            push_decimal(out, seconds);
         }
         _ => {}
     }
