@@ -36,7 +36,9 @@
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
 //! - [`bulk`]: one change to many links: previewed, written through `_bulk_docs` (CouchDB
 //!   checks each), reported per link, undone as one from the history.
-//! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
+//! - [`access_log`]: the space-separated access log: each line's [`access_log::format`], the
+//!   batched [`access_log::writer`] off-thread and its bounded queue, the day's
+//!   [`access_log::files`].
 //! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
 //!   database once per interval, where a view sums every proxy; visit limits read them.
 //! - [`history`]: every revision of every link recorded in the history database by the
