@@ -5,7 +5,7 @@
 //!
 //! Layers, each importing only those below it: `main` → [`cmd`] → [`startup`] → [`lifecycle`] → [`http`] →
 //! [`handler`] → [`resolve`], [`store`], [`gate`], [`access_log`], [`clicks`], [`client_ip`] → [`message`], [`domain`]
-//! → [`visitor`].
+//! → [`visitor`], [`decimal`].
 //!
 //! - [`cmd`]: the subcommands (`serve`, `setup`, `create`, `import`, `export`, `qr`, `report`,
 //!   `clicks`, `console`, `agent`), each its
@@ -36,7 +36,9 @@
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).
 //! - [`bulk`]: one change to many links: previewed, written through `_bulk_docs` (CouchDB
 //!   checks each), reported per link, undone as one from the history.
-//! - [`access_log`]: the space-separated access log, rotated daily, written off-thread.
+//! - [`access_log`]: the space-separated access log: each line's [`access_log::format`], the
+//!   batched [`access_log::writer`] off-thread and its bounded queue, the day's
+//!   [`access_log::files`].
 //! - [`clicks`]: live counts per link, added up per serving thread and written to the clicks
 //!   database once per interval, where a view sums every proxy; visit limits read them.
 //! - [`history`]: every revision of every link recorded in the history database by the
@@ -55,6 +57,7 @@
 //!   its `did:peer:2` DID, its listener.
 //! - [`visitor`]: what a request says of who asks (operating system, kind of device, language), for link targets.
 //! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
+//! - [`decimal`]: numbers as decimal digits into a buffer, for the response writer and the log.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -85,6 +88,7 @@ pub mod client_ip;
 pub mod cmd;
 pub mod console;
 pub mod couch;
+pub mod decimal;
 pub mod design;
 pub mod domain;
 pub mod errors;

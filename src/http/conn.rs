@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
 use super::limits::{self, Refusal, MAX_HEADERS, MAX_HEAD_BYTES};
-use super::write::{self, Framing, Shape};
+use super::write::{self, Framing, Persistence, Shape};
 use crate::message::{Field, Headers, Reply, Request};
 
 /// The read buffer a connection starts with (most request heads fit); it doubles, up to
@@ -41,28 +41,6 @@ const LINGER: Duration = Duration::from_millis(500);
 
 /// How long an idle connection waits, once the server stops, for a request already on its way.
 const STOP_GRACE: Duration = Duration::from_millis(50);
-
-/// How a response ends its connection, written as its `Connection` header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Persistence {
-    /// HTTP/1.1's default: the connection stays open, no header.
-    KeepAlive,
-    /// HTTP/1.0 with `Connection: keep-alive`: it stays open, and says so.
-    KeepAlive10,
-    /// `Connection: close`: the last response on this connection.
-    Close,
-}
-
-impl Persistence {
-    /// The `Connection` header line to write, if any.
-    pub fn header(self) -> &'static [u8] {
-        match self {
-            Persistence::KeepAlive => b"",
-            Persistence::KeepAlive10 => b"connection: keep-alive\r\n",
-            Persistence::Close => b"connection: close\r\n",
-        }
-    }
-}
 
 /// What the redirect listener serves: for each request, the reply (never an error).
 pub trait Respond: Send + Sync + 'static {

@@ -6,7 +6,7 @@
 //!   answers in order, the idle and slow-client timeout, the drain.
 //! - [`limits`]: every limit, and the one place that turns a head into 400, 414 or 431.
 //! - [`write`]: the one writer of responses, from the [`crate::message::Reply`] the handler
-//!   decides.
+//!   decides and the [`Framing`] (version, HEAD, [`Persistence`]) the connection gives it.
 
 pub mod accept;
 pub mod conn;
@@ -16,5 +16,5 @@ pub mod write;
 #[cfg(test)]
 mod differential;
 
-pub use conn::{ConnStats, Connections, Persistence, Respond};
-pub use write::{Framing, Shape};
+pub use conn::{ConnStats, Connections, Respond};
+pub use write::{Framing, Persistence, Shape};

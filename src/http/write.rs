@@ -4,7 +4,7 @@
 
 use time::OffsetDateTime;
 
-use super::conn::Persistence;
+use crate::decimal::push_decimal;
 use crate::domain::PublicUrl;
 #[cfg(test)]
 use crate::domain::{LinkId, TrackingId};
@@ -120,6 +120,28 @@ pub struct Framing {
     pub persistence: Persistence,
 }
 
+/// How a response ends its connection, written as its `Connection` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1's default: the connection stays open, no header.
+    KeepAlive,
+    /// HTTP/1.0 with `Connection: keep-alive`: it stays open, and says so.
+    KeepAlive10,
+    /// `Connection: close`: the last response on this connection.
+    Close,
+}
+
+impl Persistence {
+    /// The `Connection` header line to write, if any.
+    pub fn header(self) -> &'static [u8] {
+        match self {
+            Persistence::KeepAlive => b"",
+            Persistence::KeepAlive10 => b"connection: keep-alive\r\n",
+            Persistence::Close => b"connection: close\r\n",
+        }
+    }
+}
+
 /// Appends `reply` to `out`.
 pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, out: &mut Vec<u8>) {
     let location = reply.location.as_ref().map(AsRef::as_ref);
@@ -132,7 +154,7 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         Body::Json(json) => json.len(),
         Body::Redirect => REDIRECT_BODY.iter().map(|part| part.len()).sum::<usize>() + 2 * escaped,
     };
-    crate::access_log::push_decimal(out, length as u32);
+    push_decimal(out, length as u32);
     if let Some(tracking) = &reply.cookie {
         out.extend_from_slice(shape.cookie_start.as_bytes());
         out.extend_from_slice(tracking.as_bytes());
@@ -166,7 +188,7 @@ pub fn write<L: AsRef<str>>(reply: &Reply<L>, shape: &Shape, framing: Framing, o
         }
         Status::TooManyRequests(seconds) => {
             out.extend_from_slice(b"\r\nretry-after: ");
-            crate::access_log::push_decimal(out, seconds);
+            push_decimal(out, seconds);
         }
         _ => {}
     }
