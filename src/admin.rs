@@ -178,7 +178,7 @@ impl crate::http::accept::Service for Admin {
                 let unknown_gauges =
                     self.unknown.as_ref().map(|(log, _)| Gauges { log: log.health(), ..Gauges::default() });
                 if let (Some((_, metrics)), Some(gauges)) = (&self.unknown, &unknown_gauges) {
-                    labelled.push(Labelled { domain: Some(crate::startup::UNKNOWN_HOSTS), metrics, gauges });
+                    labelled.push(Labelled { domain: Some(crate::domain::UNKNOWN_HOSTS), metrics, gauges });
                 }
                 respond(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", render(&self.process, &labelled))
             }

@@ -11,7 +11,8 @@
 //!   `clicks`, `console`, `agent`), each its
 //!   flags turned into a configuration, and its run.
 //! - [`startup`]: the proxy assembled from a [`startup::ServerConfig`]: `Application::build`,
-//!   `run_until_stopped`, and the in-place upgrade on SIGUSR2.
+//!   `run_until_stopped`, and the in-place upgrade on SIGUSR2; its configuration, one domain's
+//!   parts, the serving threads and the checks before serving, a room each.
 //! - [`lifecycle`]: a serving process's life, shared by `serve`, `console` and `agent`: its
 //!   listeners taken over or bound, SIGTERM and SIGUSR2, the hand-over to a successor, how its
 //!   listeners stop, its pid file.
@@ -56,7 +57,8 @@
 //! - `agent`: the DIDComm url-shortener agent (the `agent` feature, on by default): its keys,
 //!   its `did:peer:2` DID, its listener.
 //! - [`visitor`]: what a request says of who asks (operating system, kind of device, language), for link targets.
-//! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, parsed once and trusted after.
+//! - [`domain`]: `LinkId`, `TrackingId`, `PublicUrl`, `Link`, `LinkWrite`, `Roles`, `CompanionDb` (where a
+//!   links database's clicks and history live), parsed once and trusted after.
 //! - [`decimal`]: numbers as decimal digits into a buffer, for the response writer and the log.
 
 #![forbid(unsafe_code)]

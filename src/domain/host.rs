@@ -68,6 +68,10 @@ pub struct Domain {
     pub public_url: PublicUrl,
 }
 
+/// The folder, beside the domains' own, of the access log of requests for no configured domain
+/// (and their label in `/metrics`).
+pub const UNKNOWN_HOSTS: &str = "_unknown";
+
 /// The domains of `COUCHLINK_DOMAINS` (`host=db,host=db`) or of a domains file (a line each:
 /// `host db [public URL]`, `#` comments), public URLs from `COUCHLINK_PUBLIC_URLS`
 /// (`host=url,...`) where named.

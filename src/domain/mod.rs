@@ -17,7 +17,7 @@ mod tracking_id;
 
 pub use companion::{is_database_name, Companion, CompanionDb, CompanionError};
 pub use edit::{is_batch_name, is_stated_time, EditStamp, Stated};
-pub use host::{parse_domains, Domain, Host, InvalidHost};
+pub use host::{parse_domains, Domain, Host, InvalidHost, UNKNOWN_HOSTS};
 pub use link::{check_target, Link, LinkDoc, LinkParts, Status, UnusableLink, VisitLimit, MAX_VISITS};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use link_write::{ImportedFrom, LinkEdit, LinkField, LinkWrite, RequestedBy};
