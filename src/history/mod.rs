@@ -11,6 +11,7 @@
 pub mod entry;
 pub mod read;
 pub mod recorder;
+mod status;
 
 use serde_json::{json, Map, Value};
 

@@ -16,8 +16,8 @@
 //!   random for every line) but at the end, over the sightings sorted, where a visitor's
 //!   sightings are next to each other: each link apart, links side by side ([`LinkCounts`]).
 //! - [`Visitor`]: a tracking ID packed losslessly into 128 bits: visitors are counted exactly.
-//! - [`Combos`]: with `--by`, each line's values (one per breakdown, each numbered in
-//!   [`Values`]) as one number: a line costs one more lookup and its sighting one more number,
+//! - `Combos` (in `combos`): with `--by`, each line's values (one per breakdown, each numbered in
+//!   `Values`) as one number: a line costs one more lookup and its sighting one more number,
 //!   whatever the number of breakdowns. Redirects per version and combination are appended
 //!   ([`Runs`]); each value's redirects and visitors are counted from the combinations at the
 //!   end ([`LinkCounts`]).
@@ -27,12 +27,13 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 
 use super::breakdown::{self, Agent, Breakdown, Breakdowns, GeoIpError};
+use super::combos::{Combos, Values, MAX_BREAKDOWNS, NO_COMBO};
 use super::line::{self, Day, Line, Malformed, Stamp};
 use super::tally::{DayCount, LinkTally, Sample, Seen, Stats, Tally, ValueCount, Version, Visitors, SAMPLES};
 use super::Options;
@@ -191,74 +192,6 @@ impl Default for Partial {
             no_campaign: [None; MAX_BREAKDOWNS],
             failure: None,
         }
-    }
-}
-
-/// Each distinct value of each breakdown, numbered in the order first seen.
-#[derive(Default)]
-struct Values {
-    names: Vec<(Breakdown, Arc<str>)>,
-    /// Per breakdown (by its place in [`Breakdown::ALL`]), each value's number.
-    numbers: [Map<Box<str>, u32>; MAX_BREAKDOWNS],
-}
-
-impl Values {
-    fn number(&mut self, breakdown: Breakdown, value: &str) -> u32 {
-        let numbers = &mut self.numbers[breakdown as usize];
-        if let Some(&n) = numbers.get(value) {
-            return n;
-        }
-        self.names.push((breakdown, value.into()));
-        let n = self.names.len() as u32 - 1;
-        numbers.insert(value.into(), n);
-        n
-    }
-}
-
-/// The most breakdowns a line has (every [`Breakdown`]).
-const MAX_BREAKDOWNS: usize = Breakdown::ALL.len();
-
-/// Words a combination's values pack into, two a word.
-const PACKED: usize = MAX_BREAKDOWNS.div_ceil(2);
-
-/// A line's value numbers, one per breakdown asked for, the rest `u32::MAX`.
-type ComboKey = [u32; MAX_BREAKDOWNS];
-
-/// The combination of a line without breakdowns: number 0 in every partial.
-const NO_COMBO: u32 = 0;
-
-/// Each distinct combination of values, numbered in the order first seen (0: none).
-struct Combos {
-    keys: Vec<ComboKey>,
-    /// Each key's number, the key packed in words: compared inline, where the array of 32-bit
-    /// numbers was compared by a call per line.
-    numbers: Map<[u64; PACKED], u32>,
-}
-
-impl Default for Combos {
-    fn default() -> Combos {
-        let none = [u32::MAX; MAX_BREAKDOWNS];
-        Combos { keys: vec![none], numbers: [(Combos::packed(&none), NO_COMBO)].into_iter().collect() }
-    }
-}
-
-impl Combos {
-    /// The value numbers of combination `combo`.
-    fn values(&self, combo: u32) -> &[u32] {
-        let key = &self.keys[combo as usize];
-        &key[..key.iter().position(|&v| v == u32::MAX).unwrap_or(key.len())]
-    }
-
-    fn packed(key: &ComboKey) -> [u64; PACKED] {
-        // An odd last value goes alone in its word.
-        std::array::from_fn(|i| u64::from(key[2 * i]) << 32 | u64::from(key.get(2 * i + 1).copied().unwrap_or(0)))
-    }
-
-    fn number(&mut self, key: ComboKey) -> u32 {
-        *self.numbers.entry(Combos::packed(&key)).or_insert_with(|| {
-            self.keys.push(key);
-            self.keys.len() as u32 - 1
-        })
     }
 }
 

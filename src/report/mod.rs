@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crate::domain::LinkId;
 
 pub mod breakdown;
+mod combos;
 pub mod count;
 pub mod line;
 #[cfg(test)]
