@@ -47,15 +47,11 @@ async fn bulk_request(db: &TestDb, ids: &[String]) {
 
 /// Waits (at most `limit`) until `/healthz` says the cache is warm.
 async fn wait_until_warm(app: &TestApp, limit: Duration) {
-    let started = Instant::now();
-    loop {
+    eventually("the cache is warm and the feed live", limit, || async {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["cache"] == "ready" && health["feed"]["state"] == "live" {
-            return;
-        }
-        assert!(started.elapsed() < limit, "never warm: {health}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        holds(health["cache"] == "ready" && health["feed"]["state"] == "live", health)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -91,15 +87,11 @@ async fn edits_made_while_warming_are_served() {
     let relay = Relay::start(&db.couch.url).await;
     relay.delay(300);
     let app = spawn_app_on(db, |c| c.couch.url = relay.url()).await;
-    let started = Instant::now();
-    loop {
+    eventually("the cache is seen warming", Duration::from_secs(10), || async {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["cache"] == "warming" {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "never seen warming: {health}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        holds(health["cache"] == "warming", health)
+    })
+    .await;
     // One link in the first page (likely read already), one in the last (not yet).
     let (first, last) = (&ids[1], &ids[4999]);
     app.db.put_link(first, json!({"url": "https://edited.example/first", "inactive": false})).await;
