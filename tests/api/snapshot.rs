@@ -235,7 +235,7 @@ async fn a_sequence_couchdb_no_longer_accepts_starts_the_cache_afresh() {
 
 #[tokio::test]
 async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = crate::warm::ids(20_000);
     crate::warm::bulk_links(&db, &ids).await;
     let state = tempfile::tempdir().unwrap();
@@ -290,7 +290,7 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
 
 #[tokio::test]
 async fn a_snapshot_written_before_the_warm_up_was_done_is_followed_by_one() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = crate::warm::ids(5000);
     crate::warm::bulk_links(&db, &ids).await;
     // CouchDB slowed down (each request held 1 s): the proxy stops while still warming.

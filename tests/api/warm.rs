@@ -56,7 +56,7 @@ async fn wait_until_warm(app: &TestApp, limit: Duration) {
 
 #[tokio::test]
 async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = ids(200_000);
     let started = Instant::now();
     bulk_links(&db, &ids).await;
@@ -79,7 +79,7 @@ async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
 
 #[tokio::test]
 async fn edits_made_while_warming_are_served() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = ids(5000);
     bulk_links(&db, &ids).await;
     // CouchDB slowed down (each request held 300 ms) so that the warm-up (three pages) takes
@@ -108,7 +108,7 @@ async fn edits_made_while_warming_are_served() {
 
 #[tokio::test]
 async fn warming_stops_at_the_cache_capacity() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     bulk_links(&db, &ids(5000)).await;
     let app = spawn_app_on(db, |c| c.cache_capacity = 1000).await;
     wait_until_warm(&app, Duration::from_secs(30)).await;
