@@ -649,11 +649,19 @@ async fn one_proxy_records_at_a_time_and_another_takes_over_when_it_stops() {
 
     // A holder gone without a word: its checkpoint stays as it left it, and is taken over
     // after the lease.
-    let (_, current) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
-    let mut gone = current.clone();
-    gone["holder"] = json!("a-proxy-that-died");
-    let (status, body) = on_history(&db, None, reqwest::Method::PUT, "~recorder", Some(&gone)).await;
-    assert_eq!(status, 201, "{body}");
+    // (Over the revision read: the holder rewrites its checkpoint every 200 ms here, and a
+    // write over the one before that is CouchDB's 409, read again.)
+    eventually("the checkpoint written as a dead proxy's", Duration::from_secs(10), || async {
+        let (_, mut gone) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
+        gone["holder"] = json!("a-proxy-that-died");
+        let (status, body) = on_history(&db, None, reqwest::Method::PUT, "~recorder", Some(&gone)).await;
+        match status {
+            201 => Ok(()),
+            409 => Err(body),
+            _ => panic!("{status}: {body}"),
+        }
+    })
+    .await;
     assert_eq!(edit(&db, "Hand1", json!({"url": "https://c.example/"})).await.0, 201);
     let (found, _) = wait_for_entries(&db, "Hand1", 3).await;
     assert_eq!(found.len(), 3, "{found:#?}");
