@@ -54,9 +54,11 @@ impl Browser {
             Err(seen)
         })
         .await;
-        // It has finished sliding in, for the screenshot, once the page runs no animation.
+        // It has finished sliding in, for the screenshot, once no notification runs an animation
+        // of its own (its countdown bar, a child, runs until it closes; Fauxton's spinners too).
         eventually("the notification has slid in", Duration::from_secs(10), || async {
-            let script = "return document.getAnimations().filter(a => a.playState === 'running').length";
+            let script = "return Array.from(document.querySelectorAll('.Toastify__toast'))
+                .flatMap(t => t.getAnimations()).filter(a => a.playState === 'running').length";
             let running = self.client.execute(script, vec![]).await.unwrap();
             holds(running == json!(0), running)
         })
