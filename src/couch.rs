@@ -4,7 +4,7 @@
 //! Written for Apache CouchDB 3's documented API (docs.couchdb.org, "API Reference");
 //! pouchdb-server, used for local runs, speaks the same API with the quirks noted inline.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -173,7 +173,16 @@ struct Account {
     said: AtomicBool,
     /// Signalled when the password changes.
     changed: tokio::sync::Notify,
+    /// How many times the password changed: a response is the current password's only if it
+    /// was sent with it. A 401 to a request sent just before SIGHUP (CouchDB 3.5 takes a while
+    /// to refuse: it hashes the wrong password first) would otherwise mark the new password
+    /// refused, and nothing would be asked of CouchDB until the feed's retry a minute later.
+    generation: AtomicU64,
 }
+
+/// The password generation a response's request was sent with (see [`Account::generation`]).
+#[derive(Clone, Copy)]
+struct SentWith(u64);
 
 impl Account {
     fn new(user: Option<String>, password: Option<String>) -> Arc<Account> {
@@ -184,6 +193,7 @@ impl Account {
             refusal: Mutex::new(String::new()),
             said: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
+            generation: AtomicU64::new(0),
         })
     }
 }
@@ -587,6 +597,7 @@ impl CouchClient {
     /// refused may be tried again.
     pub fn set_password(&self, password: String) {
         *self.account.password.write().expect("password lock") = Some(password);
+        self.account.generation.fetch_add(1, Ordering::AcqRel);
         self.account.refused.store(false, Ordering::Release);
         self.account.changed.notify_waiters();
     }
@@ -597,9 +608,15 @@ impl CouchClient {
     }
 
     /// Whether `error` is CouchDB refusing this account (401: its password; 403: its rights) for
-    /// the first time since it last accepted it: true once, for whoever says so.
+    /// the first time since it last accepted it: true once, for whoever says so. A 401 counts
+    /// only while the password in use is refused (not one answering a password since changed).
     pub fn first_refusal(&self, error: &CouchError) -> bool {
-        matches!(error.status(), Some(401 | 403)) && !self.account.said.swap(true, Ordering::AcqRel)
+        let refused = match error.status() {
+            Some(401) => self.account_refused(),
+            Some(403) => true,
+            _ => false,
+        };
+        refused && !self.account.said.swap(true, Ordering::AcqRel)
     }
 
     /// Completes when the password changes (see [`CouchClient::set_password`]).
@@ -675,11 +692,13 @@ impl CouchClient {
 
     /// Sends `req` even when CouchDB refused the password in use (the feed's retries).
     async fn send_anyway(&self, req: RequestBuilder) -> Result<Response, CouchError> {
-        let response = req
+        let sent_with = SentWith(self.account.generation.load(Ordering::Acquire));
+        let mut response = req
             .send()
             .await
             .map_err(|source| CouchError::Unreachable { url: self.base.clone(), source: source.without_url() })?;
-        if response.status().is_success() {
+        response.extensions_mut().insert(sent_with);
+        if response.status().is_success() && self.is_current(&response) {
             self.account.refused.store(false, Ordering::Release);
             if self.account.said.swap(false, Ordering::AcqRel) {
                 tracing::info!("CouchDB accepts the account {} again", self.user());
@@ -692,16 +711,23 @@ impl CouchClient {
     /// refused password (401).
     async fn refused(&self, response: Response) -> CouchError {
         let status = response.status().as_u16();
+        let current = self.is_current(&response);
         let body = response.bytes().await.unwrap_or_default();
         let (error, reason) = match serde_json::from_slice::<ErrorBody>(&body) {
             Ok(e) => (e.error, e.reason),
             Err(_) => ("unknown".into(), String::from_utf8_lossy(&body).chars().take(200).collect()),
         };
-        if status == 401 {
+        if status == 401 && current {
             *self.account.refusal.lock().expect("refusal lock") = format!("{error}: {reason}");
             self.account.refused.store(true, Ordering::Release);
         }
         CouchError::Refused { status, error, reason }
+    }
+
+    /// Whether `response` answers a request sent with the password in use now.
+    fn is_current(&self, response: &Response) -> bool {
+        let now = self.account.generation.load(Ordering::Acquire);
+        response.extensions().get::<SentWith>().is_none_or(|sent| sent.0 == now)
     }
 
     async fn json<T: DeserializeOwned>(response: Response, url: &str) -> Result<T, CouchError> {

@@ -341,6 +341,7 @@ async fn without_return_route_the_answer_goes_to_the_wallets_endpoint_and_links_
     let expires = answer["body"]["expires_time"].as_i64().unwrap();
     let left = expires - time::OffsetDateTime::now_utc().unix_timestamp() + 1;
     assert!((1..=9).contains(&left), "expires in {left} s");
+    // Time itself is what is tested: the link ends when its validity does.
     tokio::time::sleep(std::time::Duration::from_secs(left as u64)).await;
     app.wait_until_served(path, 404, None).await;
     let late = agent

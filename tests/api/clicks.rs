@@ -2,7 +2,7 @@
 //! database, summed by its view; the same answers as `couchlink report` on the same requests;
 //! who may read and write them; an outage (nothing lost, nothing twice), the bound, the stop.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use couchlink::clicks::by::Dimension;
 use couchlink::cmd::clicks::{read, read_by, Period, Row};
@@ -44,7 +44,7 @@ pub(crate) fn counting(name: &str, secs: u32) -> ClicksConfig {
 }
 
 /// A link's counts in all: redirects, bot redirects, new visitors, 404s.
-async fn totals(db: &TestDb, id: &str) -> [u64; 4] {
+pub(crate) async fn totals(db: &TestDb, id: &str) -> [u64; 4] {
     let rows = read(&clicks_as(db, None), &[id.to_owned()], Period::Total, None, None).await.unwrap();
     rows.first().map_or([0; 4], |r: &Row| r.counts)
 }
@@ -136,8 +136,12 @@ async fn known_answers_are_counted_summed_by_the_views_and_agree_with_the_report
     let first = get(&app, "/Cnt01", Some(BROWSER), None).await;
     let tid = tracking_cookie(&first);
     // Past the ID's issue second, as a visitor who comes back later (the report tells a new
-    // visitor by the second its ID was issued).
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // visitor by the second its ID was issued): the clock is what is waited for.
+    eventually("the clock passes the ID's second", Duration::from_secs(5), || async {
+        let now = utc_stamp_now();
+        holds(now.as_str() > &tid[..14], now)
+    })
+    .await;
     assert_eq!(get(&app, "/Cnt01", Some(BROWSER), Some(&tid)).await.status(), 302);
     assert_eq!(get(&app, "/Cnt01", Some(BOT), None).await.status(), 302);
     assert_eq!(get(&app, "/Cnt01", None, None).await.status(), 302);
@@ -350,6 +354,7 @@ async fn a_version_is_what_the_link_decided_never_the_visitor_s_query_or_path() 
 async fn two_proxies_are_summed_and_an_idle_proxy_writes_nothing() {
     let db = counted_db().await;
     db.put_link("Two01", json!({"url": "https://example.com/two"})).await;
+    db.put_link("Two02", json!({"url": "https://example.com/two-after"})).await;
     let mut a = spawn_app_on(db, |c| c.clicks = Some(counting("proxy-a", 1))).await;
     let db_b = TestDb { name: a.db.name.clone(), couch: a.db.couch.clone() };
     let mut b = spawn_app_on(db_b, |c| c.clicks = Some(counting("proxy-b", 1))).await;
@@ -360,22 +365,43 @@ async fn two_proxies_are_summed_and_an_idle_proxy_writes_nothing() {
         assert_eq!(get(&b, "/Two01", Some(BROWSER), None).await.status(), 302);
     }
     // Written within an interval or two, by each proxy.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while totals(&a.db, "Two01").await[0] < 12 {
-        assert!(Instant::now() < deadline, "counts not written: {:?}", totals(&a.db, "Two01").await);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_totals(&a.db, "Two01", 12).await;
     let written = documents(&a.db).await;
     let proxies: std::collections::BTreeSet<String> =
         written.iter().map(|d| d["proxy"].as_str().unwrap().to_owned()).collect();
     assert_eq!(proxies, ["proxy-a".to_owned(), "proxy-b".to_owned()].into());
-    // Idle for three intervals: no document more.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(documents(&a.db).await.len(), written.len(), "an idle proxy writes nothing");
+    // Idle for three intervals (the clock is what is waited for: the interval now running and
+    // the two after it have nothing counted), then one redirect each: written once each proxy
+    // has closed the three idle intervals before it, which added no document.
+    let idle_from = time::OffsetDateTime::now_utc().unix_timestamp();
+    eventually("three one-second intervals pass", Duration::from_secs(10), || async {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        holds(now >= idle_from + 3, now)
+    })
+    .await;
+    assert_eq!(get(&a, "/Two02", Some(BROWSER), None).await.status(), 302);
+    assert_eq!(get(&b, "/Two02", Some(BROWSER), None).await.status(), 302);
+    wait_for_totals(&a.db, "Two02", 2).await;
+    let after_idle: Vec<Value> =
+        documents(&a.db).await.into_iter().filter(|d| !written.iter().any(|w| w["_id"] == d["_id"])).collect();
+    assert!(
+        after_idle.len() == 2 && after_idle.iter().all(|d| d["links"].as_object().unwrap().keys().eq(["Two02"])),
+        "an idle proxy writes nothing: {after_idle:#?}"
+    );
     a.stop().await.unwrap();
     b.stop().await.unwrap();
     assert_eq!(totals(&a.db, "Two01").await, [12, 0, 12, 0]);
-    assert_eq!(documents(&a.db).await.len(), written.len(), "nothing to write at the stop either");
+    assert_eq!(documents(&a.db).await.len(), written.len() + 2, "nothing to write at the stop either");
+}
+
+/// Waits (at most 15 s) until link `id` has at least `redirects` redirects counted in CouchDB.
+pub(crate) async fn wait_for_totals(db: &TestDb, id: &str, redirects: u64) {
+    let what = format!("{redirects} redirects of {id} counted");
+    eventually(&what, Duration::from_secs(15), || async {
+        let counts = totals(db, id).await;
+        holds(counts[0] >= redirects, counts)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -415,11 +441,7 @@ async fn every_serving_thread_hands_its_counts_over_each_interval_while_it_goes_
         assert!(sent < 400, "one thread took every connection: {metrics}");
     }
     // Written while the proxy goes on serving (not at its stop): each thread handed over.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while totals(&app.db, "Thrd1").await[0] < sent {
-        assert!(Instant::now() < deadline, "{sent} sent, counted {:?}", totals(&app.db, "Thrd1").await);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_totals(&app.db, "Thrd1", sent).await;
     assert!(app.metric("couchlink_clicks_documents_written_total").await >= 1.0);
     app.stop().await.unwrap();
     assert_eq!(totals(&app.db, "Thrd1").await[0], sent, "each count once");
@@ -571,13 +593,12 @@ async fn an_outage_keeps_the_counts_and_writes_each_once_when_couchdb_is_back() 
     app.wait_for_metric("couchlink_clicks_failing", 1.0).await;
     assert!(app.metric("couchlink_clicks_pending_documents").await >= 1.0);
     relay.restore();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while app.metric("couchlink_clicks_pending_documents").await > 0.0
-        || app.metric("couchlink_clicks_failing").await > 0.0
-    {
-        assert!(Instant::now() < deadline, "the counts waiting were not written");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the counts waiting are written", Duration::from_secs(15), || async {
+        let pending = app.metric("couchlink_clicks_pending_documents").await;
+        let failing = app.metric("couchlink_clicks_failing").await;
+        holds(pending == 0.0 && failing == 0.0, (pending, failing))
+    })
+    .await;
     app.stop().await.unwrap();
     assert_eq!(totals(&app.db, "Out01").await[0], 7, "every redirect counted once");
 }
@@ -634,18 +655,17 @@ async fn a_document_couchdb_refuses_is_set_aside_and_the_intervals_after_it_are_
     for _ in 0..2 {
         assert_eq!(get(&app, "/Refus", Some(BROWSER), None).await.status(), 302);
     }
-    // An interval later, honest traffic: it is written, and tells that the refusal was the
-    // document's own.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Once the proxy has tried the interval holding them (refused, it waits: not yet known to be
+    // the document's own refusal), honest traffic: it is written, and tells that the refusal was
+    // the document's own. Not a fixed wait of an interval: under load a serving thread hands its
+    // counts over after the writer took the interval's, they go with the next one, and one
+    // document holding both links would be refused whole.
+    app.wait_for_metric("couchlink_clicks_failing", 1.0).await;
     for _ in 0..3 {
         assert_eq!(get(&app, "/After", Some(BROWSER), None).await.status(), 302);
     }
     app.wait_for_metric("couchlink_clicks_refused_documents_total", 1.0).await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while totals(&app.db, "After").await[0] < 3 {
-        assert!(Instant::now() < deadline, "the intervals after the refused document were not written");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_totals(&app.db, "After", 3).await;
     assert_eq!(app.metric("couchlink_clicks_lost_total").await, 2.0);
     let body: Value = app.admin_get("/healthz").await.json().await.unwrap();
     assert_eq!(
@@ -658,21 +678,19 @@ async fn a_document_couchdb_refuses_is_set_aside_and_the_intervals_after_it_are_
     // Every document refused alike (the account's rights, say): nothing is set aside, the
     // counts wait, and are written once CouchDB takes them again.
     refuse_counts(&app.db, "true").await;
+    // Three redirects in intervals of their own: each waits for the last one's document to be
+    // queued (and refused), however late a serving thread hands its count over.
     for n in 0..3 {
         assert_eq!(get(&app, "/After", Some(BROWSER), None).await.status(), 302);
         if n < 2 {
-            tokio::time::sleep(Duration::from_millis(1100)).await;
+            app.wait_for_metric("couchlink_clicks_pending_documents", f64::from(n + 1)).await;
         }
     }
     app.wait_for_metric("couchlink_clicks_failing", 1.0).await;
     assert!(app.metric("couchlink_clicks_pending_documents").await >= 2.0);
     assert_eq!(app.metric("couchlink_clicks_refused_documents_total").await, 1.0, "none set aside");
     refuse_counts(&app.db, "false").await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while totals(&app.db, "After").await[0] < 6 {
-        assert!(Instant::now() < deadline, "the counts that waited were not written");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_totals(&app.db, "After", 6).await;
     app.stop().await.unwrap();
     assert_eq!(totals(&app.db, "After").await[0], 6);
     assert_eq!(totals(&app.db, "Refus").await[0], 0);
@@ -868,15 +886,12 @@ async fn one_process_rolls_up_the_days_past_the_age_every_round_and_stops_on_sig
     let wait_for = |want: Vec<String>| {
         let ids = &ids;
         async move {
-            let started = Instant::now();
-            loop {
+            let what = format!("the documents are {want:?}");
+            eventually(&what, Duration::from_secs(20), || async {
                 let got = ids().await;
-                if got == want {
-                    return;
-                }
-                assert!(started.elapsed() < Duration::from_secs(20), "{got:?}, never {want:?}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+                holds(got == want, got)
+            })
+            .await
         }
     };
     // The first round rolls the day 10 days ago up; 2 days ago is within the age, kept as it is.

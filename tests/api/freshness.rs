@@ -140,9 +140,11 @@ async fn stopping_under_load_fails_no_request_and_logs_every_response() {
             }
         }));
     }
-    while answered.load(Ordering::Relaxed) < 300 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("300 requests answered under load", Duration::from_secs(30), || async {
+        let n = answered.load(Ordering::Relaxed);
+        holds(n >= 300, n)
+    })
+    .await;
     app.stop().await.unwrap();
     for client in clients {
         client.await.expect("no client saw a failed request");

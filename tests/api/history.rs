@@ -36,15 +36,11 @@ async fn recording(db: &TestDb) -> TestApp {
 /// Waits until `app`'s recorder follows the changes as they come (after the cache's warm-up
 /// and its catch-up), or stands by while another proxy's does.
 async fn wait_recording(app: &TestApp) {
-    let began = Instant::now();
-    loop {
+    eventually("the recorder follows the changes or stands by", Duration::from_secs(15), || async {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["history"]["status"] == "ok" || health["history"]["status"] == "standby" {
-            return;
-        }
-        assert!(began.elapsed() < Duration::from_secs(15), "the recorder never caught up: {health}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        holds(health["history"]["status"] == "ok" || health["history"]["status"] == "standby", health)
+    })
+    .await
 }
 
 /// `method` on the history database as `who` (the admin when `None`).
@@ -80,16 +76,30 @@ async fn entries(db: &TestDb, id: &str) -> Vec<Value> {
     body["rows"].as_array().unwrap().iter().map(|r| r["doc"].clone()).collect()
 }
 
-/// Waits until link `id` has `n` entries; how long it took.
+/// Waits (at most 15 s) until link `id` has at least `n` entries: them, and how long it took.
 async fn wait_for_entries(db: &TestDb, id: &str, n: usize) -> (Vec<Value>, Duration) {
     let began = Instant::now();
-    loop {
+    let what = format!("{n} history entries of {id}");
+    let found = eventually(&what, Duration::from_secs(15), || async {
         let found = entries(db, id).await;
-        if found.len() >= n || began.elapsed() > Duration::from_secs(15) {
-            return (found, began.elapsed());
+        if found.len() >= n {
+            Ok(found)
+        } else {
+            Err(found)
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    (found, began.elapsed())
+}
+
+/// Edits link `sentinel` once more and waits for its entry. The recorder follows the links'
+/// changes in order, so every change before it has been recorded by then: what is counted
+/// after that is all that is recorded of them (no fixed wait for a second entry not to come).
+async fn recorded_through(db: &TestDb, sentinel: &str) {
+    let before = entries(db, sentinel).await.len();
+    let (status, body) = edit(db, sentinel, json!({"url": "https://sentinel.example/"})).await;
+    assert_eq!(status, 201, "{body}");
+    wait_for_entries(db, sentinel, before + 1).await;
 }
 
 /// Writes link `id` as the editor: `doc` over its current revision; CouchDB's answer.
@@ -129,7 +139,7 @@ async fn every_change_is_recorded_once_with_its_writer_as_stated_by_two_recorder
     assert_eq!(status, 201);
     let (found, _) = wait_for_entries(&db, "Hist1", 3).await;
     // Both recorders saw every change: each revision once.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    recorded_through(&db, "Sent1").await;
     let found_again = entries(&db, "Hist1").await;
     assert_eq!(found_again.len(), 3, "exactly once with two recorders: {found_again:#?}");
     let kinds: Vec<(&str, Option<&str>)> =
@@ -143,7 +153,7 @@ async fn every_change_is_recorded_once_with_its_writer_as_stated_by_two_recorder
     assert!(found.iter().all(|e| e["late"] == false));
     let recorded =
         first.metric("couchlink_history_entries_total").await + second.metric("couchlink_history_entries_total").await;
-    assert_eq!(recorded, 3.0, "the two recorders wrote 3 entries between them");
+    assert_eq!(recorded, 4.0, "the two recorders wrote 3 entries between them, and the sentinel's");
 
     // Nobody but the recorder writes history: not an editor, not a reader.
     let forged = json!({"type": "change", "link": "Hist1"});
@@ -234,16 +244,12 @@ async fn writes_while_none_recorded_are_recorded_at_start_and_what_compaction_to
     compact(&db).await;
     // CouchDB 3 (and pouchdb-server) drop the content of revisions that are not leaves when
     // they compact.
-    let mut compacted = false;
-    for _ in 0..50 {
-        let r = db.admin(reqwest::Method::GET, &format!("Gaps1?rev={middle}"), None).await;
-        if r.status() == 404 {
-            compacted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(compacted, "compaction dropped {middle}");
+    let what = format!("compaction dropped {middle}");
+    eventually(&what, Duration::from_secs(5), || async {
+        let status = db.admin(reqwest::Method::GET, &format!("Gaps1?rev={middle}"), None).await.status();
+        holds(status == 404, status)
+    })
+    .await;
     let mut app = recording(&db).await;
     let (gapped, _) = wait_for_entries(&db, "Gaps1", 3).await;
     assert_eq!(gapped.len(), 3, "{gapped:#?}");
@@ -265,9 +271,9 @@ async fn writes_while_none_recorded_are_recorded_at_start_and_what_compaction_to
     app.stop().await.unwrap();
     let mut app = recording(&db).await;
     app.wait_until_feed_is_live().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    recorded_through(&db, "Sent1").await;
     assert_eq!(entries(&db, "Kept1").await.len(), 3);
-    assert_eq!(app.metric("couchlink_history_entries_total").await, 0.0);
+    assert_eq!(app.metric("couchlink_history_entries_total").await, 1.0, "the sentinel's entry alone");
     app.stop().await.unwrap();
 }
 
@@ -282,14 +288,11 @@ async fn middle_rev(db: &TestDb, id: &str) -> String {
 async fn compact(db: &TestDb) {
     let r = db.admin(reqwest::Method::POST, "_compact", Some(&json!({}))).await;
     assert!(r.status().is_success(), "compaction starts: {}", r.text().await.unwrap());
-    for _ in 0..200 {
+    eventually("compaction finishes", Duration::from_secs(10), || async {
         let info: Value = db.admin(reqwest::Method::GET, "", None).await.json().await.unwrap();
-        if info["compact_running"] != true {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("compaction did not finish");
+        holds(info["compact_running"] != true, info)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -535,7 +538,7 @@ async fn a_reader_can_neither_skip_nor_stop_the_recorders_and_an_unreadable_plac
     let said = health(&app).await;
     assert_eq!(said["history"]["checkpoint_resets"], 1, "{said}");
     assert!(said["history"]["checkpoint_reset"].as_str().unwrap().contains("\"garbage\""), "{said}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    recorded_through(&db, "Sent1").await;
     assert_eq!(entries(&db, "Place").await.len(), 4, "recorded once however often it is read");
     app.stop().await.unwrap();
 }
@@ -646,26 +649,30 @@ async fn one_proxy_records_at_a_time_and_another_takes_over_when_it_stops() {
 
     // A holder gone without a word: its checkpoint stays as it left it, and is taken over
     // after the lease.
-    let (_, current) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
-    let mut gone = current.clone();
-    gone["holder"] = json!("a-proxy-that-died");
-    let (status, body) = on_history(&db, None, reqwest::Method::PUT, "~recorder", Some(&gone)).await;
-    assert_eq!(status, 201, "{body}");
+    // (Over the revision read: the holder rewrites its checkpoint every 200 ms here, and a
+    // write over the one before that is CouchDB's 409, read again.)
+    eventually("the checkpoint written as a dead proxy's", Duration::from_secs(10), || async {
+        let (_, mut gone) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
+        gone["holder"] = json!("a-proxy-that-died");
+        let (status, body) = on_history(&db, None, reqwest::Method::PUT, "~recorder", Some(&gone)).await;
+        match status {
+            201 => Ok(()),
+            409 => Err(body),
+            _ => panic!("{status}: {body}"),
+        }
+    })
+    .await;
     assert_eq!(edit(&db, "Hand1", json!({"url": "https://c.example/"})).await.0, 201);
     let (found, _) = wait_for_entries(&db, "Hand1", 3).await;
     assert_eq!(found.len(), 3, "{found:#?}");
-    let began = Instant::now();
-    loop {
+    eventually("the checkpoint is taken over", Duration::from_secs(10), || async {
         let (_, now) = on_history(&db, None, reqwest::Method::GET, "~recorder", None).await;
-        if now["holder"] != "a-proxy-that-died" {
-            break;
-        }
-        assert!(began.elapsed() < Duration::from_secs(10), "never taken over: {now}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        holds(now["holder"] != "a-proxy-that-died", now)
+    })
+    .await;
     assert_eq!(edit(&db, "Hand1", json!({"url": "https://d.example/"})).await.0, 201);
     assert_eq!(wait_for_entries(&db, "Hand1", 4).await.0.len(), 4);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    recorded_through(&db, "Sent1").await;
     assert_eq!(entries(&db, "Hand1").await.len(), 4, "each revision once");
     standby.stop().await.unwrap();
 }

@@ -175,6 +175,7 @@ fn any_split_of_pipelined_requests_gives_the_same_answers() {
                 for cut in cuts.into_iter().chain([whole.len()]) {
                     stream.write_all(&whole[from..cut.max(from)]).await.unwrap();
                     from = cut.max(from);
+                    // Each piece in a packet of its own: the pause is what splits them.
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
                 read_responses_to(&mut stream, requests.len(), |i| i == 1).await.0
@@ -215,7 +216,14 @@ async fn a_client_that_never_reads_is_dropped_after_the_header_timeout() {
         // Kept open: the client never says it is done.
         writer
     });
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // couchlink gives up after the header timeout: the kernel says so of the connection (a FIN
+    // or a reset arrived; what was sent before waits in the receive buffer).
+    let fd = std::os::fd::AsRawFd::as_raw_fd(reader.as_ref());
+    eventually("couchlink drops the connection", Duration::from_secs(30), || async {
+        let state = tcp_state(fd);
+        holds(state != TCP_ESTABLISHED, state)
+    })
+    .await;
     // Now read what was sent before couchlink gave up, up to the end of the connection.
     let mut total = 0usize;
     let mut chunk = vec![0u8; 1 << 16];
@@ -238,4 +246,20 @@ async fn a_client_that_never_reads_is_dropped_after_the_header_timeout() {
     // Every other client is still served.
     let response = app.raw(b"GET /nope1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
     assert!(response.starts_with("HTTP/1.1 404 "), "{response}");
+}
+
+/// The kernel's `TCP_ESTABLISHED` (include/net/tcp_states.h): a connection neither end closed.
+const TCP_ESTABLISHED: u8 = 1;
+
+/// The TCP state (`TCP_ESTABLISHED`, `TCP_CLOSE_WAIT`, ...) of the socket `fd`, as the kernel
+/// keeps it.
+fn tcp_state(fd: std::os::fd::RawFd) -> u8 {
+    // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let out = (&mut info as *mut libc::tcp_info).cast();
+    // SAFETY: as above; `fd` is a TCP socket the caller holds open.
+    let done = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, out, &mut len) };
+    assert_eq!(done, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
+    info.tcpi_state
 }

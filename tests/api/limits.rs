@@ -3,11 +3,9 @@
 //! once, and across its restart; bots counted or not as the document says; with two proxies,
 //! each knows the other's visits after an interval.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::clicks::{counted_db, counting};
+use crate::clicks::{counted_db, counting, wait_for_totals};
 use crate::support::*;
 
 const COUPON: &str = "https://shop.example/coupon";
@@ -135,8 +133,9 @@ async fn two_proxies_know_each_others_visits_after_an_interval() {
     for _ in 0..6 {
         assert_eq!(sent_to(&a, "/Split", BROWSER).await.as_deref(), Some(COUPON));
     }
-    // Once A has written its interval and B has read the view after its own: 4 left for B.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Once A's visits are in the view (its interval written; B reads the view when first asked
+    // for the link): 4 left for B.
+    wait_for_totals(&a.db, "Split", 6).await;
     let mut from_b = 0;
     for _ in 0..10 {
         from_b += usize::from(sent_to(&b, "/Split", BROWSER).await.is_some());

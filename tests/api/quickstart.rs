@@ -120,15 +120,10 @@ async fn one_sigterm_stops_everything_the_quick_start_started_and_leaves_nothing
     // speaks `_session` and JavaScript views as CouchDB 3 does).
     assert!(output.iter().any(|l| l.contains(&format!("http://127.0.0.1:{console}/"))), "{output:?}");
     let base = format!("http://127.0.0.1:{console}");
-    let mut page = None;
-    for _ in 0..100 {
-        if let Ok(r) = http().get(format!("{base}/")).send().await {
-            page = Some(r);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let page = page.expect("the console answers");
+    let page = eventually("the console answers", Duration::from_secs(10), || async {
+        http().get(format!("{base}/")).send().await.map_err(|e| e.to_string())
+    })
+    .await;
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("couchlink console"));
     let login = http()

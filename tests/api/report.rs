@@ -495,6 +495,7 @@ fn a_log_truncated_while_it_is_read_is_an_error_naming_it_never_a_signal() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("couchlink runs");
+        // When the cut lands within the read is what is varied: a pause of its own each attempt.
         std::thread::sleep(took.mul_f64(f64::from(attempts % 10) / 10.0));
         std::fs::File::create(&path).unwrap();
         let out = child.wait_with_output().unwrap();

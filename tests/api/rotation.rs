@@ -29,18 +29,17 @@ async fn serving_as(name: &str, db: &TestDb, user: &str, password: &str) -> (Ser
     ];
     let proxy = ServeProcess::start(name, &env);
     let health_url = format!("http://{}/healthz", proxy.admin_addr);
-    let started = tokio::time::Instant::now();
-    loop {
+    eventually("CouchDB reachable, the cache warm and the feed live", LIMIT, || async {
         let health: serde_json::Value = reqwest::get(&health_url).await.unwrap().json().await.unwrap();
-        // CouchDB reachable, the cache warm and the feed live, whatever the history says: the
-        // test database has none, so the recorder's rounds fail once it starts (after the
-        // warm-up), which makes the whole proxy "degraded" sooner or later.
-        if health["couchdb"] == "reachable" && health["cache"] == "ready" && health["feed"]["state"] == "live" {
-            break;
-        }
-        assert!(started.elapsed() < LIMIT, "never ready: {health}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        // Whatever the history says: the test database has none, so the recorder's rounds fail
+        // once it starts (after the warm-up), which makes the whole proxy "degraded" sooner or
+        // later.
+        holds(
+            health["couchdb"] == "reachable" && health["cache"] == "ready" && health["feed"]["state"] == "live",
+            health,
+        )
+    })
+    .await;
     proxy.wait_until_served("/Known", 302, Some("https://known.example/"), LIMIT).await;
     (proxy, password_file, secrets)
 }
@@ -59,15 +58,11 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
     // The operator rotates the password in CouchDB first. CouchDB 3 takes a moment to stop
     // accepting the old one (its cache of `_users` follows that database's changes).
     set_password(couch(), &user, "second-pw").await;
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
+    eventually("CouchDB refuses the old password", LIMIT, || async {
         let old = db.request_as(Some((&user, "first-pw")), reqwest::Method::GET, "", None).await;
-        if old.status() == 401 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "CouchDB still takes the old password");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        holds(old.status() == 401, old.status())
+    })
+    .await;
     let said = refused_yet_serving(&proxy).await;
     assert!(said[0].contains(&user) && said[0].contains("unauthorized"), "the account and CouchDB's reason: {said:?}");
     let health = reqwest::get(&health_url).await.unwrap();
@@ -83,26 +78,39 @@ async fn a_changed_password_is_said_once_and_sighup_reads_the_new_one() {
     proxy.wait_until_served("/Newer", 302, Some("https://newer.example/"), LIMIT).await;
     db.put_link("Known", json!({"url": "https://moved.example/"})).await;
     proxy.wait_until_served("/Known", 302, Some("https://moved.example/"), LIMIT).await;
-    assert_eq!(proxy.said_once_there("read the CouchDB password again").await.len(), 1);
+    proxy.said_eventually("read the CouchDB password again").await;
     assert_eq!(reqwest::get(&health_url).await.unwrap().status(), 200);
     assert!(proxy.terminate().success());
+    // Said once, in all it said.
+    assert_eq!(proxy.said_in_all("read the CouchDB password again").len(), 1);
+    assert_said_once_refused(&mut proxy);
 }
 
 /// With its account refused, the proxy answers unknown links 503 and known ones as before, and
-/// says so once: what it said. (Its history recorder, refused too, says once that history waits:
-/// a line of its own, which CouchDB 3.5 answers in time to be seen here and pouchdb-server
-/// often not.)
+/// says so: what it said.
 async fn refused_yet_serving(proxy: &ServeProcess) -> Vec<String> {
     let status = |r: Option<reqwest::Response>| r.map_or(0, |r| r.status().as_u16());
     assert_eq!(status(proxy.get("/Unkn1").await), 503, "an unknown link cannot be looked up");
     assert_eq!(status(proxy.get("/Unkn2").await), 503);
     assert_eq!(status(proxy.get("/Known").await), 302, "a known link still redirects");
-    let said = proxy.said_once_there("refused the account").await;
-    let (serving, history): (Vec<String>, Vec<String>) =
-        said.into_iter().partition(|line| line.contains("links already in memory are still served"));
-    assert_eq!(serving.len(), 1, "said once: {serving:?}");
+    let serving = proxy.said_eventually(SERVING_ON).await;
+    let history: Vec<String> =
+        proxy.said("refused the account").into_iter().filter(|line| !line.contains(SERVING_ON)).collect();
     assert!(history.len() <= 1 && history.iter().all(|l| l.contains("history not recorded for now")), "{history:?}");
     serving
+}
+
+/// What the proxy says when its account is refused and it serves what it knows.
+const SERVING_ON: &str = "links already in memory are still served";
+
+/// Once exited, the proxy said its account was refused once in all. (Its history recorder,
+/// refused too, says that history waits: lines of its own, which CouchDB 3.5 answers in time to
+/// be seen and pouchdb-server often not.)
+fn assert_said_once_refused(proxy: &mut ServeProcess) {
+    let said = proxy.said_in_all("refused the account");
+    let (serving, history): (Vec<String>, Vec<String>) = said.into_iter().partition(|line| line.contains(SERVING_ON));
+    assert_eq!(serving.len(), 1, "said once: {serving:?}");
+    assert!(history.iter().all(|l| l.contains("history not recorded for now")), "{history:?}");
 }
 
 #[tokio::test]
@@ -114,11 +122,11 @@ async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() 
     // The account keeps its password but loses its reader role (once CouchDB says so itself:
     // an unknown ID the proxy read before that would be a 404 it remembers).
     ensure_user(couch(), (&user, "the-pw"), "someone-else").await;
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while db.request_as(Some((&user, "the-pw")), reqwest::Method::GET, "Unkn0", None).await.status() == 404 {
-        assert!(tokio::time::Instant::now() < deadline, "CouchDB still honours the role");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("CouchDB no longer honours the role", LIMIT, || async {
+        let status = db.request_as(Some((&user, "the-pw")), reqwest::Method::GET, "Unkn0", None).await.status();
+        holds(status != 404, status)
+    })
+    .await;
     let said = refused_yet_serving(&proxy).await;
     // CouchDB 3 answers a missing role 403 `forbidden`; pouchdb-server answers 401, which
     // couchlink (as CouchDB documents 401) takes for a refused password.
@@ -132,4 +140,5 @@ async fn a_reader_role_taken_away_is_said_once_and_given_back_is_served_again() 
     }
     proxy.wait_until_served("/Unkn1", 404, None, LIMIT).await;
     assert!(proxy.terminate().success());
+    assert_said_once_refused(&mut proxy);
 }

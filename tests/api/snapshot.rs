@@ -24,25 +24,27 @@ async fn health(app: &TestApp) -> Value {
 
 /// Waits until the feed has caught up with what changed while the proxy was down.
 async fn wait_until_caught_up(app: &TestApp) {
-    let started = Instant::now();
-    loop {
+    eventually("the feed has caught up", Duration::from_secs(10), || async {
         let health = health(app).await;
-        if health["feed"]["state"] == "live" && health["feed"]["catching_up"] == false {
-            return;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "never caught up: {health}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        holds(health["feed"]["state"] == "live" && health["feed"]["catching_up"] == false, health)
+    })
+    .await
+}
+
+/// Waits (at most `limit`) until `/healthz` says the cache is `state` (`ready`, `warming`).
+async fn wait_until_cache_is(app: &TestApp, state: &str, limit: Duration) {
+    let what = format!("the cache is {state}");
+    eventually(&what, limit, || async {
+        let health = health(app).await;
+        holds(health["cache"] == state, health)
+    })
+    .await
 }
 
 /// A proxy that served `ids` from a warm cache and stopped, leaving its snapshot in `state`.
 async fn serve_and_stop(db: TestDb, state: &Path, ids: &[&str]) -> TestDb {
     let mut app = proxy(db, state).await;
-    let started = Instant::now();
-    while health(&app).await["cache"] != "ready" {
-        assert!(started.elapsed() < Duration::from_secs(10), "never warm");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_cache_is(&app, "ready", Duration::from_secs(10)).await;
     app.wait_until_feed_is_live().await;
     for id in ids {
         app.get(&format!("/{id}")).await;
@@ -105,7 +107,7 @@ fn serve_process(name: &str, db: &TestDb, state: &Path, more: &[(&str, &str)]) -
 /// Starts a proxy on `db` whose snapshot in `state` must not be used; what it said about it.
 async fn refused_snapshot(db: &TestDb, state: &Path) -> (ServeProcess, Vec<String>) {
     let proxy = serve_process("restart", db, state, &[]);
-    let said = proxy.said_once_there("is not used").await;
+    let said = proxy.said_eventually("is not used").await;
     (proxy, said)
 }
 
@@ -127,12 +129,15 @@ async fn edited_after_a_snapshot(id: &str) -> (TestDb, tempfile::TempDir) {
 }
 
 /// Starts a proxy whose snapshot must not be used: it says `why` in one line, and serves `id`
-/// as CouchDB has it.
+/// as CouchDB has it; then stops it (so that all it said is known: the one line).
 async fn assert_not_used(db: &TestDb, state: &Path, id: &str, why: &str) -> ServeProcess {
-    let (proxy, said) = refused_snapshot(db, state).await;
-    assert!(said.len() == 1 && said[0].contains(why), "one line says why: {said:?}");
+    let (mut proxy, said) = refused_snapshot(db, state).await;
+    assert!(said[0].contains(why), "one line says why: {said:?}");
     assert_eq!(cache_origin(&proxy).await, "couchdb");
     proxy.wait_until_served(&format!("/{id}"), 302, Some("https://after.example/"), Duration::from_secs(5)).await;
+    proxy.terminate();
+    let said = proxy.said_in_all("is not used");
+    assert_eq!(said.len(), 1, "one line says why: {said:?}");
     proxy
 }
 
@@ -159,7 +164,7 @@ async fn a_damaged_snapshot_or_one_of_an_older_format_is_not_served() {
     older[magic..magic + 4].copy_from_slice(&(format::FORMAT_VERSION - 1).to_le_bytes());
     std::fs::write(&path, &older).unwrap();
     let expected = format!("written in snapshot format {}", format::FORMAT_VERSION - 1);
-    assert_not_used(&db, state.path(), "Frmt1", &expected).await.terminate();
+    assert_not_used(&db, state.path(), "Frmt1", &expected).await;
 
     // One byte changed in a link's target.
     let mut damaged = good.clone();
@@ -193,6 +198,8 @@ async fn an_old_identity_written_back_by_a_member_does_not_make_an_old_snapshot_
     let old: Value = db.admin(reqwest::Method::GET, "_local/couchlink", None).await.json().await.unwrap();
     let deleted = db.admin(reqwest::Method::DELETE, "", None).await;
     assert!(deleted.status().is_success(), "{}", deleted.text().await.unwrap());
+    // Time itself: CouchDB 3 says when it made a database to the second, and the new one must
+    // be made in another second than the old.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let db = TestDb::named_on(&db.couch, &db.name).await;
     db.put_link("Frgn2", json!({"url": "https://after.example/"})).await;
@@ -217,16 +224,18 @@ async fn a_sequence_couchdb_no_longer_accepts_starts_the_cache_afresh() {
     snapshot.seq = if couch().is_pouchdb { json!("3-g1AAAAB") } else { json!("3-not-a-sequence") };
     std::fs::write(&path, format::encode(&snapshot)).unwrap();
 
-    let proxy = serve_process("restart", &db, state.path(), &[]);
+    let mut proxy = serve_process("restart", &db, state.path(), &[]);
     proxy.wait_until_served("/Seq01", 302, Some("https://after.example/"), Duration::from_secs(5)).await;
-    let said = proxy.said_once_there("does not accept the sequence").await;
-    assert_eq!(said.len(), 1, "one line says why: {said:?}");
+    proxy.said_eventually("does not accept the sequence").await;
     assert_eq!(cache_origin(&proxy).await, "couchdb", "the snapshot's cache was dropped");
+    proxy.terminate();
+    let said = proxy.said_in_all("does not accept the sequence");
+    assert_eq!(said.len(), 1, "one line says why: {said:?}");
 }
 
 #[tokio::test]
 async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = crate::warm::ids(20_000);
     crate::warm::bulk_links(&db, &ids).await;
     let state = tempfile::tempdir().unwrap();
@@ -239,14 +248,15 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
     for _attempt in 0..5 {
         let mut proxy = serve_process("killed", &db, state.path(), &every_second);
         // A whole snapshot first (written once the warm-up is done), then an edit it lacks.
-        let started = Instant::now();
-        while !std::fs::read(&path).ok().and_then(|b| format::decode(&b).ok()).is_some_and(|s| s.complete) {
-            assert!(started.elapsed() < Duration::from_secs(60), "no whole snapshot written");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually("a whole snapshot is written", Duration::from_secs(60), || async {
+            let snapshot = std::fs::read(&path).ok().and_then(|b| format::decode(&b).ok());
+            holds(snapshot.as_ref().is_some_and(|s| s.complete), snapshot.map(|s| (s.complete, s.entries.len())))
+        })
+        .await;
         db.put_link(&ids[7], json!({"url": "https://edited-before-the-kill.example/"})).await;
         let temporary = temporary.clone();
         let in_the_middle = tokio::task::spawn_blocking(move || {
+            // Spun, not paused: the kill must land within the write, which takes milliseconds.
             let deadline = Instant::now() + Duration::from_secs(5);
             while !temporary.exists() {
                 assert!(Instant::now() < deadline, "no snapshot write began");
@@ -280,7 +290,7 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
 
 #[tokio::test]
 async fn a_snapshot_written_before_the_warm_up_was_done_is_followed_by_one() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = crate::warm::ids(5000);
     crate::warm::bulk_links(&db, &ids).await;
     // CouchDB slowed down (each request held 1 s): the proxy stops while still warming.
@@ -296,11 +306,11 @@ async fn a_snapshot_written_before_the_warm_up_was_done_is_followed_by_one() {
     .await;
     // Stopped once the feed vouches for the cache (a snapshot is written only then), with the
     // warm-up's first page stored and its last not yet read.
-    let started = Instant::now();
-    while app.metric("couchlink_cache_entries").await == 0.0 {
-        assert!(started.elapsed() < Duration::from_secs(20), "no page stored");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("a page is stored", Duration::from_secs(20), || async {
+        let entries = app.metric("couchlink_cache_entries").await;
+        holds(entries > 0.0, entries)
+    })
+    .await;
     assert_eq!(health(&app).await["cache"], "warming");
     app.stop().await.unwrap();
     let partial = format::decode(&std::fs::read(state.path().join(FILE_NAME)).unwrap()).unwrap();
@@ -310,11 +320,7 @@ async fn a_snapshot_written_before_the_warm_up_was_done_is_followed_by_one() {
     relay.delay(0);
     let app = proxy(app.db, state.path()).await;
     assert_eq!(health(&app).await["cache_source"]["origin"], "snapshot");
-    let started = Instant::now();
-    while health(&app).await["cache"] != "ready" {
-        assert!(started.elapsed() < Duration::from_secs(30), "never warm");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_cache_is(&app, "ready", Duration::from_secs(30)).await;
     assert_eq!(app.metric("couchlink_cache_entries").await, 5000.0);
     assert_redirects_to(&app.get(&format!("/{}", ids[4999])).await, &format!("https://warm.example/{}", ids[4999]));
     assert_eq!(app.metric("couchlink_cache_misses_total").await, 0.0);

@@ -8,12 +8,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::support::couch::TestDb;
 use crate::support::process::{reader_env, ServeProcess};
+use crate::support::{eventually, holds};
+
+/// Requests answered between two steps of a test under load (an upgrade, a restart): each
+/// process serves the load a while before the next step, counted rather than timed.
+const LOAD_BETWEEN: u64 = 200;
 
 /// Short timeouts, so that a replaced process drains within seconds: idle keep-alive
 /// connections are left to their own idle timeout during an upgrade's drain.
@@ -66,6 +71,18 @@ impl Load {
         Load { stop, answered, failures, tasks }
     }
 
+    /// Waits until the clients have had `n` more answers than now: the load went on meanwhile
+    /// (in place of a fixed time under load).
+    async fn goes_on(&self, n: u64) {
+        let from = self.answered.load(Relaxed);
+        let what = format!("{n} more requests answered");
+        eventually(&what, Duration::from_secs(20), || async {
+            let more = self.answered.load(Relaxed) - from;
+            holds(more >= n, more)
+        })
+        .await
+    }
+
     /// Stops the clients, checks that not one request failed and that more than a hundred were
     /// answered (`said` adds to the message), and says how many were.
     async fn finish(self, said: impl FnOnce() -> String) -> u64 {
@@ -116,14 +133,12 @@ fn signal(pid: u32, name: &str) {
 /// Waits for `child` to exit (at most 30 s) without blocking the runtime the load runs on: a
 /// client stalled between connecting and sending would look like one that never sends.
 async fn exits(child: &mut Child) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "pid {} did not exit", child.id());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let what = format!("pid {} exits", child.id());
+    eventually(&what, Duration::from_secs(30), || {
+        let exited = child.try_wait().unwrap();
+        async move { exited.ok_or("still running") }
+    })
+    .await
 }
 
 /// Once `pid_file` names the process serving: the address `out` says it serves on, after `marker`.
@@ -151,11 +166,11 @@ async fn upgrade(current: u32, pid_file: &Path, n: usize, said: impl Fn(&str) ->
 }
 
 async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(what, limit, || {
+        let done = done();
+        async move { holds(done, "not yet") }
+    })
+    .await
 }
 
 /// Every process started as the test's couchlink, killed when the test ends however it ends
@@ -207,7 +222,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let load = Load::start(addr, "/Upgr1", 302);
     let mut current = first.id();
     for n in 1..=3 {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        load.goes_on(LOAD_BETWEEN).await;
         if n == 3 {
             std::fs::write(&settings, "COUCHLINK_COOKIE_NAME=visitor\n").unwrap();
         }
@@ -219,7 +234,7 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     let cookie = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(cookie.starts_with("visitor="), "the changed setting took effect: {cookie}");
     // A new binary that fails at once: the upgrade is refused and the old process serves on.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    load.goes_on(LOAD_BETWEEN).await;
     let broken = dir.path().join("broken");
     std::fs::write(&broken, "#!/bin/sh\necho 'a broken build' >&2\nexit 3\n").unwrap();
     Command::new("chmod").args(["+x", broken.to_str().unwrap()]).status().unwrap();
@@ -230,7 +245,8 @@ async fn upgrades_under_load_fail_no_request_and_a_broken_binary_leaves_the_old_
     wait_until("the failed upgrade is said", Duration::from_secs(20), || said("upgrade failed, still serving") == 1)
         .await;
     assert!(said("exited before it was ready: exit status: 3") == 1, "{}", std::fs::read_to_string(&stderr).unwrap());
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The old process answers on after the failure, and is still the one named.
+    load.goes_on(LOAD_BETWEEN).await;
     assert_eq!(pid_in(&pid_file), Some(current), "the old process still serves");
     let answered = load.finish(|| std::fs::read_to_string(&stderr).unwrap_or_default()).await;
 
@@ -284,15 +300,16 @@ async fn socket_activated_restarts_refuse_no_connection() {
 
     let load = Load::start(addr, "/Sock1", 302);
     for n in 2..=3 {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        load.goes_on(LOAD_BETWEEN).await;
         signal(child.id(), "-TERM");
         assert!(exits(&mut child).await.success());
-        // Nobody accepts now: connections wait in the socket's queue.
+        // Nobody accepts now: connections wait in the socket's queue. Time is what is tested
+        // (a gap with no process), so this pause stays.
         tokio::time::sleep(Duration::from_millis(200)).await;
         child = socket_activated(&listener, &env, &stderr);
         wait_until("the restarted process serves", Duration::from_secs(20), || serving(n)).await;
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    load.goes_on(LOAD_BETWEEN).await;
     let answered = load.finish(|| std::fs::read_to_string(&stderr).unwrap_or_default()).await;
     signal(child.id(), "-TERM");
     assert!(exits(&mut child).await.success());
@@ -328,42 +345,37 @@ async fn a_stopping_proxy_says_draining_on_healthz_until_its_connections_are_don
     let env = reader_env(&db);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut proxy = ServeProcess::start("draining", &env);
-    let started = Instant::now();
-    while proxy.admin_status("/healthz").await != 200 {
-        assert!(started.elapsed() < Duration::from_secs(20), "never healthy");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("healthy", Duration::from_secs(20), || async {
+        let status = proxy.admin_status("/healthz").await;
+        holds(status == 200, status)
+    })
+    .await;
     // A keep-alive connection in use: the drain's lame-duck second waits for it.
     let mut open = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
     open.write_all(b"GET /Drain HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     assert!(one_response(&mut open).await.starts_with("HTTP/1.1 302"));
     let mut buf = [0u8; 64];
     signal(proxy.pid(), "-TERM");
-    let mut seen = 0;
-    for _ in 0..50 {
-        seen = proxy.admin_status("/healthz").await;
-        if seen == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(seen, 503, "a load balancer is told to stop sending");
+    eventually("a load balancer is told to stop sending (503)", Duration::from_secs(5), || async {
+        let seen = proxy.admin_status("/healthz").await;
+        holds(seen == 503, seen)
+    })
+    .await;
     let body = reqwest::get(format!("http://{}/healthz", proxy.admin_addr)).await.unwrap().text().await.unwrap();
     assert!(body.contains(r#""status":"draining""#), "{body}");
     // The connection in use goes on being answered: keep-alive while the last cache snapshot
     // is written (the proxy still accepts then), and once it stops accepting, an answer with
     // `Connection: close`, after which the connection ends.
-    let started = Instant::now();
-    loop {
+    let open = tokio::sync::Mutex::new(open);
+    eventually("an answer with Connection: close", Duration::from_secs(10), || async {
+        let mut open = open.lock().await;
         open.write_all(b"GET /Drain HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
         let answer = one_response(&mut open).await;
         assert!(answer.starts_with("HTTP/1.1 302"), "{answer}");
-        if answer.to_lowercase().contains("\r\nconnection: close\r\n") {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "never told to close: {answer}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        holds(answer.to_lowercase().contains("\r\nconnection: close\r\n"), answer)
+    })
+    .await;
+    let mut open = open.into_inner();
     assert_eq!(open.read(&mut buf).await.unwrap(), 0, "the connection ends after its last answer");
     assert!(proxy.terminate().success());
 }
@@ -453,11 +465,11 @@ async fn the_console_upgrades_in_place_failing_no_request_and_takes_systemds_soc
     let load = Load::start(addr, "/", 200);
     let mut current = first.id();
     for n in 1..=2 {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        load.goes_on(LOAD_BETWEEN).await;
         current = upgrade(current, &pid_file, n, said).await;
         processes.seen.push(current);
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    load.goes_on(LOAD_BETWEEN).await;
     let answered = load.finish(|| std::fs::read_to_string(&out).unwrap_or_default()).await;
     assert!(exits(&mut first).await.success());
     assert_eq!(said("(socket taken over from the process upgraded)"), 2, "{}", std::fs::read_to_string(&out).unwrap());

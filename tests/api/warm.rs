@@ -47,20 +47,16 @@ async fn bulk_request(db: &TestDb, ids: &[String]) {
 
 /// Waits (at most `limit`) until `/healthz` says the cache is warm.
 async fn wait_until_warm(app: &TestApp, limit: Duration) {
-    let started = Instant::now();
-    loop {
+    eventually("the cache is warm and the feed live", limit, || async {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["cache"] == "ready" && health["feed"]["state"] == "live" {
-            return;
-        }
-        assert!(started.elapsed() < limit, "never warm: {health}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        holds(health["cache"] == "ready" && health["feed"]["state"] == "live", health)
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = ids(200_000);
     let started = Instant::now();
     bulk_links(&db, &ids).await;
@@ -83,7 +79,7 @@ async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
 
 #[tokio::test]
 async fn edits_made_while_warming_are_served() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     let ids = ids(5000);
     bulk_links(&db, &ids).await;
     // CouchDB slowed down (each request held 300 ms) so that the warm-up (three pages) takes
@@ -91,15 +87,11 @@ async fn edits_made_while_warming_are_served() {
     let relay = Relay::start(&db.couch.url).await;
     relay.delay(300);
     let app = spawn_app_on(db, |c| c.couch.url = relay.url()).await;
-    let started = Instant::now();
-    loop {
+    eventually("the cache is seen warming", Duration::from_secs(10), || async {
         let health: Value = app.admin_get("/healthz").await.json().await.unwrap();
-        if health["cache"] == "warming" {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "never seen warming: {health}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        holds(health["cache"] == "warming", health)
+    })
+    .await;
     // One link in the first page (likely read already), one in the last (not yet).
     let (first, last) = (&ids[1], &ids[4999]);
     app.db.put_link(first, json!({"url": "https://edited.example/first", "inactive": false})).await;
@@ -116,7 +108,7 @@ async fn edits_made_while_warming_are_served() {
 
 #[tokio::test]
 async fn warming_stops_at_the_cache_capacity() {
-    let db = TestDb::new().await;
+    let db = TestDb::heavy().await;
     bulk_links(&db, &ids(5000)).await;
     let app = spawn_app_on(db, |c| c.cache_capacity = 1000).await;
     wait_until_warm(&app, Duration::from_secs(30)).await;

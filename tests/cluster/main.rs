@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use support::apache::{free_port, ApacheCouchDb, ADMIN};
 use support::process::ServeProcess;
-use support::{http, random_lowercase, test_setup, READER};
+use support::{eventually, holds, http, random_lowercase, test_setup, READER};
 
 /// The freshness every running proxy owes an edit.
 const FRESH: Duration = Duration::from_secs(1);
@@ -305,17 +305,23 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
         load(a.addr, known.clone(), a.responses.clone(), stopped.clone()),
         load(b.addr, known.clone(), b.responses.clone(), stopped),
     ];
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Under load first: each proxy has answered a hundred more requests.
+    let (from_a, from_b) = (a.responses.load(Relaxed), b.responses.load(Relaxed));
+    eventually("both proxies answer the load", Duration::from_secs(20), || async {
+        let more = (a.responses.load(Relaxed) - from_a, b.responses.load(Relaxed) - from_b);
+        holds(more.0 >= 100 && more.1 >= 100, more)
+    })
+    .await;
 
     let killed = Instant::now();
     cluster.stop_node(1);
     eprintln!("node 2 stopped in {:?}", killed.elapsed());
     // B's feed notices at once (its connection drops) and says so.
-    let started = Instant::now();
-    while b.admin_status("/healthz").await != 503 {
-        assert!(started.elapsed() < Duration::from_secs(5), "the pinned proxy never noticed its node died");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the pinned proxy notices its node died (503)", Duration::from_secs(5), || async {
+        let status = b.admin_status("/healthz").await;
+        holds(status == 503, status)
+    })
+    .await;
     // Edits made during the loss, on the surviving nodes, reach the proxy behind HAProxy.
     let survivors = [nodes[0].clone(), nodes[2].clone()];
     let mut during_loss = Vec::new();
@@ -380,11 +386,11 @@ async fn a_cluster_behind_haproxy_serves_edits_and_survives_a_node_loss() {
     b.wait_until_served("/Lost0", 302, Some("https://during-loss0.example/"), Duration::from_secs(10)).await;
     // Cold reads may serve those links a moment before the feed's reconnection, which waits out
     // its backoff: the feed is live again within the same bound.
-    let started = Instant::now();
-    while b.admin_status("/healthz").await != 200 {
-        assert!(started.elapsed() < Duration::from_secs(10), "the pinned proxy's feed is not live again");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the pinned proxy's feed is live again (200)", Duration::from_secs(10), || async {
+        let status = b.admin_status("/healthz").await;
+        holds(status == 200, status)
+    })
+    .await;
 
     // SIGTERM: both exit 0, with every response in their access logs.
     for proxy in [&mut a, &mut b] {

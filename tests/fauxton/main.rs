@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use support::apache::ApacheCouchDb;
 use support::browser::Browser;
 use support::process::ServeProcess;
-use support::{http, TestDb, EDITOR, READER};
+use support::{eventually, holds, http, TestDb, EDITOR, READER};
 
 /// The freshness couchlink promises an edit.
 const FRESH: Duration = Duration::from_secs(1);
@@ -27,36 +27,43 @@ const FRESH: Duration = Duration::from_secs(1);
 impl Browser {
     /// Clicks Fauxton's notifications away (they cover the toolbar's buttons).
     async fn dismiss_notifications(&self) {
-        let started = Instant::now();
-        loop {
+        eventually("Fauxton's notifications go away", Duration::from_secs(10), || async {
             let toasts = self.client.find_all(Locator::Css(".Toastify__toast")).await.unwrap();
-            if toasts.is_empty() {
-                return;
-            }
+            let left = toasts.len();
             for toast in toasts {
                 let _ = toast.click().await;
             }
-            assert!(started.elapsed() < Duration::from_secs(10), "notifications never went away");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            holds(left == 0, left)
+        })
+        .await
     }
 
     /// Waits (at most 10 s) for a notification saying `text`; all of its text.
     async fn notification(&self, text: &str) -> String {
-        let started = Instant::now();
-        loop {
+        let what = format!("Fauxton says {text:?}");
+        let said = eventually(&what, Duration::from_secs(10), || async {
+            let mut seen = Vec::new();
             for toast in self.client.find_all(Locator::Css(".Toastify__toast")).await.unwrap() {
                 if let Ok(said) = toast.text().await {
                     if said.contains(text) {
-                        // Let it finish sliding in, for the screenshot.
-                        tokio::time::sleep(Duration::from_millis(800)).await;
-                        return said;
+                        return Ok(said);
                     }
+                    seen.push(said);
                 }
             }
-            assert!(started.elapsed() < Duration::from_secs(10), "Fauxton never said {text:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            Err(seen)
+        })
+        .await;
+        // It has finished sliding in, for the screenshot, once no notification runs an animation
+        // of its own (its countdown bar, a child, runs until it closes; Fauxton's spinners too).
+        eventually("the notification has slid in", Duration::from_secs(10), || async {
+            let script = "return Array.from(document.querySelectorAll('.Toastify__toast'))
+                .flatMap(t => t.getAnimations()).filter(a => a.playState === 'running').length";
+            let running = self.client.execute(script, vec![]).await.unwrap();
+            holds(running == json!(0), running)
+        })
+        .await;
+        said
     }
 
     /// The document in Fauxton's JSON editor.
@@ -73,15 +80,16 @@ impl Browser {
     /// Opens document `id` of `db` in the editor and waits until it shows revision `generation`.
     async fn open_document(&self, fauxton: &str, db: &str, id: &str, generation: u32) -> Value {
         self.client.goto(&format!("{fauxton}#database/{db}/{id}")).await.unwrap();
-        let started = Instant::now();
-        loop {
+        let what = format!("Fauxton shows revision {generation}");
+        eventually(&what, Duration::from_secs(10), || async {
             let doc = self.editor_document().await;
             if doc["_rev"].as_str().is_some_and(|r| r.starts_with(&format!("{generation}-"))) {
-                return doc;
+                Ok(doc)
+            } else {
+                Err(doc)
             }
-            assert!(started.elapsed() < Duration::from_secs(10), "Fauxton never showed revision {generation}: {doc}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     /// Replaces the editor's text with `doc`. Through the editor's own API: typing into Ace
@@ -157,16 +165,17 @@ async fn an_editor_creates_repoints_retires_and_is_refused_in_fauxton_and_couchl
     browser.notification("saved").await;
     browser.shot("rule-added").await;
     let iphone = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
-    let started = Instant::now();
-    loop {
+    let vary = eventually("the rule is served", FRESH, || async {
         let r = http().get(format!("http://{}/H83if", proxy.addr)).header("User-Agent", iphone).send().await.unwrap();
-        if r.headers().get("location").is_some_and(|l| l == "https://apps.apple.com/app/id123") {
-            assert_eq!(r.headers()["vary"], "User-Agent, Accept-Language");
-            break;
+        let location = r.headers().get("location").map(|l| l.to_str().unwrap().to_owned());
+        if location.as_deref() == Some("https://apps.apple.com/app/id123") {
+            Ok(r.headers()["vary"].to_str().unwrap().to_owned())
+        } else {
+            Err(location)
         }
-        assert!(started.elapsed() < FRESH, "the rule was not served within {FRESH:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    })
+    .await;
+    assert_eq!(vary, "User-Agent, Accept-Language");
     proxy.wait_until_served("/H83if", 302, Some("https://example.com/spring/"), FRESH).await;
 
     // 4. Retired: `inactive: true` answers 404.
@@ -286,15 +295,12 @@ async fn two_editors_each_edit_their_domain_in_fauxton_and_are_refused_in_the_ot
         browser.editor_document().await;
         browser.set_editor_document(&json!({"_id": "Dom01", "url": target})).await;
         browser.click("#save-doc-btn").await;
-        let started = Instant::now();
-        loop {
+        let what = format!("{host}/Dom01 served");
+        eventually(&what, FRESH * 5, || async {
             let r = http().get(format!("http://{}/Dom01", proxy.addr)).header("Host", host).send().await.unwrap();
-            if r.headers().get("location").is_some_and(|l| *l == *target) {
-                break;
-            }
-            assert!(started.elapsed() < FRESH * 5, "{host}/Dom01 not served: {}", r.status());
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            holds(r.headers().get("location").is_some_and(|l| *l == *target), r.status())
+        })
+        .await;
         browser.shot(&format!("domain-{host}-saved")).await;
 
         // The other's database: refused, nothing stored.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use super::couch::Couch;
+use super::eventually::{eventually, holds};
 
 /// The admin account every node gets.
 pub const ADMIN: (&str, &str) = ("admin", "password");
@@ -151,19 +152,14 @@ impl ApacheCouchDb {
         let started = Instant::now();
         for i in 0..self.hosts.len() {
             let url = format!("{}/{path}", self.url(i));
-            loop {
-                let ok = super::couch::http()
-                    .get(&url)
-                    .basic_auth(ADMIN.0, Some(ADMIN.1))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success());
-                if ok {
-                    break;
-                }
-                assert!(started.elapsed() < Duration::from_secs(30), "{url} never answered 200");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            let what = format!("{url} answers 200");
+            // 30 s for all the nodes together.
+            eventually(&what, Duration::from_secs(30).saturating_sub(started.elapsed()), || async {
+                let answer = super::couch::http().get(&url).basic_auth(ADMIN.0, Some(ADMIN.1)).send().await;
+                let status = answer.map(|r| r.status()).map_err(|e| e.to_string());
+                holds(status.as_ref().is_ok_and(|s| s.is_success()), status)
+            })
+            .await;
         }
     }
 }

@@ -4,13 +4,14 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
 use super::apache::free_port;
+use super::eventually::{eventually, Text};
 
 /// Headless Chromium behind chromedriver, with a screenshot folder.
 pub struct Browser {
@@ -34,11 +35,10 @@ impl Browser {
             .unwrap_or_else(|e| {
                 panic!("this test needs chromedriver and Chromium (apt-get install chromium chromium-driver): {e}")
             });
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually("chromedriver listens", Duration::from_secs(10), || async {
+            std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())
+        })
+        .await;
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
@@ -65,21 +65,24 @@ impl Browser {
 
     /// Polls `css` until it is there (at most 10 s).
     pub async fn find(&self, css: &str) -> fantoccini::elements::Element {
-        let started = Instant::now();
-        loop {
-            if let Ok(element) = self.client.find(Locator::Css(css)).await {
-                return element;
+        let what = format!("{css} appears");
+        eventually(&what, Duration::from_secs(10), || async {
+            match self.client.find(Locator::Css(css)).await {
+                Ok(element) => Ok(element),
+                Err(_) => Err(Text(self.page().await)),
             }
-            if started.elapsed() >= Duration::from_secs(10) {
-                let (url, body) = (self.client.current_url().await, self.client.find(Locator::Css("body")).await);
-                let text = match body {
-                    Ok(body) => body.text().await.unwrap_or_default(),
-                    Err(_) => String::new(),
-                };
-                panic!("{css} never appeared at {url:?}; the page says:\n{text}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
+    }
+
+    /// Where the browser is and what its page says, for a failure's message.
+    pub async fn page(&self) -> String {
+        let (url, body) = (self.client.current_url().await, self.client.find(Locator::Css("body")).await);
+        let text = match body {
+            Ok(body) => body.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        format!("at {url:?} the page says:\n{text}")
     }
 
     /// Clicks what `css` finds (waiting for it as [`Browser::find`] does).

@@ -52,6 +52,21 @@ pub fn couch() -> &'static Couch {
     })
 }
 
+/// The server of the tests that load one with thousands of links (bulk writes, warm-ups of
+/// 5,000 to 200,000, proxies restarted on them): pouchdb-server answers one request at a time,
+/// so on the shared one their writes and pages held every other test's requests for seconds
+/// (seen: a snapshot test's proxy warm and its feed live, yet its `/healthz` 503 for 5 s with
+/// CouchDB's ping "timed out", and another's one-link warm-up over 10 s, while the 20,000-link
+/// test ran beside it). They get a local pouchdb-server of their own; a CouchDB named by
+/// `COUCHLINK_TEST_COUCHDB_URL` serves them all, answering requests side by side.
+pub fn heavy_couch() -> &'static Couch {
+    static HEAVY: OnceLock<Couch> = OnceLock::new();
+    if std::env::var_os("COUCHLINK_TEST_COUCHDB_URL").is_some() {
+        return couch();
+    }
+    HEAVY.get_or_init(start_local_couchdb)
+}
+
 fn start_local_couchdb() -> Couch {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("couchdb/local-couchdb.sh");
     for _attempt in 0..3 {
@@ -153,6 +168,12 @@ impl TestDb {
     /// reader account), plus an editor account.
     pub async fn new() -> TestDb {
         TestDb::new_on(couch()).await
+    }
+
+    /// [`TestDb::new`] on [`heavy_couch`], for a test that loads its server with thousands of
+    /// links.
+    pub async fn heavy() -> TestDb {
+        TestDb::new_on(heavy_couch()).await
     }
 
     /// [`TestDb::new`] on a server of the test's own.

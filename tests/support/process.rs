@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use super::couch::{TestDb, READER};
+use super::eventually::{eventually, holds};
 
 /// A running `couchlink serve`.
 pub struct ServeProcess {
@@ -27,6 +28,8 @@ pub struct ServeProcess {
     pub responses: Arc<AtomicU64>,
     /// Every line it has written to stderr so far.
     pub stderr: Arc<Mutex<Vec<String>>>,
+    /// The thread reading its stderr, which ends once the pipe closes (the process exited).
+    reader: Option<std::thread::JoinHandle<()>>,
     http: reqwest::Client,
     name: String,
 }
@@ -85,7 +88,7 @@ impl ServeProcess {
         let prefix = name.to_owned();
         let said = Arc::new(Mutex::new(Vec::new()));
         let saying = said.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[{prefix}] {line}");
                 if let Some(addrs) = serving_addresses(&line) {
@@ -105,6 +108,7 @@ impl ServeProcess {
             state_dir,
             responses: Arc::default(),
             stderr: said,
+            reader: Some(reader),
             http: super::couch::http(),
             name: name.to_owned(),
         }
@@ -133,16 +137,14 @@ impl ServeProcess {
         limit: Duration,
     ) -> Duration {
         let started = Instant::now();
-        loop {
-            if let Some(r) = self.get(path).await {
-                let got = r.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
-                if r.status() == status && got.as_deref() == location {
-                    return started.elapsed();
-                }
-                assert!(started.elapsed() < limit, "{}: {path} still answers {} {got:?}", self.name, r.status());
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let what = format!("{}: {path} answers {status} {location:?}", self.name);
+        eventually(&what, limit, || async {
+            let Some(r) = self.get(path).await else { return Err(None) };
+            let got = r.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
+            holds(r.status() == status && got.as_deref() == location, Some((r.status(), got)))
+        })
+        .await;
+        started.elapsed()
     }
 
     /// Its process ID.
@@ -206,14 +208,28 @@ impl ServeProcess {
     }
 
     /// The lines it has written to stderr that contain `text`, once there is one (they are read
-    /// from its pipe by another thread), or none after 10 s; then a moment more, so that a
-    /// second line would be seen too.
-    pub async fn said_once_there(&self, text: &str) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.said(text).is_empty() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+    /// from its pipe by another thread); panics when none comes within 10 s.
+    pub async fn said_eventually(&self, text: &str) -> Vec<String> {
+        let what = format!("{} says {text:?}", self.name);
+        eventually(&what, Duration::from_secs(10), || async {
+            let said = self.said(text);
+            if said.is_empty() {
+                Err(self.stderr.lock().unwrap().last().cloned())
+            } else {
+                Ok(said)
+            }
+        })
+        .await
+    }
+
+    /// The lines containing `text` of all it wrote to stderr, once it has exited (after
+    /// [`ServeProcess::terminate`] or [`ServeProcess::kill_hard`]): what it said once is then
+    /// known to have been said only once, with no wait for a second line that might come.
+    pub fn said_in_all(&mut self, text: &str) -> Vec<String> {
+        assert!(self.child.try_wait().expect("the child can be waited for").is_some(), "{} still runs", self.name);
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the stderr reader did not panic");
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
         self.said(text)
     }
 
@@ -235,19 +251,34 @@ impl Drop for ServeProcess {
 }
 
 /// Waits for `child` to exit, at most `limit`; past it the child is killed and `Err` returned.
+/// The kernel says when it exits (its pidfd turns readable): nothing is polled.
 pub fn wait_within(child: &mut Child, limit: Duration) -> Result<ExitStatus, ()> {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("the child can be waited for") {
-            return Ok(status);
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(());
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if let Some(status) = child.try_wait().expect("the child can be waited for") {
+        return Ok(status);
     }
+    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor, closed below.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) } as libc::c_int;
+    assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+    let deadline = Instant::now() + limit;
+    let exited = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut ready = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; the timeout is bounded to an int's milliseconds.
+        let n = unsafe { libc::poll(&mut ready, 1, left.as_millis().min(i32::MAX as u128) as libc::c_int) };
+        if n >= 0 {
+            break n > 0;
+        }
+        // Only a signal handled by the test process ends poll early: wait on.
+        assert_eq!(std::io::Error::last_os_error().kind(), std::io::ErrorKind::Interrupted, "poll of a pidfd");
+    };
+    // SAFETY: the descriptor was opened above and is closed once.
+    unsafe { libc::close(pidfd) };
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(());
+    }
+    Ok(child.wait().expect("the child can be waited for"))
 }
 
 /// The redirect and admin addresses in `couchlink serve`'s start-up message.
