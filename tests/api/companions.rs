@@ -6,14 +6,15 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use couchlink::cmd::{Cli, Command};
 use couchlink::console::Console;
 use serde_json::{json, Value};
 
-use crate::support::process::{couchlink_command, reader_env, ServeProcess};
+use crate::support::eventually::{eventually, holds};
+use crate::support::process::{couchlink_command, reader_env, wait_within, ServeProcess};
 use crate::support::*;
 
 /// `couchlink ARGS` on `db` as `who`, with `env`; its status and what it printed.
@@ -84,15 +85,11 @@ async fn setup_the_proxies_the_console_and_history_all_use_the_one_named_history
     proxy.wait_until_served("/Audt1", 302, Some("https://a.example/"), Duration::from_secs(10)).await;
 
     // `couchlink history` reads it, as a reader, placed by the same variable.
-    let began = Instant::now();
-    let listed = loop {
+    let listed = eventually(&format!("Audt1's entry listed from {audit}"), Duration::from_secs(15), || async {
         let (ok, said) = couchlink(&db, READER, place, &["history", "Audt1", "--json"]);
-        if ok && said.contains("https://a.example/") {
-            break said;
-        }
-        assert!(began.elapsed() < Duration::from_secs(15), "never recorded in {audit}: {said}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        holds(ok && said.contains("https://a.example/"), said.clone()).map(|()| said)
+    })
+    .await;
     let entry: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
     assert_eq!(entry["after"]["url"], "https://a.example/", "{listed}");
     assert!(!exists(&db, &beside).await, "the proxy made or wrote {beside}");
@@ -163,17 +160,8 @@ fn a_companion_setting_that_is_no_database_is_refused_by_every_command_naming_it
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
-            let began = Instant::now();
-            let status = loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break status;
-                }
-                if began.elapsed() > Duration::from_secs(10) {
-                    child.kill().unwrap();
-                    panic!("{command} took {variable}=\"Not A Name\" and went on");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
+            let status = wait_within(&mut child, Duration::from_secs(10))
+                .unwrap_or_else(|()| panic!("{command} took {variable}=\"Not A Name\" and went on"));
             let mut said = String::new();
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
             assert!(!status.success(), "{command} took {variable}=\"Not A Name\"");
