@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::password::{BadPasswordHash, PasswordHash};
-use super::target::{canonical_location, check_internal, NotCanonical};
+use super::target::{check_target, NotCanonical};
 use time::{format_description::well_known::Rfc3339, OffsetDateTime};
 
 use super::rule::{BadRule, Rule};
@@ -254,16 +254,6 @@ pub struct LinkParts {
     pub password: Option<PasswordHash>,
     /// `max_visits` and `max_visits_bots`.
     pub limit: Option<VisitLimit>,
-}
-
-/// Whether `target` is one the proxy sends as written: an internal redirect (`/...`), or an
-/// absolute http(s) URL in canonical form (its empty path aside), then `Some` of its `Location`.
-pub fn check_target(target: &str) -> Result<Option<String>, NotCanonical> {
-    if target.starts_with('/') {
-        check_internal(target).map(|()| None)
-    } else {
-        canonical_location(target).map(Some)
-    }
 }
 
 /// An RFC 3339 instant as Unix nanoseconds, saturated to the range of `i64`.

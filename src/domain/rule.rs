@@ -1,8 +1,7 @@
 //! `Rule`: one of a link's `targets` (docs/reference.md, "Rules"): whom it sends elsewhere,
 //! where, and why a rule as a document holds it cannot be followed.
 
-use super::link::check_target;
-use super::target::NotCanonical;
+use super::target::{check_target, NotCanonical};
 use crate::visitor::geoip::Country;
 use crate::visitor::language::Language;
 use crate::visitor::{Device, Os, Visitor};

@@ -175,6 +175,16 @@ fn escapes_are_complete(s: &str) -> bool {
     })
 }
 
+/// Whether `target` is one the proxy sends as written: an internal redirect (`/...`), or an
+/// absolute http(s) URL in canonical form (its empty path aside), then `Some` of its `Location`.
+pub fn check_target(target: &str) -> Result<Option<String>, NotCanonical> {
+    if target.starts_with('/') {
+        check_internal(target).map(|()| None)
+    } else {
+        canonical_location(target).map(Some)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -132,6 +132,12 @@ pub enum RecorderError {
     },
 }
 
+impl Default for RecorderStatus {
+    fn default() -> Self {
+        RecorderStatus::new(Timing::default().behind)
+    }
+}
+
 /// Records the history of one links database.
 pub struct Recorder {
     /// The links database, as the proxy reads it.

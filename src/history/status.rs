@@ -6,8 +6,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::recorder::Timing;
-
 /// What the recorder did, for `/metrics` and `/healthz`.
 #[derive(Debug)]
 pub struct RecorderStatus {
@@ -26,12 +24,6 @@ pub struct RecorderStatus {
     pub(super) failing: Mutex<Option<(String, Instant)>>,
     pub(super) reset: Mutex<Option<String>>,
     pub(super) behind: Duration,
-}
-
-impl Default for RecorderStatus {
-    fn default() -> Self {
-        RecorderStatus::new(Timing::default().behind)
-    }
 }
 
 impl RecorderStatus {
