@@ -3,12 +3,40 @@
 //! and the validation functions they hold.
 
 use reqwest::Method;
+use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::docs::AllDocsWithDocs;
 use super::url::segment;
 use super::{CouchClient, CouchError};
+
+/// What couchlink reads of a database's information (`GET /{db}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct DatabaseInfo {
+    /// How many documents it holds (design documents included).
+    #[serde(default)]
+    pub doc_count: u64,
+    /// How many it held that are deleted now.
+    #[serde(default)]
+    pub doc_del_count: u64,
+    /// When CouchDB made the database: the same on every node of a cluster, new when a database
+    /// is made again under its name (pouchdb-server says `"0"`).
+    #[serde(default)]
+    pub instance_start_time: Option<String>,
+}
+
+/// A design document as stored: its revision, and every other field as it is (those couchlink
+/// writes and any an admin added): setup compares it field by field with the one it wants.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DesignDoc {
+    /// The revision, to replace it.
+    #[serde(rename = "_rev")]
+    pub rev: String,
+    /// Every other field, `_id` included.
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
 
 #[derive(Deserialize)]
 struct LocalIdentity {
@@ -18,7 +46,7 @@ struct LocalIdentity {
 impl CouchClient {
     /// The server's welcome (`GET /`): whether it answers at all.
     pub async fn ping(&self) -> Result<(), CouchError> {
-        self.get::<Value>(&self.server("")).await.map(drop)
+        self.get::<IgnoredAny>(&self.server("")).await.map(drop)
     }
 
     /// The largest document CouchDB accepts (`[couchdb] max_document_size`, bytes), when this
@@ -39,7 +67,7 @@ impl CouchClient {
     /// Creates database `name` unless it exists; `true` when this call created it.
     pub async fn ensure_database(&self, name: &str) -> Result<bool, CouchError> {
         let url = self.server(&segment(name));
-        if self.get_optional::<Value>(&url).await?.is_some() {
+        if self.get_optional::<IgnoredAny>(&url).await?.is_some() {
             return Ok(false);
         }
         match self.put(&url, &json!({})).await {
@@ -51,11 +79,14 @@ impl CouchClient {
     }
 
     /// The links database's information; `Ok(None)` when it does not exist.
-    pub async fn database_info(&self) -> Result<Option<Value>, CouchError> {
+    pub async fn database_info(&self) -> Result<Option<DatabaseInfo>, CouchError> {
         self.get_optional(&self.in_db("")).await
     }
 
-    /// The database's `_security` object.
+    /// The database's `_security` object, as it is. Left as JSON, not a struct: setup writes it
+    /// back with every part an admin put there, and mends parts of the wrong shape (a `names`
+    /// that is not a list) where a struct would refuse them; the import hands it to the
+    /// validation functions as `secObj`, as CouchDB would.
     pub async fn security(&self) -> Result<Value, CouchError> {
         self.get(&self.in_db("_security")).await
     }
@@ -66,7 +97,7 @@ impl CouchClient {
     }
 
     /// Design document `_design/{name}`, if it exists.
-    pub async fn design_doc(&self, name: &str) -> Result<Option<Value>, CouchError> {
+    pub async fn design_doc(&self, name: &str) -> Result<Option<DesignDoc>, CouchError> {
         self.get_optional(&self.design_doc_url(name)).await
     }
 
@@ -100,9 +131,7 @@ impl CouchClient {
         // another. pouchdb-server says "0".
         let url = self.in_db("_local/couchlink");
         let (info, mut local) = tokio::join!(self.database_info(), self.get_optional::<LocalIdentity>(&url));
-        let made = info?
-            .and_then(|info| info["instance_start_time"].as_str().map(str::to_owned))
-            .filter(|t| !t.is_empty() && t != "0");
+        let made = info?.and_then(|info| info.instance_start_time).filter(|t| !t.is_empty() && t != "0");
         let identity_of = |local: String| match &made {
             Some(made) => format!("{local}:{made}"),
             None => local,

@@ -34,12 +34,13 @@ mod users;
 mod views;
 
 pub use changes::{ChangeOfDoc, ChangesFeed, ChangesPage, FeedEvent, RevsPage};
-pub use config::{read_secret_file, CouchConfig};
+pub use config::{read_secret_file, CouchConfig, SecretError};
+pub use database::{DatabaseInfo, DesignDoc};
 pub use docs::{BulkOutcome, Created, IdState};
 pub use error::CouchError;
 pub use json::MAX_DEPTH;
 pub use url::{redact_userinfo, server_path_url};
-pub use users::Session;
+pub use users::{Session, UserDoc};
 pub use views::ViewQuery;
 
 use json::decode;

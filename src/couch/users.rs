@@ -33,6 +33,18 @@ pub(super) fn user_doc_id(name: &str) -> String {
     format!("org.couchdb.user:{name}")
 }
 
+/// What setup reads of an account's `_users` document: the revision to replace and the roles it
+/// holds. Nothing else is written back: [`CouchClient::put_user`] writes the whole document.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct UserDoc {
+    /// The revision, to replace it.
+    #[serde(rename = "_rev")]
+    pub rev: String,
+    /// Its roles, for every database (CouchDB's `_users` validation keeps them strings).
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
 impl CouchClient {
     /// Who CouchDB takes this client's credentials for (docs.couchdb.org, `GET /_session`).
     pub async fn session(&self) -> Result<Session, CouchError> {
@@ -40,7 +52,7 @@ impl CouchClient {
     }
 
     /// The `_users` document of account `name`, if there is one (admin only).
-    pub async fn user_doc(&self, name: &str) -> Result<Option<Value>, CouchError> {
+    pub async fn user_doc(&self, name: &str) -> Result<Option<UserDoc>, CouchError> {
         self.get_optional(&self.user_url(name)).await
     }
 
@@ -50,12 +62,12 @@ impl CouchClient {
         name: &str,
         password: &str,
         roles: &[&str],
-        rev: Option<&Value>,
+        rev: Option<&str>,
     ) -> Result<(), CouchError> {
         let mut doc =
             json!({"_id": user_doc_id(name), "name": name, "type": "user", "roles": roles, "password": password});
         if let Some(rev) = rev {
-            doc["_rev"] = rev.clone();
+            doc["_rev"] = Value::from(rev);
         }
         self.put(&self.user_url(name), &doc).await.map(drop)
     }
