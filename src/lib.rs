@@ -31,7 +31,12 @@
 //! - [`snapshot`]: the cache written to the state directory and read back at start (instant
 //!   restart), checked against the database it came from.
 //! - [`admin`]: `/healthz` and `/metrics` on the admin listener.
-//! - [`couch`]: the typed CouchDB HTTP client; every CouchDB URL is built there.
+//! - [`couch`]: the typed CouchDB HTTP client, one file per concern (the client and its
+//!   account, errors, configuration and secret files, URLs, sessions and users, databases and
+//!   their `_security` and design documents, documents, `_changes`, views); every CouchDB URL
+//!   is built there; what callers read of an answer (a session, an account, a database's
+//!   information, a design document, a `_changes` page, bulk outcomes) is a type, documents
+//!   pass through as JSON.
 //! - [`design`]: the design documents couchlink installs (validation function, the console's
 //!   views, the import's index), from the plain files under `couchdb/`.
 //! - [`links`]: a new link stored under a fresh short ID (for `create` and the agent).

@@ -286,7 +286,7 @@ pub struct SecretFile {
 
 impl SecretFile {
     /// Reads the secret at `path` (for clap: an unreadable file is a usage error naming it).
-    pub fn read(path: &str) -> Result<SecretFile, String> {
+    pub fn read(path: &str) -> Result<SecretFile, crate::couch::SecretError> {
         let secret = crate::couch::read_secret_file(std::path::Path::new(path))?;
         Ok(SecretFile { path: path.into(), secret })
     }

@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::{BadCredentials, CouchArgs, RoleArgs};
-use crate::couch::{CouchClient, CouchError};
+use crate::couch::{CouchClient, CouchError, DesignDoc};
 use crate::domain::{Companion, CompanionDb, InvalidRole, Roles, SHARED_EDITOR, SHARED_READER};
 
 pub use crate::design::{console_design, validate_doc_update_source, CONSOLE_DESIGN_DOC, DESIGN_DOC};
@@ -466,15 +466,13 @@ async fn ensure_admin(admin: &CouchClient) -> Result<(), SetupError> {
 
 /// What to write so that `current` holds every field of `wanted` as wanted (`None`: nothing,
 /// it already does), carrying `current`'s `_rev` so the write replaces it.
-fn reconcile(current: Option<&Value>, mut wanted: Value) -> Option<Value> {
+fn reconcile(current: Option<&DesignDoc>, mut wanted: Value) -> Option<Value> {
     let fields = wanted.as_object().expect("wanted documents are objects");
     if let Some(current) = current {
-        if fields.iter().all(|(k, v)| current.get(k) == Some(v)) {
+        if fields.iter().all(|(k, v)| current.fields.get(k) == Some(v)) {
             return None;
         }
-        if let Some(rev) = current.get("_rev") {
-            wanted["_rev"] = rev.clone();
-        }
+        wanted["_rev"] = Value::from(current.rev.as_str());
     }
     Some(wanted)
 }
@@ -511,8 +509,7 @@ fn reader_roles(held: &[String], roles: &Roles, extra: &[&str]) -> Vec<String> {
 
 async fn write_reader(admin: &CouchClient, reader: &Reader, roles: &Roles, extra: &[&str]) -> Result<Step, SetupError> {
     let existing = admin.user_doc(&reader.name).await?;
-    let held: Vec<String> =
-        existing.as_ref().and_then(|d| serde_json::from_value(d["roles"].clone()).ok()).unwrap_or_default();
+    let held: Vec<String> = existing.as_ref().map(|d| d.roles.clone()).unwrap_or_default();
     let wanted = reader_roles(&held, roles, extra);
     if existing.is_some() && wanted == held {
         // The roles are right; the password too, if the account can log in with it.
@@ -521,7 +518,7 @@ async fn write_reader(admin: &CouchClient, reader: &Reader, roles: &Roles, extra
             return Ok(Step::Unchanged);
         }
     }
-    let rev = existing.as_ref().and_then(|d| d.get("_rev"));
+    let rev = existing.as_ref().map(|d| d.rev.as_str());
     let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
     admin.put_user(&reader.name, &reader.password, &wanted, rev).await?;
     Ok(if existing.is_some() { Step::Updated } else { Step::Created })
@@ -585,10 +582,14 @@ mod tests {
 
     #[test]
     fn reconcile_writes_only_what_differs_and_keeps_the_revision() {
+        let stored = |doc: Value| serde_json::from_value::<DesignDoc>(doc).unwrap();
         let wanted = json!({"a": 1, "b": [2]});
-        assert_eq!(reconcile(Some(&json!({"_rev": "1-x", "a": 1, "b": [2], "extra": true})), wanted.clone()), None);
         assert_eq!(
-            reconcile(Some(&json!({"_rev": "1-x", "a": 9})), wanted.clone()),
+            reconcile(Some(&stored(json!({"_rev": "1-x", "a": 1, "b": [2], "extra": true}))), wanted.clone()),
+            None
+        );
+        assert_eq!(
+            reconcile(Some(&stored(json!({"_rev": "1-x", "a": 9}))), wanted.clone()),
             Some(json!({"_rev": "1-x", "a": 1, "b": [2]}))
         );
         assert_eq!(reconcile(None, wanted.clone()), Some(wanted));
