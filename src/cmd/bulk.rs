@@ -243,7 +243,8 @@ impl BulkArgs {
     pub fn execute(self) -> Result<(), BulkCommandError> {
         let change = self.change()?;
         let links = CouchClient::new(&self.couch.clone().into())?;
-        let history = super::history_of(&links, self.history_db.as_ref());
+        let history =
+            super::history_of(&links, self.history_db.as_ref()).map_err(|e| BulkCommandError::Usage(e.to_string()))?;
         let runtime = super::current_thread_runtime().map_err(BulkCommandError::Runtime)?;
         runtime.block_on(async {
             let ids = self.picked(&links).await?;
@@ -325,11 +326,13 @@ impl UndoArgs {
             )));
         }
         let links = CouchClient::new(&self.couch.clone().into())?;
-        let history = super::history_of(&links, self.history_db.as_ref()).ok_or_else(|| {
-            BulkCommandError::Usage(
-                "the history is off (--history-db off): a bulk change is undone from its record there".into(),
-            )
-        })?;
+        let history = super::history_of(&links, self.history_db.as_ref())
+            .map_err(|e| BulkCommandError::Usage(e.to_string()))?
+            .ok_or_else(|| {
+                BulkCommandError::Usage(
+                    "the history is off (--history-db off): a bulk change is undone from its record there".into(),
+                )
+            })?;
         let runtime = super::current_thread_runtime().map_err(BulkCommandError::Runtime)?;
         runtime.block_on(async {
             let docs = history.docs_with_prefix(&format!("~batch:{}:", self.batch)).await?;

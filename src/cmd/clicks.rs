@@ -156,6 +156,9 @@ pub enum ClicksError {
     /// Counting is off.
     #[error("COUCHLINK_CLICKS_DB is off: there are no counts to show")]
     Off,
+    /// The clicks database cannot be used (the links database itself, say).
+    #[error(transparent)]
+    Companion(#[from] crate::domain::CompanionError),
     /// The clicks database has no view yet.
     #[error("{0} has no counts view: run `couchlink setup` (with admin credentials) for this database")]
     NoView(String),
@@ -252,7 +255,7 @@ impl ClicksArgs {
         let mut seen = std::collections::HashSet::new();
         self.ids.retain(|id| seen.insert(id.clone()));
         let place = self.clicks_db.clone().unwrap_or_default();
-        let db = place.database(crate::domain::Companion::Clicks, &self.couch.db).ok_or(ClicksError::Off)?;
+        let db = place.resolve(crate::domain::Companion::Clicks, &self.couch.db)?.ok_or(ClicksError::Off)?;
         let couch = CouchClient::new(&self.couch.clone().into())?.for_database(&db);
         let runtime = super::current_thread_runtime().map_err(ClicksError::Runtime)?;
         let out = &mut std::io::stdout().lock();

@@ -111,8 +111,8 @@ impl ConsoleArgs {
             .into_iter()
             .map(|(db, public_url)| {
                 let roles = self.roles.roles(&db).map_err(|e| ConsoleError::Config(e.to_string()))?;
-                let clicks_db = clicks.database(Companion::Clicks, &db);
-                let history_db = history.database(Companion::History, &db);
+                let (clicks_db, history_db) = crate::domain::companions(&db, &clicks, &history)
+                    .map_err(|e| ConsoleError::Config(e.to_string()))?;
                 Ok(ConsoleSite { db, public_url, clicks_db, history_db, editor_role: roles.editor })
             })
             .collect()

@@ -80,6 +80,9 @@ pub enum HistoryCommandError {
     /// Nothing recorded for the link.
     #[error("no history recorded for {0} (is `couchlink setup` run, and a proxy running to record it?)")]
     Nothing(String),
+    /// The history database cannot be used (the links database itself, say).
+    #[error(transparent)]
+    Companion(#[from] crate::domain::CompanionError),
     /// `--history-db off`.
     #[error("the history is off (--history-db off, COUCHLINK_HISTORY_DB): nothing is recorded to read or restore")]
     Off,
@@ -99,7 +102,7 @@ pub enum HistoryCommandError {
 
 fn history_client(couch: &CouchArgs, history_db: Option<&CompanionDb>) -> Result<CouchClient, HistoryCommandError> {
     let links = CouchClient::new(&couch.clone().into())?;
-    super::history_of(&links, history_db).ok_or(HistoryCommandError::Off)
+    super::history_of(&links, history_db)?.ok_or(HistoryCommandError::Off)
 }
 impl HistoryArgs {
     /// Prints the link's history, oldest first.

@@ -85,11 +85,14 @@ pub type CommandError = Box<dyn Error + Send + Sync + 'static>;
 impl Command {
     /// Runs the command to its end.
     pub fn execute(self) -> Result<(), CommandError> {
+        use crate::domain::Companion;
         let mut unused = None;
         match self {
             Command::Serve(args) => Ok(args.execute()?),
             Command::Setup(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
+                args.on.check_companion(Companion::Clicks, args.clicks_db.as_ref())?;
+                args.on.check_companion(Companion::History, args.history_db.as_ref())?;
                 Ok(args.execute()?)
             }
             Command::Create(mut args) => {
@@ -111,22 +114,27 @@ impl Command {
             Command::Report(args) => Ok(args.execute()?),
             Command::Clicks(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
+                args.on.check_companion(Companion::Clicks, args.clicks_db.as_ref())?;
                 Ok(args.execute()?)
             }
             Command::History(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
+                args.on.check_companion(Companion::History, args.history_db.as_ref())?;
                 Ok(args.execute()?)
             }
             Command::Restore(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
+                args.on.check_companion(Companion::History, args.history_db.as_ref())?;
                 Ok(args.execute()?)
             }
             Command::Bulk(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
+                args.on.check_companion(Companion::History, args.history_db.as_ref())?;
                 Ok(args.execute()?)
             }
             Command::Undo(mut args) => {
                 args.on.apply(&mut args.couch, &mut unused)?;
+                args.on.check_companion(Companion::History, args.history_db.as_ref())?;
                 Ok(args.execute()?)
             }
             Command::Console(args) => Ok(args.execute()?),
@@ -234,6 +242,18 @@ pub struct DomainChoice {
 pub struct DomainError(String);
 
 impl DomainChoice {
+    /// Refuses a companion database named outright while several domains are configured: one
+    /// database cannot be every domain's (as `serve` and `console` refuse it).
+    fn check_companion(
+        &self,
+        companion: crate::domain::Companion,
+        setting: Option<&crate::domain::CompanionDb>,
+    ) -> Result<(), DomainError> {
+        let domains = self.domains.list().map_err(DomainError)?;
+        let place = setting.cloned().unwrap_or_default();
+        place.for_domains(companion, domains.len()).map(drop).map_err(|e| DomainError(e.to_string()))
+    }
+
     /// Puts the chosen domain's database in `couch` and its public URL in `public_url`.
     fn apply(
         &self,
@@ -303,9 +323,10 @@ impl std::fmt::Debug for SecretFile {
 pub(crate) fn history_of(
     links: &crate::couch::CouchClient,
     history_db: Option<&crate::domain::CompanionDb>,
-) -> Option<crate::couch::CouchClient> {
+) -> Result<Option<crate::couch::CouchClient>, crate::domain::CompanionError> {
     let place = history_db.cloned().unwrap_or_default();
-    place.database(crate::domain::Companion::History, links.database()).map(|name| links.for_database(&name))
+    let name = place.resolve(crate::domain::Companion::History, links.database())?;
+    Ok(name.map(|name| links.for_database(&name)))
 }
 
 /// A single-threaded runtime, for the commands that wait on CouchDB one request at a time.

@@ -61,8 +61,8 @@ impl SetupArgs {
         let admin = CouchClient::new(&self.couch.into())?;
         let password = self.reader_password.or(self.reader_password_file.map(|f| f.secret));
         let reader = password.map(|password| Reader { name: self.reader_user, password });
-        let clicks_db = self.clicks_db.unwrap_or_default().database(Companion::Clicks, &db);
-        let history_db = self.history_db.unwrap_or_default().database(Companion::History, &db);
+        let (clicks_db, history_db) =
+            crate::domain::companions(&db, &self.clicks_db.unwrap_or_default(), &self.history_db.unwrap_or_default())?;
         let options = SetupOptions {
             roles,
             clicks_db,
@@ -222,6 +222,22 @@ pub enum SetupError {
     /// A role name CouchDB would not take.
     #[error(transparent)]
     Role(#[from] InvalidRole),
+    /// A companion database that cannot be one.
+    #[error(transparent)]
+    Companion(#[from] crate::domain::CompanionError),
+    /// A database setup would make into what another already is: a links database into a
+    /// companion, or a companion into a links database.
+    #[error(
+        "{db} is {is}; setup would make it {would} too (check COUCHLINK_DB, COUCHLINK_CLICKS_DB, COUCHLINK_HISTORY_DB)"
+    )]
+    Taken {
+        /// The database.
+        db: String,
+        /// What it already is.
+        is: &'static str,
+        /// What setup would make it.
+        would: &'static str,
+    },
     /// CouchDB refused or could not be reached.
     #[error("setup failed")]
     Couch(#[from] CouchError),
@@ -293,6 +309,7 @@ pub struct SecurityPlan {
 /// reported `created` with it; on an existing one, `updated` or `unchanged`.
 pub async fn run(admin: &CouchClient, reader: Option<&Reader>, options: &SetupOptions) -> Result<Report, SetupError> {
     ensure_admin(admin).await?;
+    refuse_taken(admin, options).await?;
     // CouchDB 3 single-node creates _users itself; a bare cluster may not have it yet.
     admin.ensure_database("_users").await?;
     let created = admin.ensure_database(admin.database()).await?;
@@ -410,6 +427,28 @@ async fn ensure_companion(
     Ok((companion.database().to_owned(), database, security, design))
 }
 
+/// Refuses to set up a database as what another setup made it: the links database where a
+/// clicks or history database's design document is, a companion where a links database's
+/// validation is. Each one's validation would refuse the other's writes (and a companion's
+/// `_security` would let this database's readers read another's links).
+async fn refuse_taken(admin: &CouchClient, options: &SetupOptions) -> Result<(), SetupError> {
+    let taken = |db: &str, is, would| SetupError::Taken { db: db.to_owned(), is, would };
+    for (design, is) in
+        [(crate::clicks::doc::DESIGN_DOC, "a clicks database"), (crate::history::DESIGN_DOC, "a history database")]
+    {
+        if admin.design_doc(design).await?.is_some() {
+            return Err(taken(admin.database(), is, "a links database"));
+        }
+    }
+    for (name, would) in [(&options.clicks_db, "a clicks database"), (&options.history_db, "a history database")] {
+        let Some(name) = name else { continue };
+        if admin.for_database(name).design_doc(DESIGN_DOC).await?.is_some() {
+            return Err(taken(name, "a links database", would));
+        }
+    }
+    Ok(())
+}
+
 /// Design document `name` made `wanted` (its fields; others an admin added are kept), written
 /// only when it differs.
 async fn ensure_design(client: &CouchClient, name: &str, wanted: Value) -> Result<Step, SetupError> {
@@ -465,16 +504,18 @@ async fn ensure_admin(admin: &CouchClient) -> Result<(), SetupError> {
 }
 
 /// What to write so that `current` holds every field of `wanted` as wanted (`None`: nothing,
-/// it already does), carrying `current`'s `_rev` so the write replaces it.
-fn reconcile(current: Option<&DesignDoc>, mut wanted: Value) -> Option<Value> {
-    let fields = wanted.as_object().expect("wanted documents are objects");
-    if let Some(current) = current {
-        if fields.iter().all(|(k, v)| current.fields.get(k) == Some(v)) {
-            return None;
-        }
-        wanted["_rev"] = Value::from(current.rev.as_str());
+/// it already does): `current` with those fields replaced and its other fields (an admin's
+/// `filters`, say) kept, carrying its `_rev` so the write replaces it.
+fn reconcile(current: Option<&DesignDoc>, wanted: Value) -> Option<Value> {
+    let Some(current) = current else { return Some(wanted) };
+    let Value::Object(fields) = wanted else { panic!("wanted documents are objects") };
+    if fields.iter().all(|(k, v)| current.fields.get(k) == Some(v)) {
+        return None;
     }
-    Some(wanted)
+    let mut merged = current.fields.clone();
+    merged.extend(fields);
+    merged.insert("_rev".into(), Value::from(current.rev.as_str()));
+    Some(Value::Object(merged))
 }
 
 /// Makes sure `reader` can log in and holds this database's reader role (and, with counting
@@ -592,6 +633,11 @@ mod tests {
             reconcile(Some(&stored(json!({"_rev": "1-x", "a": 9}))), wanted.clone()),
             Some(json!({"_rev": "1-x", "a": 1, "b": [2]}))
         );
-        assert_eq!(reconcile(None, wanted.clone()), Some(wanted));
+        assert_eq!(reconcile(None, wanted.clone()), Some(wanted.clone()));
+        // What an admin added beside couchlink's fields stays when setup rewrites its own.
+        assert_eq!(
+            reconcile(Some(&stored(json!({"_rev": "2-y", "a": 9, "filters": {"f": "fn"}}))), wanted),
+            Some(json!({"_rev": "2-y", "a": 1, "b": [2], "filters": {"f": "fn"}}))
+        );
     }
 }

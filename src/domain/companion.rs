@@ -72,8 +72,8 @@ pub enum CompanionDb {
 pub enum CompanionError {
     /// Not a name CouchDB takes for a database.
     #[error(
-        "{0:?} cannot be a CouchDB database: a name starts with a lowercase letter and holds only lowercase \
-         letters, digits and _$()+-/ (or `off`)"
+        "{0:?} cannot be a CouchDB database: a name starts with a lowercase letter, holds only lowercase \
+         letters, digits and _$()+- and is at most 238 bytes (or `off`; empty: the default)"
     )]
     InvalidName(String),
     /// A named database with several domains: each links database has its own.
@@ -85,6 +85,26 @@ pub enum CompanionError {
         /// The companion named.
         companion: Companion,
     },
+    /// A database too long for CouchDB (its name, or the default made of a long links
+    /// database's name).
+    #[error("{name:?} cannot be the {companion} database: CouchDB takes names of at most 238 bytes ({} is {})", .companion.variable(), .name.len())]
+    TooLong {
+        /// The companion.
+        companion: Companion,
+        /// The name it would have.
+        name: String,
+    },
+    /// The companion would be the links database itself.
+    #[error("{} names the links database {db} itself: a {companion} database is one of its own", .companion.variable())]
+    IsLinks {
+        /// The companion.
+        companion: Companion,
+        /// The links database.
+        db: String,
+    },
+    /// Two companions in one database: each one's validation would refuse the other's writes.
+    #[error("COUCHLINK_CLICKS_DB and COUCHLINK_HISTORY_DB both name {0}: each needs a database of its own")]
+    Shared(String),
     /// The command needs the companion, and it is off.
     #[error("the {companion} is off ({} is off): there is no {companion} database to use", .companion.variable())]
     Off {
@@ -107,12 +127,29 @@ impl CompanionDb {
         match value {
             "" => Ok(CompanionDb::Beside),
             "off" => Ok(CompanionDb::Off),
+            // CouchDB takes `/` in a name, but the console's passage cannot name such a
+            // database (it refuses escaped paths): a companion the console could not show.
+            name if name.contains('/') => Err(CompanionError::InvalidName(name.to_owned())),
             name if is_database_name(name) => Ok(CompanionDb::Named(name.to_owned())),
             name => Err(CompanionError::InvalidName(name.to_owned())),
         }
     }
 
-    /// The database `companion` of links database `db` lives in (`None`: off).
+    /// The database `companion` of links database `db` lives in (`None`: off), checked: a name
+    /// CouchDB takes, and not the links database itself.
+    pub fn resolve(&self, companion: Companion, db: &str) -> Result<Option<String>, CompanionError> {
+        let Some(name) = self.database(companion, db) else { return Ok(None) };
+        if name.len() > 238 {
+            return Err(CompanionError::TooLong { companion, name });
+        }
+        if name == db {
+            return Err(CompanionError::IsLinks { companion, db: db.to_owned() });
+        }
+        Ok(Some(name))
+    }
+
+    /// The database `companion` of links database `db` lives in (`None`: off), unchecked (see
+    /// [`CompanionDb::resolve`]).
     pub fn database(&self, companion: Companion, db: &str) -> Option<String> {
         match self {
             CompanionDb::Beside => Some(companion.beside(db)),
@@ -123,7 +160,7 @@ impl CompanionDb {
 
     /// The database, for a command that cannot go on without it.
     pub fn required(&self, companion: Companion, db: &str) -> Result<String, CompanionError> {
-        self.database(companion, db).ok_or(CompanionError::Off { companion })
+        self.resolve(companion, db)?.ok_or(CompanionError::Off { companion })
     }
 
     /// This setting, fit for `domains` links databases at once (one named database cannot be
@@ -142,6 +179,21 @@ impl CompanionDb {
             CompanionDb::Named(name) => Some(name),
             _ => None,
         }
+    }
+}
+
+/// The clicks and history databases of links database `db`, each resolved (see
+/// [`CompanionDb::resolve`]) and never one database for both.
+pub fn companions(
+    db: &str,
+    clicks: &CompanionDb,
+    history: &CompanionDb,
+) -> Result<(Option<String>, Option<String>), CompanionError> {
+    let clicks = clicks.resolve(Companion::Clicks, db)?;
+    let history = history.resolve(Companion::History, db)?;
+    match (&clicks, &history) {
+        (Some(c), Some(h)) if c == h => Err(CompanionError::Shared(c.clone())),
+        _ => Ok((clicks, history)),
     }
 }
 
@@ -186,15 +238,35 @@ mod tests {
     }
 
     #[test]
+    fn a_companion_is_never_its_links_database_nor_the_other_companion_nor_too_long() {
+        let named = |n: &str| CompanionDb::parse(n).unwrap();
+        assert_eq!(
+            named("links").resolve(Companion::History, "links"),
+            Err(CompanionError::IsLinks { companion: Companion::History, db: "links".into() })
+        );
+        assert_eq!(companions("links", &named("same"), &named("same")), Err(CompanionError::Shared("same".into())));
+        assert_eq!(
+            companions("links", &CompanionDb::Beside, &CompanionDb::Off),
+            Ok((Some("links_clicks".into()), None))
+        );
+        let long = "l".repeat(232);
+        let too_long = CompanionDb::Beside.resolve(Companion::Clicks, &long).unwrap_err();
+        assert!(matches!(too_long, CompanionError::TooLong { .. }), "{too_long}");
+        assert!(too_long.to_string().contains("238"), "{too_long}");
+        assert!(CompanionDb::Beside.resolve(Companion::Clicks, &"l".repeat(231)).unwrap().is_some());
+        assert!(CompanionDb::parse("h/x").is_err(), "the console could not reach it");
+    }
+
+    #[test]
     fn a_setting_is_written_back_as_it_was_read() {
-        for written in ["", "off", "audit", "a$(1)+x/y-z_0"] {
+        for written in ["", "off", "audit", "a$(1)+x-z_0"] {
             assert_eq!(CompanionDb::parse(written).unwrap().to_string(), written);
         }
     }
 
     #[test]
     fn only_names_couchdb_takes_are_databases() {
-        for bad in ["Audit", "_users", "1links", "links history", "links.history", "é", &"a".repeat(239)] {
+        for bad in ["Audit", "_users", "1links", "links history", "links.history", "é", "a/b", &"a".repeat(239)] {
             assert!(CompanionDb::parse(bad).is_err(), "{bad:?}");
         }
         assert!(is_database_name(&"a".repeat(238)));

@@ -15,7 +15,7 @@ mod rule;
 mod target;
 mod tracking_id;
 
-pub use companion::{is_database_name, Companion, CompanionDb, CompanionError};
+pub use companion::{companions, is_database_name, Companion, CompanionDb, CompanionError};
 pub use edit::{is_batch_name, is_stated_time, EditStamp, Stated};
 pub use host::{parse_domains, Domain, Host, InvalidHost, UNKNOWN_HOSTS};
 pub use link::{Link, LinkDoc, LinkParts, Status, UnusableLink, VisitLimit, MAX_VISITS};

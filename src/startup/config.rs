@@ -240,6 +240,9 @@ pub enum StartError {
         #[source]
         source: Box<CouchError>,
     },
+    /// A companion database that cannot be one (the links database itself, say).
+    #[error(transparent)]
+    Companion(#[from] crate::domain::CompanionError),
     /// The list of domains cannot be used.
     #[error("bad domains: {0}")]
     Domains(String),

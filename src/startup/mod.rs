@@ -33,7 +33,7 @@ use crate::access_log::{AccessLog, Flusher, LogOptions};
 use crate::admin::Admin;
 use crate::clicks::doc::Writer as ClicksIdentity;
 use crate::couch::CouchClient;
-use crate::domain::{Companion, PublicUrl, Roles, UNKNOWN_HOSTS};
+use crate::domain::{Companion, CompanionDb, PublicUrl, Roles, UNKNOWN_HOSTS};
 use crate::handover::{self, Giver, Inherited};
 use crate::http::accept::{self, Limits};
 use crate::lifecycle::{self, Ending};
@@ -101,6 +101,15 @@ impl Application {
                 .clone()
                 .for_domains(companion, config.domains.len())
                 .map_err(|e| StartError::Domains(e.to_string()))?;
+        }
+        // Nor the links database itself, nor both companions in one.
+        let clicks_place = config.clicks.as_ref().map_or(CompanionDb::Off, |c| c.db.clone());
+        let dbs: Vec<&str> = match config.domains.is_empty() {
+            true => vec![config.couch.db.as_str()],
+            false => config.domains.iter().map(|d| d.db.as_str()).collect(),
+        };
+        for db in dbs {
+            crate::domain::companions(db, &clicks_place, &config.history_db)?;
         }
         // Read before anything is bound: a file missing or damaged is a misconfiguration.
         let geoip = match &config.geoip {

@@ -169,3 +169,69 @@ fn a_companion_setting_that_is_no_database_is_refused_by_every_command_naming_it
         }
     }
 }
+
+#[tokio::test]
+async fn setup_and_serve_refuse_a_companion_that_is_a_links_database_or_the_other_companion() {
+    let db = TestDb::new().await;
+    let other = TestDb::new().await;
+    let roles: &[(&str, &str)] = &[("COUCHLINK_READER_ROLE", READER_ROLE), ("COUCHLINK_EDITOR_ROLE", EDITOR_ROLE)];
+    let refused = |env: &[(&str, &str)], args: &[&str]| {
+        let mut with = roles.to_vec();
+        with.extend_from_slice(env);
+        let (ok, said) = couchlink(&db, admin_of(&db), &with, args);
+        assert!(!ok, "{args:?} with {env:?} went on: {said}");
+        said
+    };
+    // The links database itself, as either companion; both companions in one database.
+    let said = refused(&[("COUCHLINK_HISTORY_DB", &db.name)], &["setup"]);
+    assert!(said.contains("COUCHLINK_HISTORY_DB names the links database"), "{said}");
+    let said = refused(&[("COUCHLINK_CLICKS_DB", &db.name)], &["setup"]);
+    assert!(said.contains("COUCHLINK_CLICKS_DB names the links database"), "{said}");
+    let shared = format!("{}_both", db.name);
+    let said = refused(&[("COUCHLINK_CLICKS_DB", &shared), ("COUCHLINK_HISTORY_DB", &shared)], &["setup"]);
+    assert!(said.contains("each needs a database of its own"), "{said}");
+    assert!(!exists(&db, &shared).await, "setup made {shared} before refusing");
+    // Another links database as this one's history, and a history database as a links database.
+    let said = refused(&[("COUCHLINK_HISTORY_DB", &other.name)], &["setup"]);
+    assert!(said.contains(&format!("{} is a links database", other.name)), "{said}");
+    let other_history = format!("{}_history", other.name);
+    let (ok, said) = couchlink(&other, admin_of(&other), roles, &["setup"]);
+    assert!(ok, "{said}");
+    let (ok, said) = couchlink(&db, admin_of(&db), roles, &["setup", "--db", &other_history]);
+    assert!(!ok && said.contains(&format!("{other_history} is a history database")), "{said}");
+    // Nothing of it was written: the links database takes an editor's link, the other's
+    // history its recorder's entries only.
+    let written =
+        db.request_as(Some(EDITOR), reqwest::Method::PUT, "Kept1", Some(&json!({"url": "https://a.example/"}))).await;
+    assert_eq!(written.status(), 201, "{}", written.text().await.unwrap());
+    let design = http()
+        .get(format!("{}/{}/_design/history", db.couch.url, other.name))
+        .basic_auth(&db.couch.admin_user, Some(&db.couch.admin_password))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(design.status(), 404, "the other links database got a history's validation");
+
+    // serve refuses the links database as its history before it serves.
+    let mut child = couchlink_command()
+        .arg("serve")
+        .envs(reader_env(&db).iter().map(|(k, v)| (*k, v.as_str())))
+        .env("COUCHLINK_HISTORY_DB", &db.name)
+        .env("COUCHLINK_LISTEN", "127.0.0.1:0")
+        .env("COUCHLINK_ADMIN_LISTEN", "127.0.0.1:0")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(10)).expect("serve refused at once");
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    assert!(!status.success() && said.contains("names the links database"), "{said}");
+
+    // With several domains, a named history database is every command's refusal, not only
+    // serve's: setup for one domain would rewrite another's validation.
+    let domains = format!("a.example={},b.example={}", db.name, other.name);
+    for args in [&["setup", "--domain", "a.example"][..], &["history", "Kept1", "--domain", "a.example"]] {
+        let said = refused(&[("COUCHLINK_DOMAINS", &domains), ("COUCHLINK_HISTORY_DB", &shared)], args);
+        assert!(said.contains("names one history database"), "{args:?}: {said}");
+    }
+}
