@@ -4,8 +4,6 @@
 //! default `<db>_history` (before, `serve` had no such setting and recorded there whatever
 //! the others read).
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -113,22 +111,11 @@ async fn setup_the_proxies_the_console_and_history_all_use_the_one_named_history
     };
     let sites = args.sites().unwrap();
     assert_eq!(sites[0].history_db.as_deref(), Some(audit.as_str()));
-    let mut couch_url = url::Url::parse(&db.couch.url).unwrap();
-    couch_url.set_username("").unwrap();
-    couch_url.set_password(None).unwrap();
-    let console = Console::new(sites, couch_url, false).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = listener.local_addr().unwrap();
-    tokio::spawn(couchlink::http::accept::run(
-        listener,
-        Arc::new(console),
-        couchlink::http::accept::Limits::new(16, Duration::from_secs(10)),
-        std::future::pending::<()>(),
-        Duration::from_secs(1),
-    ));
+    let console =
+        crate::console::serve_console(Console::new(sites, crate::console::bare_url(&db), false).unwrap()).await;
     let read = |name: &str| {
         http()
-            .get(format!("http://{addr}/couch/{name}/_all_docs?include_docs=true"))
+            .get(format!("{console}/couch/{name}/_all_docs?include_docs=true"))
             .basic_auth(EDITOR.0, Some(EDITOR.1))
             .send()
     };

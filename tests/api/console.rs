@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::support::{ensure_user, http, spawn_app_on, TestDb, EDITOR, EDITOR_ROLE, READER};
 
 /// CouchDB's URL of `db` without the account the tests' URL may carry.
-fn bare_url(db: &TestDb) -> url::Url {
+pub(crate) fn bare_url(db: &TestDb) -> url::Url {
     let mut url = url::Url::parse(&db.couch.url).unwrap();
     url.set_username("").unwrap();
     url.set_password(None).unwrap();
@@ -34,7 +34,11 @@ async fn start_console_with(db: &TestDb, configure: impl FnOnce(Console) -> Cons
         history_db: None,
         editor_role: EDITOR_ROLE.into(),
     };
-    let console = configure(Console::new(vec![site], bare_url(db), false).unwrap());
+    serve_console(configure(Console::new(vec![site], bare_url(db), false).unwrap())).await
+}
+
+/// `console` served on a loopback port of its own: its base URL.
+pub(crate) async fn serve_console(console: Console) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(couchlink::http::accept::run(
