@@ -94,14 +94,22 @@ pub struct ClicksWriter {
 /// Documents waiting for CouchDB, oldest first.
 #[derive(Default)]
 struct Queue {
-    docs: VecDeque<Document>,
+    docs: VecDeque<Waiting>,
     bytes: usize,
+}
+
+/// A document waiting for CouchDB.
+struct Waiting {
+    doc: Document,
+    /// Refused with `403` while a later document was taken: the refusal looks like the
+    /// document's own, and is taken for it if the next try, an interval later, is refused too.
+    suspect: bool,
 }
 
 impl Queue {
     /// Takes the document at `index` out of the queue.
     fn take(&mut self, index: usize) -> Document {
-        let taken = self.docs.remove(index).expect("a queued document");
+        let taken = self.docs.remove(index).expect("a queued document").doc;
         self.bytes -= taken.json.len();
         taken
     }
@@ -133,7 +141,7 @@ impl ClicksWriter {
             if stopping {
                 let written = tokio::time::timeout(STOP_TIMEOUT, self.write(&mut queue)).await;
                 if written.is_err() || !queue.docs.is_empty() {
-                    let lost: u64 = queue.docs.iter().map(|doc| doc.responses).sum();
+                    let lost: u64 = queue.docs.iter().map(|waiting| waiting.doc.responses).sum();
                     self.status.lost.fetch_add(lost, Relaxed);
                     tracing::warn!(
                         "the counts of {lost} responses could not be written to {} before the stop",
@@ -176,7 +184,7 @@ impl ClicksWriter {
                 continue;
             }
             queue.bytes += size;
-            queue.docs.push_back(doc);
+            queue.docs.push_back(Waiting { doc, suspect: false });
         }
         self.publish(queue);
     }
@@ -187,45 +195,50 @@ impl ClicksWriter {
     /// Refused for good (a document CouchDB will never take: `413` too large, `400` malformed,
     /// `403` from the validation): set aside, said and counted, so that it holds back no
     /// interval after it. A `403` may also be the account's (its proxy role taken away), which
-    /// refuses every document alike: a refused document is set aside only once a later one
-    /// (of the next [`LOOK_AHEAD`]) is taken; while none is, they all wait, as does anything
-    /// else (CouchDB away or failing, no clicks database yet), tried again next interval, in
-    /// order: an admin's fix is all it takes.
+    /// refuses every document alike: a refused document is passed over while a later one (of
+    /// the next [`LOOK_AHEAD`]) is tried; once one is taken, the refusal looks like the
+    /// document's own, and it is set aside if its next try, an interval later, is refused too.
+    /// One look is not enough: an admin's fix of a validation function or a role can land
+    /// between two tries of one round, the first document refused by the old function and the
+    /// next taken by the new (seen on CouchDB 3.5 under load: an interval's counts lost right
+    /// after the fix); a change reaching a database's shards a moment apart would do the same.
+    /// While none
+    /// is taken, they all wait, as does anything else (CouchDB away or failing, no clicks
+    /// database yet), tried again next interval, in order: an admin's fix is all it takes.
     async fn write(&self, queue: &mut Queue) {
-        // Documents at the front refused with 403, kept until a later one tells whose refusal
-        // it was.
+        // Documents at the front refused with 403 in this round, passed over.
         let mut held = 0;
-        let mut account_refusal = None;
-        while let Some(doc) = queue.docs.get(held) {
-            match self.couch.create_doc_text(&doc.id, doc.json.clone()).await {
+        // The refusal of those no later document's taking has explained yet.
+        let mut unexplained = None;
+        while let Some(waiting) = queue.docs.get(held) {
+            let suspect = waiting.suspect;
+            match self.couch.create_doc_text(&waiting.doc.id, waiting.doc.json.clone()).await {
                 Ok(_) => {
+                    let doc = queue.take(held);
                     self.limits.written(&doc.json);
                     self.status.written.fetch_add(1, Relaxed);
                     self.recovered();
-                    queue.take(held);
-                    // Taken: the refusals before it were the documents' own.
-                    for _ in 0..held {
-                        let doc = queue.take(0);
-                        self.set_aside(&doc, account_refusal.as_ref().expect("a refusal held"));
+                    for passed_over in queue.docs.range_mut(..held) {
+                        passed_over.suspect = true;
                     }
-                    (held, account_refusal) = (0, None);
+                    unexplained = None;
                 }
-                Err(e) if matches!(e.status(), Some(400 | 413)) => {
+                Err(e) if matches!(e.status(), Some(400 | 413)) || (suspect && e.status() == Some(403)) => {
                     let doc = queue.take(held);
                     self.set_aside(&doc, &e);
                 }
                 Err(e) if e.status() == Some(403) && held < LOOK_AHEAD => {
                     held += 1;
-                    account_refusal.get_or_insert(e);
+                    unexplained.get_or_insert(e);
                 }
                 Err(e) => {
-                    self.failed(account_refusal.as_ref().unwrap_or(&e));
+                    self.failed(unexplained.as_ref().unwrap_or(&e));
                     break;
                 }
             }
             self.publish(queue);
         }
-        if let Some(e) = &account_refusal {
+        if let Some(e) = &unexplained {
             self.failed(e);
         }
         self.publish(queue);
