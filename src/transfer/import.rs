@@ -206,7 +206,7 @@ async fn assign_ids(
             Ok(Fate::Keep(id)) => to_write.push((entry, id, true, 0)),
             Ok(Fate::Already(id)) => outcome.already.push(stored(&entry, id, true)),
             Ok(Fate::Fresh) => fresh.push(entry),
-            Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
+            Err(refused) => outcome.invalid.push(Invalid { place: entry.place, reason: refused.to_string() }),
         }
     }
     if fresh.is_empty() {
