@@ -332,8 +332,8 @@ async fn check(
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, n, doc)),
             // Said with the field it names: `"targets.2.url": ...`.
-            Err(reason) => {
-                let reason = crate::domain::Refusal::parse(&reason).to_string();
+            Err(rejected) => {
+                let reason = crate::domain::Refusal::parse(&rejected.to_string()).to_string();
                 outcome.invalid.push(Invalid { place: entry.place, reason })
             }
         }
