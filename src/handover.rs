@@ -71,9 +71,43 @@ pub enum InheritError {
     Predecessor {
         /// The abstract socket's name.
         socket: String,
-        /// What went wrong.
-        reason: String,
+        /// What went wrong (said in the message, so no source of it).
+        reason: HandoverFailed,
     },
+}
+
+/// What went wrong taking the listeners from the process being upgraded.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverFailed {
+    /// The name is no abstract socket address.
+    #[error(transparent)]
+    Address(std::io::Error),
+    /// Nothing listens under it.
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+    /// The socket could not be set up (its receive timeout, a listener's non-blocking mode).
+    #[error(transparent)]
+    Socket(std::io::Error),
+    /// The greeting and descriptors did not arrive.
+    #[error("nothing received: {0}")]
+    Receive(rustix::io::Errno),
+    /// Something other than couchlink's greeting.
+    #[error("unexpected greeting {0:?}")]
+    Greeting(String),
+    /// The greeting names another number of sockets than were passed.
+    #[error("{names} names for {sockets} sockets")]
+    Count {
+        /// Names in the greeting.
+        names: usize,
+        /// Descriptors passed.
+        sockets: usize,
+    },
+    /// A socket name couchlink does not give.
+    #[error("a socket named {0:?}")]
+    UnknownName(String),
+    /// No redirect listener among them.
+    #[error("no redirect socket passed")]
+    NoRedirect,
 }
 
 /// Why an upgrade did not happen (the old process goes on serving).
@@ -205,16 +239,16 @@ fn from_systemd() -> Result<Option<Inherited>, InheritError> {
     Ok(Some(inherited))
 }
 
-fn from_predecessor(socket: &str) -> Result<Inherited, String> {
-    let address = UnixAddr::from_abstract_name(socket.as_bytes()).map_err(|e| e.to_string())?;
-    let stream = UnixStream::connect_addr(&address).map_err(|e| format!("cannot connect: {e}"))?;
-    stream.set_read_timeout(Some(RECEIVE_TIMEOUT)).map_err(|e| e.to_string())?;
+fn from_predecessor(socket: &str) -> Result<Inherited, HandoverFailed> {
+    let address = UnixAddr::from_abstract_name(socket.as_bytes()).map_err(HandoverFailed::Address)?;
+    let stream = UnixStream::connect_addr(&address).map_err(HandoverFailed::Connect)?;
+    stream.set_read_timeout(Some(RECEIVE_TIMEOUT)).map_err(HandoverFailed::Socket)?;
     let mut text = vec![0u8; 4096];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_SOCKETS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let received =
         rustix::net::recvmsg(&stream, &mut [IoSliceMut::new(&mut text)], &mut control, RecvFlags::CMSG_CLOEXEC)
-            .map_err(|e| format!("nothing received: {e}"))?;
+            .map_err(HandoverFailed::Receive)?;
     let mut fds: Vec<OwnedFd> = Vec::new();
     for message in control.drain() {
         if let RecvAncillaryMessage::ScmRights(passed) = message {
@@ -234,25 +268,25 @@ fn from_predecessor(socket: &str) -> Result<Inherited, String> {
     let text = String::from_utf8_lossy(&text);
     let mut words = text.trim_end().split(' ');
     if words.next() != Some(GREETING) {
-        return Err(format!("unexpected greeting {:?}", text.trim_end()));
+        return Err(HandoverFailed::Greeting(text.trim_end().to_owned()));
     }
     let names: Vec<&str> = words.collect();
     if names.len() != fds.len() {
-        return Err(format!("{} names for {} sockets", names.len(), fds.len()));
+        return Err(HandoverFailed::Count { names: names.len(), sockets: fds.len() });
     }
     let mut inherited =
         Inherited { redirect: Vec::new(), admin: None, giver: Giver::Predecessor(Predecessor { stream }) };
     for (name, fd) in names.into_iter().zip(fds) {
         let listener = TcpListener::from(fd);
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(HandoverFailed::Socket)?;
         match name {
             REDIRECT => inherited.redirect.push(listener),
             ADMIN => inherited.admin = Some(listener),
-            other => return Err(format!("a socket named {other:?}")),
+            other => return Err(HandoverFailed::UnknownName(other.to_owned())),
         }
     }
     if inherited.redirect.is_empty() {
-        return Err("no redirect socket passed".into());
+        return Err(HandoverFailed::NoRedirect);
     }
     Ok(inherited)
 }

@@ -55,9 +55,26 @@ pub enum KeysError {
     Malformed {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
-        why: String,
+        /// What is wrong (said in the message, so no source of it).
+        why: BadKeys,
     },
+}
+
+/// What is wrong with the keys file's contents.
+#[derive(Debug, thiserror::Error)]
+pub enum BadKeys {
+    /// Not the JSON of a keys file.
+    #[error(transparent)]
+    Json(serde_json::Error),
+    /// No OKP key of this curve.
+    #[error("no {0} key")]
+    NoKey(&'static str),
+    /// The private half of this curve's key is not 32 bytes of base64url.
+    #[error("the {0} key's \"d\" is not 32 bytes of base64url")]
+    Private(&'static str),
+    /// A public half that does not match its private half: the file was edited by hand.
+    #[error("a key's \"x\" is not the public half of its \"d\"")]
+    Mismatch,
 }
 
 /// The file's contents: two OKP private JWKs (RFC 8037).
@@ -122,12 +139,12 @@ impl Identity {
         serde_json::to_vec_pretty(&file).expect("keys serialise")
     }
 
-    fn from_json(bytes: &[u8]) -> Result<Identity, String> {
-        let file: KeysFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        let private = |crv: &str| -> Result<([u8; 32], String), String> {
-            let jwk = file.keys.iter().find(|k| k.kty == "OKP" && k.crv == crv).ok_or(format!("no {crv} key"))?;
+    fn from_json(bytes: &[u8]) -> Result<Identity, BadKeys> {
+        let file: KeysFile = serde_json::from_slice(bytes).map_err(BadKeys::Json)?;
+        let private = |crv: &'static str| -> Result<([u8; 32], String), BadKeys> {
+            let jwk = file.keys.iter().find(|k| k.kty == "OKP" && k.crv == crv).ok_or(BadKeys::NoKey(crv))?;
             let d = URL_SAFE_NO_PAD.decode(&jwk.d).ok().and_then(|d| d.try_into().ok());
-            Ok((d.ok_or(format!("the {crv} key's \"d\" is not 32 bytes of base64url"))?, jwk.x.clone()))
+            Ok((d.ok_or(BadKeys::Private(crv))?, jwk.x.clone()))
         };
         let ((x25519, x_public), (ed25519, e_public)) = (private("X25519")?, private("Ed25519")?);
         let identity = Identity { x25519, ed25519 };
@@ -135,7 +152,7 @@ impl Identity {
         if URL_SAFE_NO_PAD.encode(identity.x25519_public()) != x_public
             || URL_SAFE_NO_PAD.encode(identity.ed25519_public()) != e_public
         {
-            return Err("a key's \"x\" is not the public half of its \"d\"".into());
+            return Err(BadKeys::Mismatch);
         }
         Ok(identity)
     }
@@ -203,7 +220,9 @@ mod tests {
         let edited = dir.path().join("edited.json");
         let mut json: serde_json::Value = serde_json::from_slice(&Identity::generate().to_json()).unwrap();
         json["keys"][1]["x"] = serde_json::Value::String(URL_SAFE_NO_PAD.encode([7u8; 32]));
-        for (name, contents) in [("garbage", b"not json".to_vec()), ("edited", serde_json::to_vec(&json).unwrap())] {
+        let cases = [("garbage", b"not json".to_vec()), ("edited", serde_json::to_vec(&json).unwrap())];
+        for ((name, contents), why) in cases.into_iter().zip(["expected ident", "a key's \"x\" is not the public half"])
+        {
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -213,7 +232,8 @@ mod tests {
                 .write_all(&contents)
                 .unwrap();
             let result = Identity::load_or_create(&edited);
-            assert!(matches!(result, Err(KeysError::Malformed { .. })), "{name}: {result:?}");
+            assert!(matches!(&result, Err(KeysError::Malformed { .. })), "{name}: {result:?}");
+            assert!(result.unwrap_err().to_string().contains(why), "{name}");
             std::fs::remove_file(&edited).unwrap();
         }
     }

@@ -210,14 +210,11 @@ impl DomainArgs {
         domain: Option<&str>,
         couch: &mut CouchArgs,
         public_url: &mut Option<crate::domain::PublicUrl>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DomainError> {
         let Some(domain) = domain else { return Ok(()) };
-        let host = crate::domain::Host::parse(domain).map_err(|e| e.to_string())?;
-        let domains = self.list()?;
-        let found = domains
-            .into_iter()
-            .find(|d| d.host == host)
-            .ok_or_else(|| format!("{host} is not one of the domains (COUCHLINK_DOMAINS or COUCHLINK_DOMAINS_FILE)"))?;
+        let host = crate::domain::Host::parse(domain).map_err(DomainError::Host)?;
+        let domains = self.list().map_err(DomainError::List)?;
+        let found = domains.into_iter().find(|d| d.host == host).ok_or(DomainError::Unknown(host))?;
         couch.db = found.db;
         *public_url = Some(found.public_url);
         Ok(())
@@ -236,10 +233,24 @@ pub struct DomainChoice {
     pub domains: DomainArgs,
 }
 
-/// A `--domain` that names no configured domain, or a list that cannot be read.
+/// A `--domain` that names no configured domain, or a list that cannot be read. Each says
+/// all in its message (no source): `main` prints it as it is.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct DomainError(String);
+pub enum DomainError {
+    /// The domains cannot be read: [`DomainArgs::list`]'s words (the domains file's error, or
+    /// [`crate::domain::parse_domains`]'s).
+    #[error("{0}")]
+    List(String),
+    /// `--domain` is no host name.
+    #[error(transparent)]
+    Host(crate::domain::InvalidHost),
+    /// `--domain` names none of the domains.
+    #[error("{0} is not one of the domains (COUCHLINK_DOMAINS or COUCHLINK_DOMAINS_FILE)")]
+    Unknown(crate::domain::Host),
+    /// A companion database named outright while several domains are configured.
+    #[error(transparent)]
+    Companion(crate::domain::CompanionError),
+}
 
 impl DomainChoice {
     /// Refuses a companion database named outright while several domains are configured: one
@@ -249,9 +260,9 @@ impl DomainChoice {
         companion: crate::domain::Companion,
         setting: Option<&crate::domain::CompanionDb>,
     ) -> Result<(), DomainError> {
-        let domains = self.domains.list().map_err(DomainError)?;
+        let domains = self.domains.list().map_err(DomainError::List)?;
         let place = setting.cloned().unwrap_or_default();
-        place.for_domains(companion, domains.len()).map(drop).map_err(|e| DomainError(e.to_string()))
+        place.for_domains(companion, domains.len()).map(drop).map_err(DomainError::Companion)
     }
 
     /// Puts the chosen domain's database in `couch` and its public URL in `public_url`.
@@ -260,7 +271,7 @@ impl DomainChoice {
         couch: &mut CouchArgs,
         public_url: &mut Option<crate::domain::PublicUrl>,
     ) -> Result<(), DomainError> {
-        self.domains.pick(self.domain.as_deref(), couch, public_url).map_err(DomainError)
+        self.domains.pick(self.domain.as_deref(), couch, public_url)
     }
 }
 

@@ -108,9 +108,29 @@ pub enum LogoError {
     Unreadable {
         /// What the tag holds.
         text: String,
-        /// What the reader said.
-        why: String,
+        /// What the reader said (said in the message, so no source of it).
+        why: Unread,
     },
+}
+
+/// Why a drawn tag does not read back as what it holds.
+#[derive(Debug, thiserror::Error)]
+pub enum Unread {
+    /// The reader found no symbol.
+    #[error("no QR code found")]
+    NoCode,
+    /// The reader found more than one.
+    #[error("{0} QR codes found where there is one")]
+    Several(usize),
+    /// The one symbol found does not decode.
+    #[error(transparent)]
+    Decode(rqrr::DeQRError),
+    /// It decodes as something else.
+    #[error("read as {0:?}")]
+    Misread(String),
+    /// The SVG drawn cannot be rasterised to be read.
+    #[error(transparent)]
+    Svg(usvg::Error),
 }
 
 impl Logo {
@@ -412,7 +432,7 @@ impl Placed {
 
 /// What a drawn tag holds, read by rqrr (`reversed`: light modules on a dark ground, read from
 /// the negative, as readers that handle reversal do).
-pub fn read_back(pixmap: &Pixmap, reversed: bool) -> Result<String, String> {
+pub fn read_back(pixmap: &Pixmap, reversed: bool) -> Result<String, Unread> {
     let (width, height) = (pixmap.width() as usize, pixmap.height() as usize);
     let data = pixmap.data();
     let mut image = rqrr::PreparedImage::prepare_from_greyscale(width, height, |x, y| {
@@ -429,9 +449,9 @@ pub fn read_back(pixmap: &Pixmap, reversed: bool) -> Result<String, String> {
     });
     let grids = image.detect_grids();
     match grids.as_slice() {
-        [grid] => grid.decode().map(|(_, text)| text).map_err(|e| e.to_string()),
-        [] => Err("no QR code found".to_owned()),
-        more => Err(format!("{} QR codes found where there is one", more.len())),
+        [grid] => grid.decode().map(|(_, text)| text).map_err(Unread::Decode),
+        [] => Err(Unread::NoCode),
+        more => Err(Unread::Several(more.len())),
     }
 }
 
@@ -439,7 +459,7 @@ pub fn read_back(pixmap: &Pixmap, reversed: bool) -> Result<String, String> {
 pub fn check(pixmap: &Pixmap, reversed: bool, text: &str) -> Result<(), LogoError> {
     match read_back(pixmap, reversed) {
         Ok(read) if read == text => Ok(()),
-        Ok(read) => Err(LogoError::Unreadable { text: text.to_owned(), why: format!("read as {read:?}") }),
+        Ok(read) => Err(LogoError::Unreadable { text: text.to_owned(), why: Unread::Misread(read) }),
         Err(why) => Err(LogoError::Unreadable { text: text.to_owned(), why }),
     }
 }

@@ -8,7 +8,7 @@ use resvg::tiny_skia::{self, FillRule, Paint, PathBuilder, Pixmap, PixmapPaint, 
 use resvg::usvg;
 
 pub use super::colour::Colours;
-use super::logo::{self, LogoError, Placed};
+use super::logo::{self, LogoError, Placed, Unread};
 
 /// How a symbol is drawn.
 #[derive(Debug, Clone, Copy)]
@@ -117,8 +117,8 @@ pub fn png_with_logo(code: &QrCode, look: Look, logo: &Placed, text: &str) -> Re
 /// A tag with a logo as SVG, rasterised by resvg and read back before it is returned.
 pub fn svg_with_logo(code: &QrCode, look: Look, logo: &Placed, text: &str) -> Result<String, LogoError> {
     let svg = svg(code, look, Some(logo));
-    let unreadable = |why: String| LogoError::Unreadable { text: text.to_owned(), why };
-    let tree = usvg::Tree::from_str(&svg, &usvg::Options::default()).map_err(|e| unreadable(e.to_string()))?;
+    let unreadable = |e| LogoError::Unreadable { text: text.to_owned(), why: Unread::Svg(e) };
+    let tree = usvg::Tree::from_str(&svg, &usvg::Options::default()).map_err(unreadable)?;
     // At least 4 pixels a module, as a camera would see it at reading distance.
     let zoom = (4.0 / look.scale as f32).max(1.0);
     let size = tree.size();

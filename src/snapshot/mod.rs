@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use crate::couch::CouchClient;
+use crate::couch::{CouchClient, CouchError};
 use crate::domain::Link;
 use crate::errors::Causes;
 use crate::follower::FeedStatus;
@@ -148,7 +148,7 @@ pub struct Restored {
 /// not and returns `None`, leaving the store empty.
 pub async fn restore(
     file: &SnapshotFile,
-    identity: Result<&str, String>,
+    identity: Result<&str, &CouchError>,
     database: &str,
     store: &Arc<LinkStore>,
     status: &SnapshotStatus,
@@ -170,7 +170,7 @@ pub async fn restore(
         }
     };
     let mismatch = match identity {
-        Err(why) => Some(format!("cannot read this database's identity to check it: {why}")),
+        Err(why) => Some(format!("cannot read this database's identity to check it: {}", Causes(why))),
         Ok(_) if snapshot.database != database => {
             Some(format!("it is of database {:?}, not {database:?}", snapshot.database))
         }

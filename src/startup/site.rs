@@ -19,7 +19,6 @@ use crate::clicks::writer::{ClicksStatus, ClicksWriter};
 use crate::clicks::Tally;
 use crate::couch::CouchClient;
 use crate::domain::{Companion, Host, PublicUrl};
-use crate::errors::Causes;
 use crate::follower::{FeedStatus, Follower};
 use crate::handler::{App, Settings, Site, Sites};
 use crate::http::Shape;
@@ -209,16 +208,9 @@ pub(super) async fn start_site(
     // once; otherwise it fills from CouchDB while serving (a warm start).
     let restored = match &state_dir {
         Some(dir) => {
-            let identity = couch.database_identity().await.map_err(|e| Causes(&e).to_string());
+            let identity = couch.database_identity().await;
             let file = SnapshotFile::new(dir);
-            snapshot::restore(
-                &file,
-                identity.as_deref().map_err(Clone::clone),
-                couch.database(),
-                &store,
-                &snapshot_status,
-            )
-            .await
+            snapshot::restore(&file, identity.as_deref(), couch.database(), &store, &snapshot_status).await
         }
         None => None,
     };

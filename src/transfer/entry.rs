@@ -136,10 +136,21 @@ pub fn stored_key(system: System, doc: &Value) -> Option<&str> {
     from.get("short_url").or_else(|| from.get("code")).or_else(|| doc.get("url")).and_then(Value::as_str)
 }
 
+/// Why an export's time is none the document can hold.
+#[derive(Debug, thiserror::Error)]
+pub enum BadTime {
+    /// In none of the forms [`utc_time`] reads (the text as written, trimmed).
+    #[error("{0:?} is not a date and time (like 2024-03-05T10:00:00Z)")]
+    Unreadable(String),
+    /// Read, but not writable in RFC 3339 once in UTC (a year past 9999).
+    #[error(transparent)]
+    Format(#[from] time::error::Format),
+}
+
 /// An export's time as the document holds times (RFC 3339, UTC, whole seconds): RFC 3339
 /// (`2024-03-05T10:00:00+01:00`, `...Z`, with fractions), ISO 8601 with a `+0000` offset
 /// (Bitly), a MySQL `2024-03-05 10:00:00` (YOURLS; taken as UTC), or a date alone.
-pub fn utc_time(text: &str) -> Result<String, String> {
+pub fn utc_time(text: &str) -> Result<String, BadTime> {
     use time::format_description::well_known::{Iso8601, Rfc3339};
     use time::macros::format_description;
     use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
@@ -153,9 +164,9 @@ pub fn utc_time(text: &str) -> Result<String, String> {
         .or_else(|_| {
             time::Date::parse(text, format_description!("[year]-[month]-[day]")).map(|d| d.midnight().assume_utc())
         })
-        .map_err(|_| format!("{text:?} is not a date and time (like 2024-03-05T10:00:00Z)"))?;
+        .map_err(|_| BadTime::Unreadable(text.to_owned()))?;
     let at = at.to_offset(UtcOffset::UTC);
-    at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339).map_err(|e| e.to_string())
+    Ok(at.replace_nanosecond(0).unwrap_or(at).format(&Rfc3339)?)
 }
 
 #[cfg(test)]
@@ -171,9 +182,12 @@ mod tests {
             ("2019-08-21 14:40:03", "2019-08-21T14:40:03Z"),
             ("2026-12-31", "2026-12-31T00:00:00Z"),
         ] {
-            assert_eq!(utc_time(given).as_deref(), Ok(wanted), "{given}");
+            assert_eq!(utc_time(given).unwrap(), wanted, "{given}");
         }
-        assert!(utc_time("yesterday").unwrap_err().contains("yesterday"));
+        assert_eq!(
+            utc_time(" yesterday ").unwrap_err().to_string(),
+            "\"yesterday\" is not a date and time (like 2024-03-05T10:00:00Z)"
+        );
     }
 
     #[test]

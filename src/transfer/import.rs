@@ -206,7 +206,7 @@ async fn assign_ids(
             Ok(Fate::Keep(id)) => to_write.push((entry, id, true, 0)),
             Ok(Fate::Already(id)) => outcome.already.push(stored(&entry, id, true)),
             Ok(Fate::Fresh) => fresh.push(entry),
-            Err(reason) => outcome.invalid.push(Invalid { place: entry.place, reason }),
+            Err(refused) => outcome.invalid.push(Invalid { place: entry.place, reason: refused.to_string() }),
         }
     }
     if fresh.is_empty() {
@@ -332,8 +332,8 @@ async fn check(
         match validator.check(&doc) {
             Ok(()) => valid.push((entry, id, kept, n, doc)),
             // Said with the field it names: `"targets.2.url": ...`.
-            Err(reason) => {
-                let reason = crate::domain::Refusal::parse(&reason).to_string();
+            Err(rejected) => {
+                let reason = crate::domain::Refusal::parse(&rejected.to_string()).to_string();
                 outcome.invalid.push(Invalid { place: entry.place, reason })
             }
         }

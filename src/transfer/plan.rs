@@ -28,6 +28,20 @@ pub enum Fate {
     Already(LinkId),
 }
 
+/// Why a restore (`jsonl`) cannot put a row back under its own ID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRestorable {
+    /// Its `_id` is no couchlink ID (as written; empty when there is none).
+    #[error("{0:?} is not a couchlink ID (5 of A-Z, a-z, 0-9)")]
+    NotAnId(String),
+    /// The ID was deleted here, and IDs are never used twice.
+    #[error("{0} was deleted in this database, and is never used again")]
+    Deleted(LinkId),
+    /// The ID holds another document here.
+    #[error("{0} holds a different link in this database")]
+    Different(LinkId),
+}
+
 /// Rows read once, with duplicates of one key (one link twice in the files) turned down.
 pub fn without_duplicates(entries: Vec<Entry>, invalid: &mut Vec<Invalid>) -> Vec<Entry> {
     let mut first = HashMap::new();
@@ -54,18 +68,16 @@ pub fn wanted_id(entry: &Entry) -> Option<LinkId> {
 
 /// The fate of `entry` given what the database holds under its code (`None` when it has no
 /// code couchlink could keep).
-pub fn fate(system: System, entry: &Entry, state: Option<&IdState>) -> Result<Fate, String> {
+pub fn fate(system: System, entry: &Entry, state: Option<&IdState>) -> Result<Fate, NotRestorable> {
     let id = wanted_id(entry);
     match (id, state) {
         (Some(id), Some(IdState::Free)) => Ok(Fate::Keep(id)),
         (Some(id), Some(IdState::Taken(doc))) if is_stored(system, entry, doc) => Ok(Fate::Already(id)),
         // A restore puts each document back under its own ID, or not at all.
         _ if system == System::Jsonl => Err(match (id, state) {
-            (None, _) => {
-                format!("{:?} is not a couchlink ID (5 of A-Z, a-z, 0-9)", entry.code.as_deref().unwrap_or_default())
-            }
-            (Some(id), Some(IdState::Deleted)) => format!("{id} was deleted in this database, and is never used again"),
-            (Some(id), _) => format!("{id} holds a different link in this database"),
+            (None, _) => NotRestorable::NotAnId(entry.code.clone().unwrap_or_default()),
+            (Some(id), Some(IdState::Deleted)) => NotRestorable::Deleted(id),
+            (Some(id), _) => NotRestorable::Different(id),
         }),
         _ => Ok(Fate::Fresh),
     }
@@ -149,11 +161,15 @@ mod tests {
         same["_rev"] = json!("1-abc");
         assert_eq!(fate(System::Jsonl, &e, Some(&IdState::Taken(same))), Ok(Fate::Already(id)));
         let other = json!({"_id": "Ab3dE", "url": "https://example.com/", "inactive": false});
-        assert!(fate(System::Jsonl, &e, Some(&IdState::Taken(other))).unwrap_err().contains("different link"));
-        assert!(fate(System::Jsonl, &e, Some(&IdState::Deleted)).unwrap_err().contains("deleted"));
-        assert!(fate(System::Jsonl, &entry("toolong", "https://example.com/"), None)
-            .unwrap_err()
-            .contains("not a couchlink ID"));
+        assert_eq!(fate(System::Jsonl, &e, Some(&IdState::Taken(other))), Err(NotRestorable::Different(id)));
+        assert_eq!(
+            fate(System::Jsonl, &e, Some(&IdState::Deleted)).unwrap_err().to_string(),
+            "Ab3dE was deleted in this database, and is never used again"
+        );
+        assert_eq!(
+            fate(System::Jsonl, &entry("toolong", "https://example.com/"), None).unwrap_err().to_string(),
+            "\"toolong\" is not a couchlink ID (5 of A-Z, a-z, 0-9)"
+        );
     }
 
     #[test]

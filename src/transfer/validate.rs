@@ -24,6 +24,30 @@ pub enum ValidatorError {
     },
 }
 
+/// Why a document does not pass the validation functions. Comparable (tests hold checks to
+/// `Ok(())`), so the engine's errors are kept as their words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    /// A function refused it: the `forbidden` or `unauthorized` it threw, in its own words
+    /// (free text, which [`crate::domain::Refusal::parse`] reads its field from).
+    #[error("{0}")]
+    Refused(String),
+    /// The document, the account or `_security` is no JSON the engine takes.
+    #[error("the document cannot be given to the validation function")]
+    NotGiven,
+    /// A compiled function could not be taken up again: the engine's words.
+    #[error("{0}")]
+    Engine(String),
+    /// A function threw something else, or the engine failed while it ran.
+    #[error("the validation function of {design} failed: {why}")]
+    Failed {
+        /// The design document.
+        design: String,
+        /// What it threw (its message, or it as JSON), or the engine's words.
+        why: String,
+    },
+}
+
 /// The validation functions of one database, ready to run as one account.
 pub struct Validator {
     context: Context,
@@ -63,18 +87,18 @@ impl Validator {
         })
     }
 
-    /// `Err(reason)` when a function refuses `doc` as a new document, in its own words (the
-    /// `forbidden` or `unauthorized` it throws), as CouchDB would answer.
-    pub fn check(&self, doc: &Value) -> Result<(), String> {
+    /// `Err` when a function refuses `doc` as a new document, in its own words (the
+    /// `forbidden` or `unauthorized` it throws), as CouchDB would answer, or fails on it.
+    pub fn check(&self, doc: &Value) -> Result<(), Rejected> {
         let doc = doc.to_string();
         self.context.with(|ctx| {
             let parse = |json: &str| ctx.json_parse(json.to_owned());
             let (new_doc, user_ctx, sec_obj) = match (parse(&doc), parse(&self.user_ctx), parse(&self.sec_obj)) {
                 (Ok(d), Ok(u), Ok(s)) => (d, u, s),
-                _ => return Err("the document cannot be given to the validation function".to_owned()),
+                _ => return Err(Rejected::NotGiven),
             };
             for (design, function) in &self.functions {
-                let function = function.clone().restore(&ctx).map_err(|e| e.to_string())?;
+                let function = function.clone().restore(&ctx).map_err(|e| Rejected::Engine(e.to_string()))?;
                 let args = (new_doc.clone(), JsValue::new_null(ctx.clone()), user_ctx.clone(), sec_obj.clone());
                 if let Err(e) = function.call::<_, JsValue>(args) {
                     return Err(refusal(&ctx, e, design));
@@ -87,19 +111,20 @@ impl Validator {
 
 /// A thrown `{forbidden: reason}` or `{unauthorized: reason}` as its reason; anything else as
 /// the error it is.
-fn refusal<'js>(ctx: &rquickjs::Ctx<'js>, error: rquickjs::Error, design: &str) -> String {
+fn refusal<'js>(ctx: &rquickjs::Ctx<'js>, error: rquickjs::Error, design: &str) -> Rejected {
+    let failed = |why: String| Rejected::Failed { design: design.to_owned(), why };
     if let rquickjs::Error::Exception = error {
         let thrown = ctx.catch();
         if let Some(object) = thrown.as_object() {
             for key in ["forbidden", "unauthorized"] {
                 if let Ok(reason) = object.get::<_, String>(key) {
-                    return reason;
+                    return Rejected::Refused(reason);
                 }
             }
         }
-        return format!("the validation function of {design} failed: {}", describe(ctx, thrown));
+        return failed(describe(ctx, thrown));
     }
-    format!("the validation function of {design} failed: {error}")
+    failed(error.to_string())
 }
 
 fn exception<'js>(ctx: &rquickjs::Ctx<'js>, error: rquickjs::Error) -> String {
@@ -132,9 +157,10 @@ mod tests {
     fn the_shipped_function_passes_a_link_and_refuses_with_its_own_reasons() {
         let validator = shipped();
         assert_eq!(validator.check(&json!({"_id": "H83if", "url": "https://example.com/", "inactive": false})), Ok(()));
-        let reason = validator.check(&json!({"_id": "H83if", "url": "ftp://example.com/"})).unwrap_err();
+        let reason = validator.check(&json!({"_id": "H83if", "url": "ftp://example.com/"})).unwrap_err().to_string();
         assert!(reason.contains("Only \"http://\" and \"https://\""), "{reason}");
-        let reason = validator.check(&json!({"_id": "toolong", "url": "https://example.com/"})).unwrap_err();
+        let reason =
+            validator.check(&json!({"_id": "toolong", "url": "https://example.com/"})).unwrap_err().to_string();
         assert!(reason.contains("exactly 5"), "{reason}");
     }
 
@@ -152,7 +178,7 @@ mod tests {
                 None => json!({"db": "links", "name": "ed", "roles": ["links:editor"]}),
             };
             let validator = Validator::new(&[("_design/couchlink".into(), source.clone())], &user, &json!({})).unwrap();
-            let reason = validator.check(&case["doc"]).expect_err(&case["doc"].to_string());
+            let reason = validator.check(&case["doc"]).expect_err(&case["doc"].to_string()).to_string();
             let refusal = crate::domain::Refusal::parse(&reason);
             assert_eq!(refusal.field(), case["field"].as_str(), "{reason}");
             assert!(!refusal.message().starts_with('['), "{reason}");
@@ -170,7 +196,7 @@ mod tests {
             let judged = validator.check(&doc);
             assert_eq!(judged.is_ok(), case["ok"].as_bool().unwrap(), "{}: {judged:?}", case["why"]);
             if let Err(reason) = judged {
-                assert_eq!(crate::domain::Refusal::parse(&reason).field(), Some("password"), "{reason}");
+                assert_eq!(crate::domain::Refusal::parse(&reason.to_string()).field(), Some("password"), "{reason}");
             }
         }
     }
@@ -196,7 +222,7 @@ mod tests {
         let source = crate::design::validate_doc_update_source(&["links:editor"]);
         let user = json!({"db": "links", "name": "reader", "roles": ["links:reader"]});
         let validator = Validator::new(&[("_design/couchlink".into(), source)], &user, &json!({})).unwrap();
-        let reason = validator.check(&json!({"_id": "H83if", "url": "https://example.com/"})).unwrap_err();
+        let reason = validator.check(&json!({"_id": "H83if", "url": "https://example.com/"})).unwrap_err().to_string();
         assert!(reason.contains("may not change links"), "{reason}");
     }
 
@@ -207,6 +233,7 @@ mod tests {
         assert!(matches!(Validator::new(&broken, &json!({}), &json!({})), Err(ValidatorError::Compile { .. })));
         let throws = [("_design/x".to_owned(), "function (newDoc) { null.x; }".to_owned())];
         let reason = Validator::new(&throws, &json!({}), &json!({})).unwrap().check(&json!({})).unwrap_err();
-        assert!(reason.contains("_design/x failed"), "{reason}");
+        assert!(matches!(&reason, Rejected::Failed { design, .. } if design == "_design/x"), "{reason}");
+        assert!(reason.to_string().contains("_design/x failed"), "{reason}");
     }
 }

@@ -8,18 +8,18 @@
 
 use serde_json::Value;
 
-use super::{tags, tags_cell, text, time_field};
+use super::{tags, tags_cell, text, time_field, BadEntry};
 use crate::domain::LinkWrite;
 use crate::transfer::entry::{Entry, Place};
 
-pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
-    let url = text(item, "long_url").ok_or("no \"long_url\"")?;
+pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, BadEntry> {
+    let url = text(item, "long_url").ok_or(BadEntry::NoField("long_url"))?;
     let short_url = text(item, "link")
         .map(str::to_owned)
         .or_else(|| text(item, "id").map(|id| format!("https://{id}")))
-        .ok_or("no \"link\" or \"id\": the bitlink")?;
+        .ok_or(BadEntry::NoBitlink)?;
     // The back-half: what follows the domain.
-    let code = short_url.splitn(4, '/').nth(3).filter(|c| !c.is_empty()).ok_or("the bitlink has no back-half")?;
+    let code = short_url.splitn(4, '/').nth(3).filter(|c| !c.is_empty()).ok_or(BadEntry::NoBackHalf)?;
     let mut entry = Entry::new(place, url);
     entry.code = Some(code.to_owned());
     entry.created = time_field(item, "created_at")?;
@@ -34,21 +34,21 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
 }
 
 /// `archived`: a JSON boolean, or a CSV cell's `true`/`false` (`1`/`0`, `yes`/`no`).
-fn archived(value: Option<&Value>) -> Result<bool, String> {
+fn archived(value: Option<&Value>) -> Result<bool, BadEntry> {
     match value {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
         Some(Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" => Ok(true),
             "false" | "0" | "no" | "" => Ok(false),
-            other => Err(format!("\"archived\" is {other:?}, not true or false")),
+            other => Err(BadEntry::ArchivedCell(other.to_owned())),
         },
-        Some(other) => Err(format!("\"archived\" is {other}, not true or false")),
+        Some(other) => Err(BadEntry::ArchivedValue(other.clone())),
     }
 }
 
 /// A row of a CSV with the API's names, as the API item.
-pub(super) fn from_csv(row: &Value, place: Place) -> Result<Entry, String> {
+pub(super) fn from_csv(row: &Value, place: Place) -> Result<Entry, BadEntry> {
     let mut item = row.clone();
     item["tags"] = tags_cell(text(row, "tags"));
     entry(&item, place)

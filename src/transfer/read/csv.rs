@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{records, Row};
+use super::{records, BadEntry, BadFile, Row};
 use crate::domain::LinkWrite;
 use crate::transfer::entry::{utc_time, Entry, Invalid};
 
@@ -36,21 +36,18 @@ pub struct Columns {
 /// The fields couchlink gives a meaning to: never taken from a column of the same name.
 const RESERVED: &[&str] = &["url", "inactive", "expires", "valid_from", "fallback", "targets", "oob", "imported_from"];
 
-pub(super) fn read(text: &str, file: &Arc<str>, columns: &Columns) -> Result<Vec<Row>, String> {
+pub(super) fn read(text: &str, file: &Arc<str>, columns: &Columns) -> Result<Vec<Row>, BadFile> {
     let mut reader = reader(text);
-    let header: Vec<String> =
-        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_owned()).collect();
-    let find = |given: &Option<String>, default: &str| -> Result<Option<usize>, String> {
+    let header: Vec<String> = reader.headers()?.iter().map(|h| h.trim().to_owned()).collect();
+    let find = |given: &Option<String>, default: &str| -> Result<Option<usize>, BadFile> {
         let name = given.as_deref().unwrap_or(default);
         match header.iter().position(|h| h.eq_ignore_ascii_case(name)) {
             Some(at) => Ok(Some(at)),
-            None if given.is_some() => Err(format!("no column {name:?} (the header has {})", header.join(", "))),
+            None if given.is_some() => Err(BadFile::NoNamedColumn { column: name.to_owned(), header: header.clone() }),
             None => Ok(None),
         }
     };
-    let url = find(&columns.url_column, "url")?.ok_or_else(|| {
-        format!("no \"url\" column: name the target's with --url-column (the header has {})", header.join(", "))
-    })?;
+    let url = find(&columns.url_column, "url")?.ok_or_else(|| BadFile::NoUrlColumn(header.clone()))?;
     let code = find(&columns.code_column, "code")?;
     let title = find(&columns.title_column, "title")?;
     let tags = find(&columns.tags_column, "tags")?;
@@ -61,7 +58,7 @@ pub(super) fn read(text: &str, file: &Arc<str>, columns: &Columns) -> Result<Vec
     for (place, record) in records(reader, text, file)? {
         let cell = |at: Option<usize>| at.and_then(|at| record.get(at)).map(str::trim).filter(|v| !v.is_empty());
         let row = (|| {
-            let mut entry = Entry::new(place.clone(), cell(Some(url)).ok_or("the url is empty")?);
+            let mut entry = Entry::new(place.clone(), cell(Some(url)).ok_or(BadEntry::EmptyCell("url"))?);
             entry.code = cell(code).map(str::to_owned);
             entry.created = cell(created).map(utc_time).transpose()?;
             let mut link = LinkWrite {
@@ -87,9 +84,9 @@ pub(super) fn read(text: &str, file: &Arc<str>, columns: &Columns) -> Result<Vec
                 }
                 entry.set(name, cell(Some(at)).map_or(Value::Null, |v| json!(v)));
             }
-            Ok::<_, String>(entry)
+            Ok::<_, BadEntry>(entry)
         })();
-        rows.push(row.map_err(|reason| Invalid { place, reason }));
+        rows.push(row.map_err(|bad| Invalid { place, reason: bad.to_string() }));
     }
     Ok(rows)
 }

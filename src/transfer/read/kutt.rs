@@ -4,16 +4,16 @@
 
 use serde_json::Value;
 
-use super::{text, time_field};
+use super::{text, time_field, BadEntry};
 use crate::domain::LinkWrite;
 use crate::transfer::entry::{Entry, Place};
 
-pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
-    let url = text(item, "target").ok_or("no \"target\"")?;
-    let code = text(item, "address").ok_or("no \"address\": the short code")?;
+pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, BadEntry> {
+    let url = text(item, "target").ok_or(BadEntry::NoField("target"))?;
+    let code = text(item, "address").ok_or(BadEntry::NoKuttCode)?;
     // couchlink has no passwords: imported, the link would open to anyone holding it.
     if item.get("password") == Some(&Value::Bool(true)) {
-        return Err(format!("{code} is password-protected in Kutt, and couchlink links have no password"));
+        return Err(BadEntry::Password(code.to_owned()));
     }
     let mut entry = Entry::new(place, url);
     entry.code = Some(code.to_owned());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::entry::{Entry, Invalid, Place, System};
+use super::entry::{BadTime, Entry, Invalid, Place, System};
 
 mod bitly;
 mod csv;
@@ -21,6 +21,59 @@ pub use self::csv::Columns;
 
 /// A row read: a link, or why it is none.
 pub type Row = Result<Entry, Invalid>;
+
+/// Why a row of an export cannot become a link (said after its place, as an [`Invalid`]'s
+/// reason).
+#[derive(Debug, thiserror::Error)]
+pub enum BadEntry {
+    /// A field an item must have is absent, null or empty.
+    #[error("no \"{0}\"")]
+    NoField(&'static str),
+    /// A CSV row without a cell it must fill (Shlink's `shortUrl`).
+    #[error("no {0}")]
+    NoCell(&'static str),
+    /// A cell that must hold something is empty (`url`, YOURLS's `keyword`).
+    #[error("the {0} is empty")]
+    EmptyCell(&'static str),
+    /// A time field that holds no time.
+    #[error("\"{field}\": {why}")]
+    TimeField {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        why: BadTime,
+    },
+    /// A time cell that holds no time (any CSV, YOURLS).
+    #[error(transparent)]
+    Time(#[from] BadTime),
+    /// Kutt: an item without its `address`.
+    #[error("no \"address\": the short code")]
+    NoKuttCode,
+    /// Kutt: a link behind a password, which couchlink would open to anyone.
+    #[error("{0} is password-protected in Kutt, and couchlink links have no password")]
+    Password(String),
+    /// Bitly: an item with neither `link` nor `id`.
+    #[error("no \"link\" or \"id\": the bitlink")]
+    NoBitlink,
+    /// Bitly: a bitlink with nothing after its domain.
+    #[error("the bitlink has no back-half")]
+    NoBackHalf,
+    /// Bitly: a CSV cell `archived` that is no boolean (lower-cased and trimmed, as read).
+    #[error("\"archived\" is {0:?}, not true or false")]
+    ArchivedCell(String),
+    /// Bitly: a JSON `archived` that is no boolean.
+    #[error("\"archived\" is {0}, not true or false")]
+    ArchivedValue(Value),
+    /// couchlink's export: a line that is no JSON object.
+    #[error("not a JSON object: {0}")]
+    NotAnObject(serde_json::Error),
+    /// couchlink's export: an `_id` that is no string.
+    #[error("\"_id\" is not a string")]
+    IdNotAString,
+    /// couchlink's export: a CouchDB field other than `_id` and `_rev`.
+    #[error("\"{0}\" cannot be restored: only \"_id\" is")]
+    Underscore(String),
+}
 
 /// Why a file could not be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +94,45 @@ pub enum ReadError {
         file: String,
         /// What `--from` expects, in words.
         expected: &'static str,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong (said in the message, so no source of it).
+        reason: BadFile,
     },
+}
+
+/// What makes a file no export of its format (said after what `--from` expects).
+#[derive(Debug, thiserror::Error)]
+pub enum BadFile {
+    /// Not CSV the csv crate reads.
+    #[error(transparent)]
+    Csv(#[from] ::csv::Error),
+    /// Not JSON, or not of the shape of an API page.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// An API page without its list of items (the keys leading to it, joined by `.`).
+    #[error("no \"{0}\" list")]
+    NoList(String),
+    /// A header without a column the format always has.
+    #[error("no {column:?} column (the header has {})", .header.join(", "))]
+    NoColumn {
+        /// The column.
+        column: &'static str,
+        /// The header's names.
+        header: Vec<String>,
+    },
+    /// A header without the column a flag names (`--url-column` and the others).
+    #[error("no column {column:?} (the header has {})", .header.join(", "))]
+    NoNamedColumn {
+        /// The column named.
+        column: String,
+        /// The header's names.
+        header: Vec<String>,
+    },
+    /// Any CSV: a header with no `url` column, and no `--url-column`.
+    #[error("no \"url\" column: name the target's with --url-column (the header has {})", .0.join(", "))]
+    NoUrlColumn(Vec<String>),
+    /// YOURLS: a header without `keyword` and `url`.
+    #[error("no \"keyword\" and \"url\" columns (the header has {})", .0.join(", "))]
+    NoYourlsColumns(Vec<String>),
 }
 
 /// Every row of `path`, read as `system` exports it (`columns` for `csv`).
@@ -54,7 +143,7 @@ pub fn read(system: System, path: &Path, columns: &Columns) -> Result<Vec<Row>, 
     let name = file.to_string();
     let format = |expected: &'static str| {
         let file = name.clone();
-        move |reason: String| ReadError::Format { file, expected, reason }
+        move |reason: BadFile| ReadError::Format { file, expected, reason }
     };
     match system {
         System::Csv => csv::read(&text, &file, columns).map_err(format("a CSV file with a header")),
@@ -87,15 +176,14 @@ fn is_json(text: &str) -> bool {
 fn csv_items(
     text: &str,
     file: &Arc<str>,
-    required: &[&str],
-    entry: fn(&Value, Place) -> Result<Entry, String>,
-) -> Result<Vec<Row>, String> {
+    required: &[&'static str],
+    entry: fn(&Value, Place) -> Result<Entry, BadEntry>,
+) -> Result<Vec<Row>, BadFile> {
     let text = text.trim_start_matches('\u{feff}');
     let mut reader = csv::reader(text);
-    let header: Vec<String> =
-        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_owned()).collect();
+    let header: Vec<String> = reader.headers()?.iter().map(|h| h.trim().to_owned()).collect();
     if let Some(missing) = required.iter().find(|r| !header.iter().any(|h| h == *r)) {
-        return Err(format!("no {missing:?} column (the header has {})", header.join(", ")));
+        return Err(BadFile::NoColumn { column: missing, header });
     }
     let mut rows = Vec::new();
     for (place, record) in records(reader, text, file)? {
@@ -105,7 +193,7 @@ fn csv_items(
             .filter(|(_, cell)| !cell.trim().is_empty())
             .map(|(name, cell)| (name.clone(), Value::String(cell.trim().to_owned())))
             .collect();
-        rows.push(entry(&Value::Object(item), place.clone()).map_err(|reason| Invalid { place, reason }));
+        rows.push(entry(&Value::Object(item), place.clone()).map_err(|bad| Invalid { place, reason: bad.to_string() }));
     }
     Ok(rows)
 }
@@ -127,24 +215,23 @@ fn json_items(
     text: &str,
     file: &Arc<str>,
     path: &[&str],
-    entry: fn(&Value, Place) -> Result<Entry, String>,
-) -> Result<Vec<Row>, String> {
-    let mut list: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    entry: fn(&Value, Place) -> Result<Entry, BadEntry>,
+) -> Result<Vec<Row>, BadFile> {
+    let mut list: &RawValue = serde_json::from_str(text)?;
     if !list.get().starts_with('[') {
         for key in path {
-            let object: std::collections::HashMap<String, &RawValue> =
-                serde_json::from_str(list.get()).map_err(|e| e.to_string())?;
-            list = object.get(*key).copied().ok_or_else(|| format!("no \"{}\" list", path.join(".")))?;
+            let object: std::collections::HashMap<String, &RawValue> = serde_json::from_str(list.get())?;
+            list = object.get(*key).copied().ok_or_else(|| BadFile::NoList(path.join(".")))?;
         }
     }
-    let items: Vec<&RawValue> = serde_json::from_str(list.get()).map_err(|e| e.to_string())?;
+    let items: Vec<&RawValue> = serde_json::from_str(list.get())?;
     let mut lines = Lines::of(text);
     let mut rows = Vec::with_capacity(items.len());
     for item in items {
         let line = lines.at(item.get().as_ptr() as usize - text.as_ptr() as usize);
         let place = Place { file: file.clone(), line };
-        let value: Value = serde_json::from_str(item.get()).map_err(|e| e.to_string())?;
-        rows.push(entry(&value, place.clone()).map_err(|reason| Invalid { place, reason }));
+        let value: Value = serde_json::from_str(item.get())?;
+        rows.push(entry(&value, place.clone()).map_err(|bad| Invalid { place, reason: bad.to_string() }));
     }
     Ok(rows)
 }
@@ -185,11 +272,11 @@ fn records(
     mut reader: ::csv::Reader<&[u8]>,
     text: &str,
     file: &Arc<str>,
-) -> Result<Vec<(Place, ::csv::StringRecord)>, String> {
+) -> Result<Vec<(Place, ::csv::StringRecord)>, BadFile> {
     let mut lines = Lines::of(text);
     let mut records = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| e.to_string())?;
+        let record = record?;
         let line = lines.of_record(record.position().map_or(0, |p| p.byte() as usize));
         records.push((Place { file: file.clone(), line }, record));
     }
@@ -202,8 +289,10 @@ fn text<'a>(item: &'a Value, name: &str) -> Option<&'a str> {
 }
 
 /// A time field of an API item as the document holds times.
-fn time_field(item: &Value, name: &str) -> Result<Option<String>, String> {
-    text(item, name).map(|t| super::entry::utc_time(t).map_err(|e| format!("\"{name}\": {e}"))).transpose()
+fn time_field(item: &Value, name: &'static str) -> Result<Option<String>, BadEntry> {
+    text(item, name)
+        .map(|t| super::entry::utc_time(t).map_err(|why| BadEntry::TimeField { field: name, why }))
+        .transpose()
 }
 
 /// The tags of an item: a list of strings.
@@ -230,8 +319,7 @@ mod tests {
             kutt::entry,
         );
         assert_eq!(bare.unwrap().len(), 1);
-        assert!(json_items("{\"links\": []}", &"k.json".into(), &["data"], kutt::entry)
-            .unwrap_err()
-            .contains("\"data\""));
+        let no_list = json_items("{\"links\": []}", &"k.json".into(), &["data"], kutt::entry).unwrap_err();
+        assert_eq!(no_list.to_string(), "no \"data\" list");
     }
 }

@@ -9,14 +9,14 @@
 
 use serde_json::{json, Value};
 
-use super::{tags, tags_cell, text, time_field};
+use super::{tags, tags_cell, text, time_field, BadEntry};
 use crate::domain::LinkWrite;
 use crate::transfer::entry::{Entry, Place};
 
-pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
-    let url = text(item, "longUrl").ok_or("no \"longUrl\"")?;
+pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, BadEntry> {
+    let url = text(item, "longUrl").ok_or(BadEntry::NoField("longUrl"))?;
     let mut entry = Entry::new(place, url);
-    entry.code = Some(text(item, "shortCode").ok_or("no \"shortCode\"")?.to_owned());
+    entry.code = Some(text(item, "shortCode").ok_or(BadEntry::NoField("shortCode"))?.to_owned());
     entry.short_url = text(item, "shortUrl").map(str::to_owned);
     entry.created = time_field(item, "dateCreated")?;
     let meta = item.get("meta").cloned().unwrap_or_default();
@@ -44,8 +44,8 @@ pub(super) fn entry(item: &Value, place: Place) -> Result<Entry, String> {
 }
 
 /// A row of the web client's CSV, as the API item it was made from.
-pub(super) fn from_csv(row: &Value, place: Place) -> Result<Entry, String> {
-    let short_url = text(row, "shortUrl").ok_or("no shortUrl")?;
+pub(super) fn from_csv(row: &Value, place: Place) -> Result<Entry, BadEntry> {
+    let short_url = text(row, "shortUrl").ok_or(BadEntry::NoCell("shortUrl"))?;
     // The client takes the code from the short URL's path, as here when the column is absent.
     let code = text(row, "shortCode").map(str::to_owned).or_else(|| {
         url::Url::parse(short_url).ok().map(|u| u.path().trim_start_matches('/').to_owned()).filter(|c| !c.is_empty())

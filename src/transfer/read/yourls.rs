@@ -5,23 +5,22 @@
 
 use std::sync::Arc;
 
-use super::{records, Row};
+use super::{records, BadEntry, BadFile, Row};
 use crate::domain::LinkWrite;
 use crate::transfer::entry::{utc_time, Entry, Invalid};
 
-pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
+pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, BadFile> {
     let tabs = text.lines().next().is_some_and(|h| h.contains('\t'));
     let mut reader = if tabs {
         ::csv::ReaderBuilder::new().delimiter(b'\t').quoting(false).flexible(true).from_reader(text.as_bytes())
     } else {
         super::csv::reader(text)
     };
-    let header: Vec<String> =
-        reader.headers().map_err(|e| e.to_string())?.iter().map(|h| h.trim().to_lowercase()).collect();
+    let header: Vec<String> = reader.headers()?.iter().map(|h| h.trim().to_lowercase()).collect();
     let column = |name: &str| header.iter().position(|h| h == name);
     let (keyword, url) = match (column("keyword"), column("url")) {
         (Some(k), Some(u)) => (k, u),
-        _ => return Err(format!("no \"keyword\" and \"url\" columns (the header has {})", header.join(", "))),
+        _ => return Err(BadFile::NoYourlsColumns(header)),
     };
     let (title, timestamp) = (column("title"), column("timestamp"));
     let mut rows = Vec::new();
@@ -32,13 +31,13 @@ pub(super) fn read(text: &str, file: &Arc<str>) -> Result<Vec<Row>, String> {
             value.map(|v| if tabs { unescape(v) } else { v.to_owned() })
         };
         let row = (|| {
-            let mut entry = Entry::new(place.clone(), &cell(Some(url)).ok_or("the url is empty")?);
-            entry.code = Some(cell(Some(keyword)).ok_or("the keyword is empty")?);
+            let mut entry = Entry::new(place.clone(), &cell(Some(url)).ok_or(BadEntry::EmptyCell("url"))?);
+            entry.code = Some(cell(Some(keyword)).ok_or(BadEntry::EmptyCell("keyword"))?);
             entry.created = cell(timestamp).map(|t| utc_time(&t)).transpose()?;
             entry.write(&LinkWrite { title: cell(title), ..LinkWrite::default() });
-            Ok::<_, String>(entry)
+            Ok::<_, BadEntry>(entry)
         })();
-        rows.push(row.map_err(|reason| Invalid { place, reason }));
+        rows.push(row.map_err(|bad| Invalid { place, reason: bad.to_string() }));
     }
     Ok(rows)
 }
