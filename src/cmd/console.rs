@@ -96,7 +96,7 @@ pub const ACCOUNT_SETTINGS: [&str; 3] =
 impl ConsoleArgs {
     /// The databases the console offers: every domain's, or the one database.
     pub fn sites(&self) -> Result<Vec<ConsoleSite>, ConsoleError> {
-        let domains = self.domains.list().map_err(ConsoleError::Config)?;
+        let domains = self.domains.list().map_err(|e| ConsoleError::Config(e.to_string()))?;
         let pairs: Vec<(String, PublicUrl)> = if domains.is_empty() {
             vec![(self.db.clone(), self.public_url.clone())]
         } else {

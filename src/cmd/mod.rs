@@ -192,15 +192,14 @@ pub struct DomainArgs {
 
 impl DomainArgs {
     /// The domains named (empty: none).
-    pub fn list(&self) -> Result<Vec<crate::domain::Domain>, String> {
+    pub fn list(&self) -> Result<Vec<crate::domain::Domain>, DomainError> {
         let file = match &self.domains_file {
-            Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read the domains file {}: {e}", path.display()))?,
-            ),
+            Some(path) => {
+                Some(std::fs::read_to_string(path).map_err(|why| DomainError::File { path: path.clone(), why })?)
+            }
             None => None,
         };
-        crate::domain::parse_domains(self.domains.as_deref(), file.as_deref(), self.public_urls.as_deref())
+        Ok(crate::domain::parse_domains(self.domains.as_deref(), file.as_deref(), self.public_urls.as_deref())?)
     }
 
     /// For a command on one domain (`--domain HOST`): its database and public URL, which
@@ -213,7 +212,7 @@ impl DomainArgs {
     ) -> Result<(), DomainError> {
         let Some(domain) = domain else { return Ok(()) };
         let host = crate::domain::Host::parse(domain).map_err(DomainError::Host)?;
-        let domains = self.list().map_err(DomainError::List)?;
+        let domains = self.list()?;
         let found = domains.into_iter().find(|d| d.host == host).ok_or(DomainError::Unknown(host))?;
         couch.db = found.db;
         *public_url = Some(found.public_url);
@@ -237,10 +236,17 @@ pub struct DomainChoice {
 /// all in its message (no source): `main` prints it as it is.
 #[derive(Debug, thiserror::Error)]
 pub enum DomainError {
-    /// The domains cannot be read: [`DomainArgs::list`]'s words (the domains file's error, or
-    /// [`crate::domain::parse_domains`]'s).
-    #[error("{0}")]
-    List(String),
+    /// The domains file cannot be read.
+    #[error("cannot read the domains file {}: {why}", path.display())]
+    File {
+        /// The file's path.
+        path: std::path::PathBuf,
+        /// Why it cannot be read.
+        why: std::io::Error,
+    },
+    /// The domains named cannot be used.
+    #[error(transparent)]
+    List(#[from] crate::domain::BadDomains),
     /// `--domain` is no host name.
     #[error(transparent)]
     Host(crate::domain::InvalidHost),
@@ -260,7 +266,7 @@ impl DomainChoice {
         companion: crate::domain::Companion,
         setting: Option<&crate::domain::CompanionDb>,
     ) -> Result<(), DomainError> {
-        let domains = self.domains.list().map_err(DomainError::List)?;
+        let domains = self.domains.list()?;
         let place = setting.cloned().unwrap_or_default();
         place.for_domains(companion, domains.len()).map(drop).map_err(DomainError::Companion)
     }

@@ -176,7 +176,7 @@ impl ServeArgs {
 
     /// The configuration these flags describe.
     pub fn into_config(self) -> Result<ServerConfig, StartError> {
-        let domains = self.domains.list().map_err(StartError::Domains)?;
+        let domains = self.domains.list().map_err(|e| StartError::Domains(e.to_string()))?;
         let default_domain = match &self.default_domain {
             None => None,
             Some(name) => {

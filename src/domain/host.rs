@@ -72,20 +72,59 @@ pub struct Domain {
 /// (and their label in `/metrics`).
 pub const UNKNOWN_HOSTS: &str = "_unknown";
 
+/// Why a list of domains (`COUCHLINK_DOMAINS`, its file, `COUCHLINK_PUBLIC_URLS`) cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadDomains {
+    /// An entry of the public URLs without `=`.
+    #[error("{0:?} in the public URLs is not HOST=URL")]
+    NotHostUrl(String),
+    /// A public URL that is none.
+    #[error("the public URL of {0}: {1}")]
+    PublicUrl(String, super::InvalidPublicUrl),
+    /// An entry of the domains without `=`.
+    #[error("{0:?} in the domains is not HOST=DATABASE")]
+    NotHostDatabase(String),
+    /// A line of the domains file that is not two or three words.
+    #[error("line {0} of the domains file is not HOST DATABASE [PUBLIC_URL]")]
+    FileLine(usize),
+    /// A line of the domains file whose public URL is none.
+    #[error("line {0} of the domains file: {1}")]
+    FileUrl(usize, super::InvalidPublicUrl),
+    /// A host name that is none.
+    #[error(transparent)]
+    Host(#[from] InvalidHost),
+    /// A domain with an empty database.
+    #[error("{0} names no database")]
+    NoDatabase(Host),
+    /// A domain named twice.
+    #[error("{0} is named twice")]
+    Twice(Host),
+    /// A host whose default public URL (`http://HOST`) is none.
+    #[error("{0}: {1}")]
+    Default(Host, super::InvalidPublicUrl),
+    /// A public URL for a host that is no domain.
+    #[error("a public URL is named for {0}, which is no domain")]
+    NoSuchDomain(Host),
+}
+
 /// The domains of `COUCHLINK_DOMAINS` (`host=db,host=db`) or of a domains file (a line each:
 /// `host db [public URL]`, `#` comments), public URLs from `COUCHLINK_PUBLIC_URLS`
 /// (`host=url,...`) where named.
-pub fn parse_domains(list: Option<&str>, file: Option<&str>, public_urls: Option<&str>) -> Result<Vec<Domain>, String> {
+pub fn parse_domains(
+    list: Option<&str>,
+    file: Option<&str>,
+    public_urls: Option<&str>,
+) -> Result<Vec<Domain>, BadDomains> {
     let mut named = Vec::new();
     for pair in public_urls.unwrap_or_default().split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (host, url) = pair.split_once('=').ok_or_else(|| format!("{pair:?} in the public URLs is not HOST=URL"))?;
-        let url = PublicUrl::parse(url.trim()).map_err(|e| format!("the public URL of {host}: {e}"))?;
-        named.push((Host::parse(host.trim()).map_err(|e| e.to_string())?, url));
+        let (host, url) = pair.split_once('=').ok_or_else(|| BadDomains::NotHostUrl(pair.to_owned()))?;
+        let url = PublicUrl::parse(url.trim()).map_err(|e| BadDomains::PublicUrl(host.to_owned(), e))?;
+        named.push((Host::parse(host.trim())?, url));
     }
     let mut entries: Vec<(Host, String, Option<PublicUrl>)> = Vec::new();
     for pair in list.unwrap_or_default().split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (host, db) = pair.split_once('=').ok_or_else(|| format!("{pair:?} in the domains is not HOST=DATABASE"))?;
-        entries.push((Host::parse(host.trim()).map_err(|e| e.to_string())?, db.trim().to_owned(), None));
+        let (host, db) = pair.split_once('=').ok_or_else(|| BadDomains::NotHostDatabase(pair.to_owned()))?;
+        entries.push((Host::parse(host.trim())?, db.trim().to_owned(), None));
     }
     for (n, line) in file.unwrap_or_default().lines().enumerate() {
         let line = line.split('#').next().unwrap_or_default().trim();
@@ -96,28 +135,30 @@ pub fn parse_domains(list: Option<&str>, file: Option<&str>, public_urls: Option
         let (host, db, url) = match words[..] {
             [host, db] => (host, db, None),
             [host, db, url] => (host, db, Some(url)),
-            _ => return Err(format!("line {} of the domains file is not HOST DATABASE [PUBLIC_URL]", n + 1)),
+            _ => return Err(BadDomains::FileLine(n + 1)),
         };
-        let url =
-            url.map(PublicUrl::parse).transpose().map_err(|e| format!("line {} of the domains file: {e}", n + 1))?;
-        entries.push((Host::parse(host).map_err(|e| e.to_string())?, db.to_owned(), url));
+        let url = url.map(PublicUrl::parse).transpose().map_err(|e| BadDomains::FileUrl(n + 1, e))?;
+        entries.push((Host::parse(host)?, db.to_owned(), url));
     }
     let mut domains: Vec<Domain> = Vec::with_capacity(entries.len());
     for (host, db, url) in entries {
         if db.is_empty() {
-            return Err(format!("{host} names no database"));
+            return Err(BadDomains::NoDatabase(host));
         }
         if domains.iter().any(|d| d.host == host) {
-            return Err(format!("{host} is named twice"));
+            return Err(BadDomains::Twice(host));
         }
         let public_url = match url.or_else(|| named.iter().find(|(h, _)| *h == host).map(|(_, u)| u.clone())) {
             Some(url) => url,
-            None => PublicUrl::parse(&format!("http://{host}")).map_err(|e| format!("{host}: {e}"))?,
+            None => match PublicUrl::parse(&format!("http://{host}")) {
+                Ok(url) => url,
+                Err(e) => return Err(BadDomains::Default(host, e)),
+            },
         };
         domains.push(Domain { host, db, public_url });
     }
     if let Some((host, _)) = named.iter().find(|(h, _)| !domains.iter().any(|d| d.host == *h)) {
-        return Err(format!("a public URL is named for {host}, which is no domain"));
+        return Err(BadDomains::NoSuchDomain(host.clone()));
     }
     Ok(domains)
 }
@@ -161,12 +202,13 @@ mod tests {
                 ("short.beta.example", "beta_links", "https://beta.example/s"),
             ]
         );
-        assert!(parse_domains(Some("a.example=x,A.example=y"), None, None).unwrap_err().contains("twice"));
-        assert!(parse_domains(Some("a.example"), None, None).unwrap_err().contains("HOST=DATABASE"));
+        assert!(parse_domains(Some("a.example=x,A.example=y"), None, None).unwrap_err().to_string().contains("twice"));
+        assert!(parse_domains(Some("a.example"), None, None).unwrap_err().to_string().contains("HOST=DATABASE"));
         assert!(parse_domains(Some("a.example=x"), None, Some("b.example=https://b.example"))
             .unwrap_err()
+            .to_string()
             .contains("no domain"));
-        assert!(parse_domains(None, Some("a.example\n"), None).unwrap_err().contains("line 1"));
+        assert!(parse_domains(None, Some("a.example\n"), None).unwrap_err().to_string().contains("line 1"));
         assert_eq!(parse_domains(None, None, None).unwrap(), []);
     }
 }

@@ -17,7 +17,7 @@ mod tracking_id;
 
 pub use companion::{companions, is_database_name, Companion, CompanionDb, CompanionError};
 pub use edit::{is_batch_name, is_stated_time, EditStamp, Stated};
-pub use host::{parse_domains, Domain, Host, InvalidHost, UNKNOWN_HOSTS};
+pub use host::{parse_domains, BadDomains, Domain, Host, InvalidHost, UNKNOWN_HOSTS};
 pub use link::{Link, LinkDoc, LinkParts, Status, UnusableLink, VisitLimit, MAX_VISITS};
 pub use link_id::{InvalidLinkId, LinkId};
 pub use link_write::{ImportedFrom, LinkEdit, LinkField, LinkWrite, RequestedBy};
