@@ -235,9 +235,8 @@ async fn a_sequence_couchdb_no_longer_accepts_starts_the_cache_afresh() {
 
 #[tokio::test]
 async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() {
-    let db = TestDb::heavy().await;
     let ids = crate::warm::ids(20_000);
-    crate::warm::bulk_links(&db, &ids).await;
+    let db = crate::warm::holding_links(&ids).await;
     let state = tempfile::tempdir().unwrap();
     let (path, temporary) = (state.path().join(FILE_NAME), state.path().join(format!("{FILE_NAME}.tmp")));
     let every_second = [("COUCHLINK_SNAPSHOT_SECS", "1")];
@@ -290,9 +289,8 @@ async fn a_proxy_killed_while_writing_a_snapshot_restarts_from_the_one_before() 
 
 #[tokio::test]
 async fn a_snapshot_written_before_the_warm_up_was_done_is_followed_by_one() {
-    let db = TestDb::heavy().await;
     let ids = crate::warm::ids(5000);
-    crate::warm::bulk_links(&db, &ids).await;
+    let db = crate::warm::holding_links(&ids).await;
     // CouchDB slowed down (each request held 1 s): the proxy stops while still warming.
     let relay = Relay::start(&db.couch.url).await;
     relay.delay(1000);

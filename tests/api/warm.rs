@@ -22,6 +22,12 @@ pub fn ids(n: usize) -> Vec<String> {
 /// Stores `ids` with `_bulk_docs`, 5,000 a request and two requests at a time (CouchDB runs
 /// its validation function on each document: one request at a time leaves a core idle), each
 /// pointing at `https://warm.example/{id}`.
+/// A database on the heavy server holding a link `https://warm.example/ID` for each of `ids`
+/// (stored before setup: [`TestDb::heavy_holding`]).
+pub async fn holding_links(ids: &[String]) -> TestDb {
+    TestDb::heavy_holding(|db| async move { bulk_links(&db, ids).await }).await
+}
+
 pub async fn bulk_links(db: &TestDb, ids: &[String]) {
     for pair in ids.chunks(10_000) {
         let (a, b) = pair.split_at(pair.len().min(5_000));
@@ -56,10 +62,9 @@ async fn wait_until_warm(app: &TestApp, limit: Duration) {
 
 #[tokio::test]
 async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
-    let db = TestDb::heavy().await;
     let ids = ids(200_000);
     let started = Instant::now();
-    bulk_links(&db, &ids).await;
+    let db = holding_links(&ids).await;
     eprintln!("200,000 links stored in {:.1} s", started.elapsed().as_secs_f64());
     let loaded = Instant::now();
     let app = spawn_app_on(db, |c| c.cache_capacity = 250_000).await;
@@ -79,9 +84,8 @@ async fn links_are_cached_before_anyone_asks_and_then_cost_couchdb_nothing() {
 
 #[tokio::test]
 async fn edits_made_while_warming_are_served() {
-    let db = TestDb::heavy().await;
     let ids = ids(5000);
-    bulk_links(&db, &ids).await;
+    let db = holding_links(&ids).await;
     // CouchDB slowed down (each request held 300 ms) so that the warm-up (three pages) takes
     // a while.
     let relay = Relay::start(&db.couch.url).await;
@@ -108,8 +112,7 @@ async fn edits_made_while_warming_are_served() {
 
 #[tokio::test]
 async fn warming_stops_at_the_cache_capacity() {
-    let db = TestDb::heavy().await;
-    bulk_links(&db, &ids(5000)).await;
+    let db = holding_links(&ids(5000)).await;
     let app = spawn_app_on(db, |c| c.cache_capacity = 1000).await;
     wait_until_warm(&app, Duration::from_secs(30)).await;
     let entries = app.metric("couchlink_cache_entries").await;
