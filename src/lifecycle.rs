@@ -81,6 +81,30 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// [`shutdown_signal`], caught from now on (call it within a runtime): a SIGTERM that comes
+/// before the wait is first polled, while a first round of work runs, completes it instead of
+/// ending the process by its default action (seen: `couchlink clicks --every` killed by a
+/// SIGTERM sent while its first round still ran, exit "signal 15" instead of 0).
+pub fn shutdown_signal_caught() -> impl Future<Output = ()> {
+    let caught = [SignalKind::terminate(), SignalKind::interrupt()].map(|kind| signal(kind).ok());
+    async move {
+        let [term, int] = caught;
+        let wait = |s: Option<Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                // Not caught: that signal's default action stands, and this waits for the other.
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = wait(term) => {}
+            () = wait(int) => {}
+        }
+    }
+}
+
 /// SIGUSR2 (an upgrade), caught from the start: its default is to end the process.
 pub fn catch_upgrades() -> Option<Signal> {
     signal(SignalKind::user_defined2()).ok()

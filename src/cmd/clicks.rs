@@ -333,7 +333,8 @@ async fn roll_up_rounds(
     every: Option<u64>,
     out: &mut impl Write,
 ) -> Result<(), ClicksError> {
-    let mut stop = std::pin::pin!(crate::lifecycle::shutdown_signal());
+    // Caught before the first round: a SIGTERM during it ends the rounds once it is done.
+    let mut stop = std::pin::pin!(crate::lifecycle::shutdown_signal_caught());
     loop {
         let today = time::OffsetDateTime::now_utc().date();
         let until = today - time::Duration::days(i64::from(days));

@@ -934,3 +934,35 @@ async fn one_process_rolls_up_the_days_past_the_age_every_round_and_stops_on_sig
     tokio::io::AsyncReadExt::read_to_string(child.stdout.as_mut().unwrap(), &mut said).await.unwrap();
     assert!(said.contains(&format!("{}: 1 documents rolled into 1", day(10))), "{said}");
 }
+
+#[tokio::test]
+async fn a_sigterm_during_the_first_round_of_roll_ups_ends_them_once_it_is_done() {
+    // CouchDB slowed down (each request held 1 s): the first round is still under way when
+    // SIGTERM comes. Before the signal was caught from the start, its default action ended the
+    // process ("signal 15"): seen as a flake of the test above under load.
+    let db = counted_db().await;
+    let relay = Relay::start(&db.couch.url).await;
+    relay.delay(1000);
+    let mut child = tokio::process::Command::from(couchlink_command())
+        .args(["clicks", "--roll-up-older-than", "7", "--every", "1"])
+        .env("COUCHLINK_COUCHDB_URL", relay.url())
+        .env("COUCHLINK_COUCHDB_USER", &db.couch.admin_user)
+        .env("COUCHLINK_COUCHDB_PASSWORD", &db.couch.admin_password)
+        .env("COUCHLINK_DB", &db.name)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the first round asks CouchDB", Duration::from_secs(10), || async {
+        holds(relay.open() > 0, relay.open())
+    })
+    .await;
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out =
+        tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("stopped after SIGTERM").unwrap();
+    assert!(out.success(), "{out:?}");
+    let mut said = String::new();
+    tokio::io::AsyncReadExt::read_to_string(child.stdout.as_mut().unwrap(), &mut said).await.unwrap();
+    assert!(said.contains("nothing to roll up before"), "the round was done: {said}");
+}
